@@ -1,0 +1,145 @@
+// Package adapters holds what the ecosystem adapters share: the registry of
+// config-file kinds behind `mhp serve plc.yaml`, and the common parts of
+// their config files.
+//
+// A config file names its adapter at the top:
+//
+//	adapter: opcua
+//	device: {id: plc-01, class: plc, make: Siemens, model: S7-1500}
+//	...adapter-specific fields...
+//
+// The registry is a value the program builds (cmd/mhp registers every
+// adapter package it links); library code never registers itself in init.
+package adapters
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/binding"
+)
+
+// Source is one adapter config file.
+type Source struct {
+	// Path is the file's path; Dir its folder, for resolving relative paths
+	// (certificates, FDL files).
+	Path, Dir string
+	// Data is the file's bytes.
+	Data []byte
+}
+
+// Decode decodes the config strictly into v: an unknown field is an error
+// naming its line, so a typo never silently drops a limit.
+func (s Source) Decode(v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(s.Data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", s.Path, err)
+	}
+	return nil
+}
+
+// Resolve makes a path from the config relative to the config's folder.
+func (s Source) Resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(s.Dir, p)
+}
+
+// Factory builds an unstarted driver from a config file. The caller Starts
+// and Closes it.
+type Factory func(ctx context.Context, src Source) (*binding.Driver, error)
+
+// Registry maps adapter kinds ("opcua", "sila2", ...) to factories.
+type Registry struct {
+	mu sync.RWMutex
+	m  map[string]Factory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{m: map[string]Factory{}} }
+
+// Register adds a kind; registering a kind twice is an error.
+func (r *Registry) Register(kind string, f Factory) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if kind == "" || f == nil {
+		return fmt.Errorf("adapters: register needs a kind and a factory")
+	}
+	if _, ok := r.m[kind]; ok {
+		return fmt.Errorf("adapters: kind %q registered twice", kind)
+	}
+	r.m[kind] = f
+	return nil
+}
+
+// Kinds lists the registered kinds, sorted.
+func (r *Registry) Kinds() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.m))
+	for k := range r.m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Open reads a config file and builds its driver with the factory its
+// `adapter:` field names.
+func (r *Registry) Open(ctx context.Context, path string) (*binding.Driver, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return r.Build(ctx, Source{Path: path, Dir: filepath.Dir(path), Data: data})
+}
+
+// Build builds a driver from an in-memory config.
+func (r *Registry) Build(ctx context.Context, src Source) (*binding.Driver, error) {
+	var head struct {
+		Adapter string `yaml:"adapter"`
+	}
+	if err := yaml.Unmarshal(src.Data, &head); err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Path, err)
+	}
+	if head.Adapter == "" {
+		return nil, fmt.Errorf("%s: no `adapter:` field (one of %v)", src.Path, r.Kinds())
+	}
+	r.mu.RLock()
+	f, ok := r.m[head.Adapter]
+	r.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%s: adapter %q is not registered (have %v)", src.Path, head.Adapter, r.Kinds())
+	}
+	return f(ctx, src)
+}
+
+// Common is the MHP part every adapter config shares; adapters embed it
+// with `yaml:",inline"`.
+type Common struct {
+	Adapter      string         `yaml:"adapter"`
+	Device       mhp.DeviceInfo `yaml:"device"`
+	Notes        string         `yaml:"notes,omitempty"`
+	Instructions string         `yaml:"instructions,omitempty"`
+	Physical     *mhp.Physical  `yaml:"physical,omitempty"`
+	Safety       mhp.Safety     `yaml:"safety,omitempty"`
+}
+
+// Apply copies the common fields into a binding config.
+func (c Common) Apply(cfg *binding.Config) {
+	cfg.Device = c.Device
+	cfg.Notes = c.Notes
+	cfg.Instructions = c.Instructions
+	cfg.Physical = c.Physical
+	cfg.Safety = c.Safety
+}

@@ -1,0 +1,217 @@
+package binding
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/clock"
+)
+
+// Config is everything a Driver is built from. Zero durations take the
+// defaults documented on each field.
+type Config struct {
+	Device       mhp.DeviceInfo
+	Notes        string
+	Instructions string
+	Physical     *mhp.Physical
+	// Safety is the descriptor's safety block; Safety.EStop is set when EStop is given.
+	Safety   mhp.Safety
+	Signals  []Signal
+	Settings []Setting
+	Actions  []Action
+
+	// EStop stops all motion and energy output. It runs outside the request
+	// lock, never behind a vendor call.
+	EStop func(ctx context.Context) error
+	// OnFault runs once when the device latches in fault; default EStop.
+	OnFault func(ctx context.Context, reason string) error
+	// Setup runs once in Start (connect, home, read types).
+	Setup func(ctx context.Context) error
+	// Verify checks the device is safe to resume before a reset; default:
+	// every signal reads without error.
+	Verify func(ctx context.Context) error
+	// Close releases the backend in Driver.Close.
+	Close func() error
+
+	// Clock is the time source; default the system clock.
+	Clock clock.Clock
+	// KeepJobs is how many finished jobs are kept for jobs/status; default 256.
+	KeepJobs int
+	// InterlockTimeout bounds each live interlock read; default 2s.
+	InterlockTimeout time.Duration
+	// HookTimeout bounds a setting's Write; default 30s.
+	HookTimeout time.Duration
+	// StopTimeout bounds the EStop and OnFault hooks; default 10s.
+	StopTimeout time.Duration
+	// JobTimeout bounds an action's Run when the action sets none; default 1h.
+	JobTimeout time.Duration
+	// JobGrace is how long a Run may take to return once its context ended
+	// through timeout or estop before the job is abandoned as outcome unknown;
+	// default 10s.
+	JobGrace time.Duration
+	// PollInterval is how often subscribed, non-pushed signals are read; default 1s.
+	PollInterval time.Duration
+	// SessionIdle forgets a session (subscriptions, last-seen) after this long
+	// without a request; default 10m.
+	SessionIdle time.Duration
+	// Logger receives operational logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports the first problem with the configuration: missing id or
+// hooks, duplicate names, interlocks naming no signal, bad limits.
+func (c *Config) Validate() error {
+	if c.Device.ID == "" {
+		return fmt.Errorf("binding: Device.ID is required")
+	}
+	seen := map[string]string{}
+	claim := func(kind, name string) error {
+		if name == "" {
+			return fmt.Errorf("binding: a %s has no name", kind)
+		}
+		if prev, ok := seen[kind+":"+name]; ok {
+			return fmt.Errorf("binding: duplicate %s %q (%s)", kind, name, prev)
+		}
+		seen[kind+":"+name] = kind
+		return nil
+	}
+	signals := map[string]bool{}
+	for _, s := range c.Signals {
+		if err := claim("signal", s.Spec.Name); err != nil {
+			return err
+		}
+		if s.Read == nil {
+			return fmt.Errorf("binding: signal %q has no Read", s.Spec.Name)
+		}
+		if s.Spec.Type != "" && !mhp.IsType(s.Spec.Type) {
+			return fmt.Errorf("binding: signal %q: unknown type %q", s.Spec.Name, s.Spec.Type)
+		}
+		signals[s.Spec.Name] = true
+	}
+	checkInterlocks := func(kind, name string, locks []string) error {
+		for _, l := range locks {
+			if !signals[l] {
+				return fmt.Errorf("binding: %s %q: interlock %q names no signal", kind, name, l)
+			}
+		}
+		return nil
+	}
+	for _, s := range c.Settings {
+		if err := claim("setting", s.Spec.Name); err != nil {
+			return err
+		}
+		if s.Write == nil {
+			return fmt.Errorf("binding: setting %q has no Write", s.Spec.Name)
+		}
+		if s.Spec.Type == "" || !mhp.IsType(s.Spec.Type) {
+			return fmt.Errorf("binding: setting %q: type %q is not one of number, integer, boolean, string, array, object, any", s.Spec.Name, s.Spec.Type)
+		}
+		if err := checkApproval(s.Spec.Approval); err != nil {
+			return fmt.Errorf("binding: setting %q: %w", s.Spec.Name, err)
+		}
+		if err := checkLimits(s.Spec.Limits); err != nil {
+			return fmt.Errorf("binding: setting %q: %w", s.Spec.Name, err)
+		}
+		if err := checkInterlocks("setting", s.Spec.Name, s.Spec.Interlocks); err != nil {
+			return err
+		}
+	}
+	for _, a := range c.Actions {
+		if err := claim("action", a.Spec.Name); err != nil {
+			return err
+		}
+		if a.Run == nil {
+			return fmt.Errorf("binding: action %q has no Run", a.Spec.Name)
+		}
+		if err := checkApproval(a.Spec.Approval); err != nil {
+			return fmt.Errorf("binding: action %q: %w", a.Spec.Name, err)
+		}
+		if d := a.Spec.Duration; d != "" && d != mhp.DurationShort && d != mhp.DurationLong {
+			return fmt.Errorf("binding: action %q: duration %q is not short or long", a.Spec.Name, d)
+		}
+		if err := checkInterlocks("action", a.Spec.Name, a.Spec.Interlocks); err != nil {
+			return err
+		}
+		for _, p := range a.Spec.Params {
+			if p.Shape != nil {
+				if err := checkLimits(p.Shape.Limits); err != nil {
+					return fmt.Errorf("binding: action %q param %q: %w", a.Spec.Name, p.Name, err)
+				}
+			}
+		}
+	}
+	if err := checkInterlocks("safety", "interlocks", c.Safety.Interlocks); err != nil {
+		return err
+	}
+	if c.Safety.WatchdogS < 0 {
+		return fmt.Errorf("binding: safety.watchdog_s %v is negative", c.Safety.WatchdogS)
+	}
+	if c.KeepJobs < 0 {
+		return fmt.Errorf("binding: KeepJobs %d is negative", c.KeepJobs)
+	}
+	return nil
+}
+
+func checkApproval(a mhp.Approval) error {
+	switch a {
+	case "", mhp.ApprovalAuto, mhp.ApprovalConfirm, mhp.ApprovalForbid:
+		return nil
+	}
+	return fmt.Errorf("approval %q is not auto, confirm or forbid", a)
+}
+
+func checkLimits(l *mhp.Limits) error {
+	if l == nil {
+		return nil
+	}
+	if l.Min != nil && l.Max != nil && *l.Min > *l.Max {
+		return fmt.Errorf("limits: min %v above max %v", *l.Min, *l.Max)
+	}
+	return nil
+}
+
+// withDefaults returns a copy of c with every zero option at its default.
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.KeepJobs == 0 {
+		c.KeepJobs = 256
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.InterlockTimeout, 2*time.Second)
+	def(&c.HookTimeout, 30*time.Second)
+	def(&c.StopTimeout, 10*time.Second)
+	def(&c.JobTimeout, time.Hour)
+	def(&c.JobGrace, 10*time.Second)
+	def(&c.PollInterval, time.Second)
+	def(&c.SessionIdle, 10*time.Minute)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.EStop != nil {
+		c.Safety.EStop = true
+	}
+	for i := range c.Settings {
+		if c.Settings[i].Spec.Approval == "" {
+			c.Settings[i].Spec.Approval = mhp.ApprovalAuto
+		}
+	}
+	for i := range c.Actions {
+		a := &c.Actions[i].Spec
+		if a.Approval == "" {
+			a.Approval = mhp.ApprovalAuto
+		}
+		if a.Duration == "" {
+			a.Duration = mhp.DurationLong
+		}
+	}
+	return c
+}

@@ -1,0 +1,396 @@
+package mhp
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Check validates v against the shape and returns it normalised: numbers as
+// float64, integers as int64, booleans, strings, []any and map[string]any.
+// path names the value in errors ("target_temperature", "steps[1].temp").
+// Type errors (null, NaN, ±Inf, a boolean where a number is due, control
+// characters, undeclared or missing properties) are InvalidValue; values
+// outside the limits are LimitViolation with the limits in data.
+func (s *Shape) Check(path string, v any) (any, *Error) {
+	if s == nil || s.Prose != "" {
+		return v, nil
+	}
+	if v == nil {
+		return nil, Errorf(CodeInvalidValue, "%s: null is not a value", path).With("field", path)
+	}
+	var out any
+	switch s.Type {
+	case TypeNumber:
+		f, ok := toFloat(v)
+		if !ok {
+			return nil, typeError(path, "a number", v)
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, Errorf(CodeInvalidValue, "%s=%v is not a finite number", path, f).With("field", path)
+		}
+		out = f
+	case TypeInteger:
+		f, ok := toFloat(v)
+		if !ok {
+			return nil, typeError(path, "an integer", v)
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+			return nil, Errorf(CodeInvalidValue, "%s=%v is not an integer", path, formatValue(v)).With("field", path)
+		}
+		out = int64(f)
+	case TypeBoolean:
+		b, ok := v.(bool)
+		if !ok {
+			return nil, typeError(path, "a boolean", v)
+		}
+		out = b
+	case TypeString:
+		str, ok := v.(string)
+		if !ok {
+			return nil, typeError(path, "a string", v)
+		}
+		if e := checkText(path, str); e != nil {
+			return nil, e
+		}
+		out = str
+	case TypeArray:
+		list, ok := toList(v)
+		if !ok {
+			return nil, typeError(path, "an array", v)
+		}
+		norm := make([]any, len(list))
+		for i, item := range list {
+			n, e := s.Items.checkItem(fmt.Sprintf("%s[%d]", path, i), item)
+			if e != nil {
+				return nil, e
+			}
+			norm[i] = n
+		}
+		out = norm
+	case TypeObject:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, typeError(path, "an object", v)
+		}
+		n, e := checkObject(path, s.Properties, s.Required, m, s.Properties != nil)
+		if e != nil {
+			return nil, e
+		}
+		out = n
+	case "", TypeAny:
+		if e := checkAny(path, v); e != nil {
+			return nil, e
+		}
+		out = v
+	default:
+		return v, nil
+	}
+	if e := s.Limits.check(path, out); e != nil {
+		return nil, e
+	}
+	return out, nil
+}
+
+func (s *Shape) checkItem(path string, v any) (any, *Error) {
+	if s == nil {
+		if e := checkAny(path, v); e != nil {
+			return nil, e
+		}
+		return v, nil
+	}
+	return s.Check(path, v)
+}
+
+// checkObject checks properties; strict refuses undeclared keys.
+func checkObject(path string, props map[string]*Shape, required []string, m map[string]any, strict bool) (map[string]any, *Error) {
+	out := make(map[string]any, len(m))
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		sub := join(path, k)
+		shape, ok := props[k]
+		if !ok && strict {
+			return nil, Errorf(CodeInvalidValue, "%s: undeclared field %q", orRoot(path), k).With("field", sub)
+		}
+		n, e := shape.checkItem(sub, m[k])
+		if e != nil {
+			return nil, e
+		}
+		out[k] = n
+	}
+	for _, r := range required {
+		if _, ok := m[r]; !ok {
+			return nil, Errorf(CodeInvalidValue, "%s: missing required field %q", orRoot(path), r).With("field", join(path, r))
+		}
+	}
+	return out, nil
+}
+
+// Check validates an action's parameters: an object with no undeclared names,
+// every non-optional parameter present (defaults filled in), each value
+// checked against its shape. It returns the normalised parameters.
+func (p Params) Check(action string, params map[string]any) (map[string]any, *Error) {
+	out := make(map[string]any, len(p))
+	for k := range params {
+		if _, ok := p.Get(k); !ok {
+			return nil, Errorf(CodeInvalidValue, "%s: undeclared parameter %q (declared: %s)", action, k,
+				strings.Join(p.Names(), ", ")).With("field", k)
+		}
+	}
+	for _, x := range p {
+		v, ok := params[x.Name]
+		if !ok {
+			if x.Shape != nil && x.Shape.Default != nil {
+				out[x.Name] = x.Shape.Default
+				continue
+			}
+			if x.Shape != nil && x.Shape.Optional {
+				continue
+			}
+			return nil, Errorf(CodeInvalidValue, "%s: missing parameter %q", action, x.Name).With("field", x.Name)
+		}
+		n, e := x.Shape.checkItem(x.Name, v)
+		if e != nil {
+			return nil, e
+		}
+		out[x.Name] = n
+	}
+	return out, nil
+}
+
+func (l *Limits) check(path string, v any) *Error {
+	if l.Empty() {
+		return nil
+	}
+	if len(l.Enum) > 0 {
+		found := false
+		for _, e := range l.Enum {
+			if valuesEqual(e, v) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return Errorf(CodeLimitViolation, "%s=%s not one of %s", path, formatValue(v), formatValue(l.Enum)).
+				With("enum", l.Enum).With("field", path)
+		}
+	}
+	if f, ok := toFloat(v); ok {
+		if _, isBool := v.(bool); !isBool {
+			if l.Min != nil && f < *l.Min {
+				return l.violation(path, v, "below min", *l.Min)
+			}
+			if l.Max != nil && f > *l.Max {
+				return l.violation(path, v, "above max", *l.Max)
+			}
+			if l.ExclusiveMin != nil && f <= *l.ExclusiveMin {
+				return l.violation(path, v, "not above exclusive min", *l.ExclusiveMin)
+			}
+			if l.ExclusiveMax != nil && f >= *l.ExclusiveMax {
+				return l.violation(path, v, "not below exclusive max", *l.ExclusiveMax)
+			}
+		}
+	}
+	n := -1
+	switch x := v.(type) {
+	case string:
+		n = utf8.RuneCountInString(x)
+		if l.Pattern != "" {
+			re, err := regexp.Compile("^(?:" + l.Pattern + ")$")
+			if err != nil {
+				return Errorf(CodeInternal, "%s: bad pattern %q in the descriptor: %v", path, l.Pattern, err)
+			}
+			if !re.MatchString(x) {
+				return Errorf(CodeLimitViolation, "%s=%q does not match pattern %q", path, x, l.Pattern).
+					With("pattern", l.Pattern).With("field", path)
+			}
+		}
+	case []any:
+		n = len(x)
+	}
+	if n >= 0 {
+		if l.MinLength != nil && n < *l.MinLength {
+			return Errorf(CodeLimitViolation, "%s has length %d, below minLength %d", path, n, *l.MinLength).
+				With("minLength", *l.MinLength).With("field", path)
+		}
+		if l.MaxLength != nil && n > *l.MaxLength {
+			return Errorf(CodeLimitViolation, "%s has length %d, above maxLength %d", path, n, *l.MaxLength).
+				With("maxLength", *l.MaxLength).With("field", path)
+		}
+	}
+	return nil
+}
+
+func (l *Limits) violation(path string, v any, what string, bound float64) *Error {
+	e := Errorf(CodeLimitViolation, "%s=%s %s %s", path, formatValue(v), what, formatValue(bound)).With("field", path)
+	if l.Min != nil {
+		e.With("min", *l.Min)
+	}
+	if l.Max != nil {
+		e.With("max", *l.Max)
+	}
+	if l.ExclusiveMin != nil {
+		e.With("exclusiveMin", *l.ExclusiveMin)
+	}
+	if l.ExclusiveMax != nil {
+		e.With("exclusiveMax", *l.ExclusiveMax)
+	}
+	return e
+}
+
+func checkText(path, s string) *Error {
+	if !utf8.ValidString(s) {
+		return Errorf(CodeInvalidValue, "%s: string is not valid UTF-8", path).With("field", path)
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return Errorf(CodeInvalidValue, "%s: string contains control character %U", path, r).With("field", path)
+		}
+	}
+	return nil
+}
+
+// checkAny walks an unshaped value refusing null, non-finite numbers and control characters.
+func checkAny(path string, v any) *Error {
+	switch x := v.(type) {
+	case nil:
+		return Errorf(CodeInvalidValue, "%s: null is not a value", path).With("field", path)
+	case string:
+		return checkText(path, x)
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return Errorf(CodeInvalidValue, "%s=%v is not a finite number", path, x).With("field", path)
+		}
+	case float32:
+		return checkAny(path, float64(x))
+	case []any:
+		for i, item := range x {
+			if e := checkAny(fmt.Sprintf("%s[%d]", path, i), item); e != nil {
+				return e
+			}
+		}
+	case map[string]any:
+		for k, item := range x {
+			if e := checkAny(join(path, k), item); e != nil {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+func typeError(path, want string, v any) *Error {
+	return Errorf(CodeInvalidValue, "%s=%s is %s, not %s", path, formatValue(v), describeType(v), want).
+		With("field", path).With("expected", strings.TrimPrefix(strings.TrimPrefix(want, "an "), "a "))
+}
+
+func describeType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case string:
+		return "a string"
+	case float64, float32, int, int64, int32, uint, uint64, uint32, json.Number:
+		return "a number"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	case int8:
+		return float64(x), true
+	case int16:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case uint:
+		return float64(x), true
+	case uint8:
+		return float64(x), true
+	case uint16:
+		return float64(x), true
+	case uint32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func toList(v any) ([]any, bool) {
+	if l, ok := v.([]any); ok {
+		return l, true
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Slice {
+		return nil, false
+	}
+	out := make([]any, rv.Len())
+	for i := range out {
+		out[i] = rv.Index(i).Interface()
+	}
+	return out, true
+}
+
+// valuesEqual compares two decoded values, numbers by value whatever their Go type.
+func valuesEqual(a, b any) bool {
+	fa, oka := toFloat(a)
+	fb, okb := toFloat(b)
+	if oka && okb {
+		return fa == fb
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func formatValue(v any) string {
+	if f, ok := v.(float64); ok {
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "params"
+	}
+	return path
+}

@@ -1,0 +1,35 @@
+package mhp
+
+// Notification method names.
+const (
+	NotifySignalsUpdate    = "notifications/signals/update"
+	NotifySettingsChanged  = "notifications/settings/changed"
+	NotifyJobsStarted      = "notifications/jobs/started"
+	NotifyJobsProgress     = "notifications/jobs/progress"
+	NotifyJobsPaused       = "notifications/jobs/paused"
+	NotifyJobsResumed      = "notifications/jobs/resumed"
+	NotifyJobsCancelling   = "notifications/jobs/cancelling"
+	NotifyJobsFinished     = "notifications/jobs/finished"
+	NotifySafetyEStop      = "notifications/safety/estop"
+	NotifySafetyFault      = "notifications/safety/fault"
+	NotifySafetyReset      = "notifications/safety/reset"
+	NotifyOperatorInstruct = "notifications/operator/instruction"
+)
+
+// Notification is a message a device pushes unprompted. Params is a JSON
+// object; every notification carries "state" (the device state after the
+// event) and "ts" (device clock) so that a job's completion and the device
+// state arrive together.
+type Notification struct {
+	Method string         `json:"method"`
+	Params map[string]any `json:"params"`
+}
+
+// Signal returns the signal name of a signals/update notification, or "".
+func (n Notification) Signal() string {
+	if n.Method != NotifySignalsUpdate {
+		return ""
+	}
+	s, _ := n.Params["name"].(string)
+	return s
+}
