@@ -1,0 +1,1347 @@
+package binding
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/clock"
+)
+
+// Driver is the BoundDriver: a complete mhp.Device made from bindings. It is
+// safe for concurrent use. Build it with New, call Start, and Close it when done.
+type Driver struct {
+	cfg      Config
+	clk      clock.Clock
+	desc     mhp.Descriptor
+	signals  map[string]*Signal
+	settings map[string]*Setting
+	actions  map[string]*Action
+	watchdog time.Duration
+
+	// writeSem is the request lock: one setting write talks to the backend at a time.
+	writeSem chan struct{}
+
+	// pubMu orders notifications: it is taken while mu is still held, so events
+	// are published in the order they happened.
+	pubMu sync.Mutex
+
+	mu           sync.Mutex
+	estop        bool
+	fault        bool
+	faultReason  string
+	jobs         map[string]*jobRec
+	finished     []string // finished job ids, oldest first
+	active       int
+	activeExcl   int // active non-concurrent jobs
+	lease        *leaseRec
+	sessions     map[string]*sessionRec
+	lastSweep    time.Time
+	inflight     map[*inflightWrite]struct{}
+	listeners    map[int]func(mhp.Notification)
+	nextListener int
+	lastValues   map[string]any
+	poller       clock.Timer
+	closed       bool
+}
+
+type jobRec struct {
+	job     mhp.Job
+	handle  *Job
+	cancel  context.CancelFunc
+	exclude bool // non-concurrent
+	done    chan struct{}
+}
+
+type leaseRec struct {
+	holder   string
+	ttl      time.Duration
+	expires  time.Time
+	lastSeen time.Time
+	expiry   clock.Timer
+	wd       clock.Timer
+}
+
+type sessionRec struct {
+	lastSeen time.Time
+	subs     map[string]bool
+}
+
+type inflightWrite struct{ cancel context.CancelFunc }
+
+// New validates cfg and builds the driver.
+func New(cfg Config) (*Driver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	d := &Driver{
+		cfg:        cfg,
+		clk:        cfg.Clock,
+		signals:    map[string]*Signal{},
+		settings:   map[string]*Setting{},
+		actions:    map[string]*Action{},
+		writeSem:   make(chan struct{}, 1),
+		jobs:       map[string]*jobRec{},
+		sessions:   map[string]*sessionRec{},
+		inflight:   map[*inflightWrite]struct{}{},
+		listeners:  map[int]func(mhp.Notification){},
+		lastValues: map[string]any{},
+		watchdog:   time.Duration(cfg.Safety.WatchdogS * float64(time.Second)),
+	}
+	d.desc = mhp.Descriptor{
+		MHP: mhp.ProtocolVersion, DeviceInfo: cfg.Device, Notes: cfg.Notes, Instructions: cfg.Instructions,
+		Physical: cfg.Physical, Safety: cfg.Safety,
+	}
+	for i := range cfg.Signals {
+		s := &cfg.Signals[i]
+		d.signals[s.Spec.Name] = s
+		d.desc.Signals = append(d.desc.Signals, s.Spec)
+	}
+	for i := range cfg.Settings {
+		s := &cfg.Settings[i]
+		d.settings[s.Spec.Name] = s
+		d.desc.Settings = append(d.desc.Settings, s.Spec)
+	}
+	for i := range cfg.Actions {
+		a := &cfg.Actions[i]
+		d.actions[a.Spec.Name] = a
+		d.desc.Actions = append(d.desc.Actions, a.Spec)
+	}
+	return d, nil
+}
+
+// Start runs the Setup hook (connect, read types, home), bounded by ctx.
+func (d *Driver) Start(ctx context.Context) error {
+	if d.cfg.Setup == nil {
+		return nil
+	}
+	if err := d.cfg.Setup(ctx); err != nil {
+		return fmt.Errorf("%s: setup: %w", d.cfg.Device.ID, err)
+	}
+	return nil
+}
+
+// Close cancels running jobs, stops polling and runs the Close hook.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	for _, r := range d.jobs {
+		if !r.job.State.Terminal() {
+			r.handle.requestCancel()
+			r.cancel()
+		}
+	}
+	if d.poller != nil {
+		d.poller.Stop()
+	}
+	d.stopLeaseTimers()
+	d.mu.Unlock()
+	if d.cfg.Close != nil {
+		return d.cfg.Close()
+	}
+	return nil
+}
+
+// Descriptor returns a copy of the descriptor generated from the bindings.
+func (d *Driver) Descriptor() mhp.Descriptor { return d.desc }
+
+// State returns the device state: estop, fault, busy or idle.
+func (d *Driver) State() mhp.DeviceState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stateLocked()
+}
+
+func (d *Driver) stateLocked() mhp.DeviceState {
+	switch {
+	case d.estop:
+		return mhp.StateEStop
+	case d.fault:
+		return mhp.StateFault
+	case d.active > 0:
+		return mhp.StateBusy
+	}
+	return mhp.StateIdle
+}
+
+func (d *Driver) now() time.Time { return d.clk.Now() }
+
+// errorf makes an *mhp.Error stamped with the driver's clock.
+func (d *Driver) errorf(code mhp.Code, format string, args ...any) *mhp.Error {
+	return mhp.Errorf(code, format, args...).At(d.now())
+}
+
+// stamp re-stamps an error made elsewhere with the driver's clock.
+func (d *Driver) stamp(e *mhp.Error) *mhp.Error {
+	e.TS = mhp.UnixSeconds(d.now())
+	return e
+}
+
+// ---- notifications ----
+
+// Listen implements mhp.Device.
+func (d *Driver) Listen(fn func(mhp.Notification)) func() {
+	d.mu.Lock()
+	id := d.nextListener
+	d.nextListener++
+	d.listeners[id] = fn
+	d.mu.Unlock()
+	return func() {
+		d.mu.Lock()
+		delete(d.listeners, id)
+		d.mu.Unlock()
+	}
+}
+
+// publishLocked must be called with mu held; it releases mu and publishes in order.
+func (d *Driver) publishLocked(method string, params map[string]any) {
+	params["state"] = d.stateLocked()
+	params["ts"] = mhp.UnixSeconds(d.now())
+	n := mhp.Notification{Method: method, Params: params}
+	fns := make([]func(mhp.Notification), 0, len(d.listeners))
+	ids := make([]int, 0, len(d.listeners))
+	for id := range d.listeners {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		fns = append(fns, d.listeners[id])
+	}
+	d.pubMu.Lock()
+	d.mu.Unlock()
+	defer d.pubMu.Unlock()
+	for _, fn := range fns {
+		fn(n)
+	}
+}
+
+// ---- sessions, leases, watchdog ----
+
+// touch records a request from the session: it feeds the watchdog and keeps
+// the session alive.
+func (d *Driver) touch(ctx context.Context) string {
+	s := mhp.SessionFrom(ctx)
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s != "" {
+		rec := d.sessions[s]
+		if rec == nil {
+			rec = &sessionRec{}
+			d.sessions[s] = rec
+		}
+		rec.lastSeen = now
+		if d.lease != nil && d.lease.holder == s {
+			d.lease.lastSeen = now
+		}
+	}
+	if now.Sub(d.lastSweep) > d.cfg.SessionIdle/4 {
+		d.lastSweep = now
+		for id, rec := range d.sessions {
+			if now.Sub(rec.lastSeen) > d.cfg.SessionIdle && (d.lease == nil || d.lease.holder != id) {
+				delete(d.sessions, id)
+			}
+		}
+	}
+	return s
+}
+
+// leaseHolderLocked returns the current unexpired holder, dropping an expired lease.
+func (d *Driver) leaseHolderLocked() string {
+	if d.lease == nil {
+		return ""
+	}
+	if !d.now().Before(d.lease.expires) {
+		d.stopLeaseTimers()
+		d.lease = nil
+		return ""
+	}
+	return d.lease.holder
+}
+
+func (d *Driver) stopLeaseTimers() {
+	if d.lease == nil {
+		return
+	}
+	if d.lease.expiry != nil {
+		d.lease.expiry.Stop()
+	}
+	if d.lease.wd != nil {
+		d.lease.wd.Stop()
+	}
+}
+
+// leaseGateLocked is gate 5 for session s; it returns nil or NotLeased.
+func (d *Driver) leaseGateLocked(s string) *mhp.Error {
+	holder := d.leaseHolderLocked()
+	if holder != "" && holder != s {
+		return d.errorf(mhp.CodeNotLeased, "another session holds the lease").With("holder", holder).With("gate", "lease")
+	}
+	if d.watchdog > 0 && holder == "" {
+		return d.errorf(mhp.CodeNotLeased, "this device has a %gs watchdog: acquire a lease (session/acquire) before operating it",
+			d.cfg.Safety.WatchdogS).With("reason", "lease_required").With("gate", "lease")
+	}
+	return nil
+}
+
+// Acquire implements mhp.Device: session/acquire {ttl}.
+func (d *Driver) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, error) {
+	s := d.touch(ctx)
+	if s == "" {
+		return nil, d.errorf(mhp.CodeInvalidParams, "session/acquire needs a session: the caller has none")
+	}
+	if ttl == 0 {
+		ttl = 60 * time.Second
+	}
+	if ttl < 0 || ttl > time.Hour {
+		return nil, d.errorf(mhp.CodeInvalidParams, "ttl %gs is outside 0 < ttl <= 3600", ttl.Seconds()).With("field", "ttl")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	holder := d.leaseHolderLocked()
+	if holder != "" && holder != s {
+		return nil, d.errorf(mhp.CodeNotLeased, "another session holds the lease").With("holder", holder)
+	}
+	now := d.now()
+	d.stopLeaseTimers()
+	d.lease = &leaseRec{holder: s, ttl: ttl, expires: now.Add(ttl), lastSeen: now}
+	d.armLeaseLocked(d.lease)
+	return d.leaseInfoLocked(), nil
+}
+
+func (d *Driver) armLeaseLocked(l *leaseRec) {
+	l.expiry = d.clk.AfterFunc(l.expires.Sub(d.now()), func() { d.checkLease(l) })
+	if d.watchdog > 0 {
+		l.wd = d.clk.AfterFunc(d.watchdog, func() { d.checkWatchdog(l) })
+	}
+}
+
+func (d *Driver) leaseInfoLocked() *mhp.Lease {
+	return &mhp.Lease{Holder: d.lease.holder, TTL: d.lease.ttl.Seconds(), Expires: mhp.UnixSeconds(d.lease.expires)}
+}
+
+// checkLease runs when a lease may have expired.
+func (d *Driver) checkLease(l *leaseRec) {
+	d.mu.Lock()
+	if d.lease != l || d.closed {
+		d.mu.Unlock()
+		return
+	}
+	now := d.now()
+	if now.Before(l.expires) {
+		l.expiry = d.clk.AfterFunc(l.expires.Sub(now), func() { d.checkLease(l) })
+		d.mu.Unlock()
+		return
+	}
+	d.stopLeaseTimers()
+	d.lease = nil
+	if d.watchdog > 0 {
+		d.mu.Unlock()
+		d.trip("watchdog", fmt.Sprintf("lease of %s expired without release", l.holder))
+		return
+	}
+	d.mu.Unlock()
+}
+
+// checkWatchdog runs when the lease holder may have gone silent.
+func (d *Driver) checkWatchdog(l *leaseRec) {
+	d.mu.Lock()
+	if d.lease != l || d.closed {
+		d.mu.Unlock()
+		return
+	}
+	now := d.now()
+	silent := now.Sub(l.lastSeen)
+	if silent < d.watchdog {
+		l.wd = d.clk.AfterFunc(d.watchdog-silent, func() { d.checkWatchdog(l) })
+		d.mu.Unlock()
+		return
+	}
+	d.stopLeaseTimers()
+	d.lease = nil
+	d.mu.Unlock()
+	d.trip("watchdog", fmt.Sprintf("lease holder %s silent for %gs (watchdog %gs)", l.holder, silent.Seconds(), d.watchdog.Seconds()))
+}
+
+// trip is the watchdog's estop.
+func (d *Driver) trip(by, reason string) {
+	_, _ = d.estopAs(context.Background(), by, reason)
+}
+
+// Renew implements mhp.Device: session/renew, holder only.
+func (d *Driver) Renew(ctx context.Context) (*mhp.Lease, error) {
+	s := d.touch(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	holder := d.leaseHolderLocked()
+	if holder == "" || holder != s {
+		e := d.errorf(mhp.CodeNotLeased, "this session holds no lease to renew").With("reason", "lease_lost")
+		if holder != "" {
+			e.With("holder", holder)
+		}
+		return nil, e
+	}
+	d.lease.expires = d.now().Add(d.lease.ttl)
+	return d.leaseInfoLocked(), nil
+}
+
+// Release implements mhp.Device: session/release.
+func (d *Driver) Release(ctx context.Context) error {
+	s := d.touch(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	holder := d.leaseHolderLocked()
+	if holder == "" {
+		return nil
+	}
+	if holder != s {
+		return d.errorf(mhp.CodeNotLeased, "another session holds the lease; only the holder may release it").With("holder", holder)
+	}
+	d.stopLeaseTimers()
+	d.lease = nil
+	return nil
+}
+
+// EndSession implements mhp.Device: the session's lease is released and its
+// subscriptions dropped.
+func (d *Driver) EndSession(ctx context.Context) {
+	s := mhp.SessionFrom(ctx)
+	if s == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.lease != nil && d.lease.holder == s {
+		d.stopLeaseTimers()
+		d.lease = nil
+	}
+	delete(d.sessions, s)
+}
+
+// Ping implements mhp.Device; it feeds the watchdog.
+func (d *Driver) Ping(ctx context.Context) (*mhp.PingResult, error) {
+	d.touch(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return &mhp.PingResult{State: d.stateLocked(), TS: mhp.UnixSeconds(d.now())}, nil
+}
+
+// ---- describe, read, subscribe ----
+
+// Describe implements mhp.Device.
+func (d *Driver) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.Description, error) {
+	d.touch(ctx)
+	out, err := mhp.Describe(&d.desc, d.State(), req)
+	if e, ok := mhp.AsError(err); ok {
+		return nil, d.stamp(e)
+	}
+	return out, err
+}
+
+// Limits implements mhp.Device: safety/limits.
+func (d *Driver) Limits(ctx context.Context) (*mhp.LimitsReport, error) {
+	d.touch(ctx)
+	r := &mhp.LimitsReport{Settings: map[string]mhp.SettingEnvelope{}, Actions: map[string]mhp.ActionEnvelope{},
+		Interlocks: d.desc.Safety.Interlocks, WatchdogS: d.desc.Safety.WatchdogS, EStop: d.desc.Safety.EStop}
+	for _, s := range d.desc.Settings {
+		r.Settings[s.Name] = mhp.SettingEnvelope{Limits: s.Limits, Unit: s.Unit, Approval: s.Approval,
+			Interlocks: s.Interlocks, DuringJob: s.DuringJob}
+	}
+	for _, a := range d.desc.Actions {
+		env := mhp.ActionEnvelope{Approval: a.Approval, Interlocks: a.Interlocks}
+		for _, p := range a.Params {
+			if p.Shape != nil && !p.Shape.Limits.Empty() {
+				if env.Limits == nil {
+					env.Limits = map[string]*mhp.Limits{}
+				}
+				env.Limits[p.Name] = p.Shape.Limits
+			}
+		}
+		r.Actions[a.Name] = env
+	}
+	return r, nil
+}
+
+// readSignal reads one signal with the interlock timeout; the value is
+// checked finite so it can go on the wire.
+func (d *Driver) readSignal(ctx context.Context, s *Signal) (Sample, error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
+	defer cancel()
+	type res struct {
+		s   Sample
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		v, err := s.Read(rctx)
+		ch <- res{v, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return Sample{}, r.err
+		}
+		if f, ok := r.s.Value.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			return Sample{}, Unavailable("non-finite value %v", f)
+		}
+		if r.s.Value == nil {
+			return Sample{}, Unavailable("no value")
+		}
+		return r.s, nil
+	case <-rctx.Done():
+		return Sample{}, Unavailable("no answer within %s", d.cfg.InterlockTimeout)
+	}
+}
+
+// Read implements mhp.Device: signals/read. Unreadable signals read null with a reason.
+func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, error) {
+	d.touch(ctx)
+	var list []*Signal
+	if len(names) == 0 {
+		for i := range d.cfg.Signals {
+			list = append(list, &d.cfg.Signals[i])
+		}
+	} else {
+		for _, n := range names {
+			s, ok := d.signals[n]
+			if !ok {
+				return nil, d.errorf(mhp.CodeUnknownName, "no signal %q", n).With("kind", "signal").With("name", n)
+			}
+			list = append(list, s)
+		}
+	}
+	out := &mhp.ReadResult{Values: make(map[string]any, len(list))}
+	for _, s := range list {
+		v, err := d.readSignal(ctx, s)
+		if err != nil {
+			out.Values[s.Spec.Name] = nil
+			if out.Unavailable == nil {
+				out.Unavailable = map[string]string{}
+			}
+			out.Unavailable[s.Spec.Name] = err.Error()
+			continue
+		}
+		out.Values[s.Spec.Name] = v.Value
+		if !v.Time.IsZero() {
+			if out.Times == nil {
+				out.Times = map[string]float64{}
+			}
+			out.Times[s.Spec.Name] = mhp.UnixSeconds(v.Time)
+		}
+	}
+	out.TS = mhp.UnixSeconds(d.now())
+	return out, nil
+}
+
+// Subscribe implements mhp.Device: signals/subscribe for this session.
+func (d *Driver) Subscribe(ctx context.Context, names []string) (*mhp.SubscribeResult, error) {
+	s := d.touch(ctx)
+	if len(names) == 0 {
+		for _, sig := range d.desc.Signals {
+			names = append(names, sig.Name)
+		}
+	}
+	for _, n := range names {
+		if _, ok := d.signals[n]; !ok {
+			return nil, d.errorf(mhp.CodeUnknownName, "no signal %q", n).With("kind", "signal").With("name", n)
+		}
+	}
+	d.mu.Lock()
+	rec := d.sessions[s]
+	if rec == nil {
+		rec = &sessionRec{lastSeen: d.now()}
+		d.sessions[s] = rec
+	}
+	if rec.subs == nil {
+		rec.subs = map[string]bool{}
+	}
+	for _, n := range names {
+		rec.subs[n] = true
+		delete(d.lastValues, n) // the next poll publishes the current value
+	}
+	if d.poller == nil && !d.closed {
+		d.poller = d.clk.AfterFunc(0, d.poll)
+	}
+	d.mu.Unlock()
+	return &mhp.SubscribeResult{Subscribed: names}, nil
+}
+
+// Unsubscribe implements mhp.Device.
+func (d *Driver) Unsubscribe(ctx context.Context, names []string) error {
+	s := d.touch(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rec := d.sessions[s]
+	if rec == nil {
+		return nil
+	}
+	if len(names) == 0 {
+		rec.subs = nil
+		return nil
+	}
+	for _, n := range names {
+		delete(rec.subs, n)
+	}
+	return nil
+}
+
+// subscribedLocked lists the signals any session subscribed.
+func (d *Driver) subscribedLocked() map[string]bool {
+	out := map[string]bool{}
+	for _, rec := range d.sessions {
+		for n := range rec.subs {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+// poll reads subscribed, non-pushed signals and publishes changes; it
+// reschedules itself while anything is subscribed.
+func (d *Driver) poll() {
+	d.mu.Lock()
+	subs := d.subscribedLocked()
+	if len(subs) == 0 || d.closed {
+		d.poller = nil
+		d.mu.Unlock()
+		return
+	}
+	d.mu.Unlock()
+	names := make([]string, 0, len(subs))
+	for n := range subs {
+		if !d.signals[n].Pushed {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		v, err := d.readSignal(context.Background(), d.signals[n])
+		var val any
+		if err == nil {
+			val = v.Value
+		}
+		d.offer(n, val, v.Time)
+	}
+	d.mu.Lock()
+	if !d.closed {
+		d.poller = d.clk.AfterFunc(d.cfg.PollInterval, d.poll)
+	}
+	d.mu.Unlock()
+}
+
+// offer publishes a signal value if it changed and someone subscribed.
+func (d *Driver) offer(name string, value any, at time.Time) {
+	d.mu.Lock()
+	prev, seen := d.lastValues[name]
+	if seen && reflect.DeepEqual(prev, value) {
+		d.mu.Unlock()
+		return
+	}
+	d.lastValues[name] = value
+	if !d.subscribedLocked()[name] {
+		d.mu.Unlock()
+		return
+	}
+	p := map[string]any{"name": name, "value": value}
+	if !at.IsZero() {
+		p["time"] = mhp.UnixSeconds(at)
+	}
+	d.publishLocked(mhp.NotifySignalsUpdate, p)
+}
+
+// PublishSignal is how an adapter with a push source (an OPC UA subscription,
+// a topic) reports a new sample; subscribers get notifications/signals/update.
+func (d *Driver) PublishSignal(name string, s Sample) {
+	if _, ok := d.signals[name]; !ok {
+		return
+	}
+	d.offer(name, s.Value, s.Time)
+}
+
+// ---- gates ----
+
+type gateResult struct {
+	notes *mhp.DryRunNotes
+}
+
+// stateGateLocked is gate 1.
+func (d *Driver) stateGateLocked() *mhp.Error {
+	if d.estop {
+		return d.errorf(mhp.CodeEStopActive, "device is in estop; safety/reset is needed").With("gate", "state")
+	}
+	if d.fault {
+		return d.errorf(mhp.CodeDeviceFault, "device is in fault (%s); safety/reset is needed", d.faultReason).
+			With("gate", "state").With("reason", d.faultReason)
+	}
+	return nil
+}
+
+func (d *Driver) approvalGate(kind, name string, level mhp.Approval, approved, dry bool, notes *mhp.DryRunNotes) *mhp.Error {
+	switch level {
+	case mhp.ApprovalForbid:
+		return d.errorf(mhp.CodeForbidden, "%s %q is forbidden through MHP", kind, name).With("approval", "forbid").With("gate", "approval")
+	case mhp.ApprovalConfirm:
+		if !approved {
+			if dry {
+				notes.NeedsApproval = true
+				return nil
+			}
+			return d.errorf(mhp.CodeApprovalRequired, "%s %q requires a person's confirmation", kind, name).
+				With("approval", "confirm").With("gate", "approval")
+		}
+	}
+	return nil
+}
+
+// interlockGate is gate 3: every named signal read live must be exactly true.
+func (d *Driver) interlockGate(ctx context.Context, locks []string) *mhp.Error {
+	for _, l := range locks {
+		s := d.signals[l]
+		v, err := d.readSignal(ctx, s)
+		if err != nil {
+			return d.errorf(mhp.CodeInterlockOpen, "interlock %s is open: unreadable (%v)", l, err).
+				With("interlock", l).With("gate", "interlocks")
+		}
+		if b, ok := v.Value.(bool); !ok || !b {
+			return d.errorf(mhp.CodeInterlockOpen, "interlock %s is open (reads %v)", l, v.Value).
+				With("interlock", l).With("value", v.Value).With("gate", "interlocks")
+		}
+	}
+	return nil
+}
+
+// leaseAndBusyLocked are gates 5 and 6; in a dry run they become notes.
+func (d *Driver) leaseAndBusyLocked(s string, busy bool, busyMsg string, dry bool, notes *mhp.DryRunNotes) *mhp.Error {
+	if e := d.leaseGateLocked(s); e != nil {
+		if !dry {
+			return e
+		}
+		if h, ok := e.Data["holder"].(string); ok {
+			notes.LeaseHeldBy = h
+		} else {
+			notes.NeedsLease = true
+		}
+	}
+	if busy {
+		if !dry {
+			return d.errorf(mhp.CodeDeviceBusy, "%s", busyMsg).With("gate", "busy")
+		}
+		notes.BusyNow = true
+	}
+	return nil
+}
+
+// ---- settings/write ----
+
+// Write implements mhp.Device: settings/write through the six gates.
+func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
+	s := d.touch(ctx)
+	set, ok := d.settings[req.Name]
+	if !ok {
+		return nil, d.errorf(mhp.CodeUnknownName, "no setting %q", req.Name).With("kind", "setting").With("name", req.Name)
+	}
+	if !req.DryRun {
+		// The request lock: one write at a time reaches the backend.
+		select {
+		case d.writeSem <- struct{}{}:
+			defer func() { <-d.writeSem }()
+		case <-ctx.Done():
+			return nil, d.errorf(mhp.CodeDeviceBusy, "settings/write %s: gave up waiting for an earlier write: %v", req.Name, ctx.Err())
+		}
+	}
+	notes := &mhp.DryRunNotes{}
+	value, e := d.writeGates(ctx, s, set, req, notes)
+	if e != nil {
+		return nil, e
+	}
+	if req.DryRun {
+		res := &mhp.WriteResult{OK: true, Name: req.Name, Value: value, DryRun: true, WouldWrite: value}
+		if !notes.Empty() {
+			res.Notes = notes
+		}
+		return res, nil
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.HookTimeout)
+	defer cancel()
+	fl := &inflightWrite{cancel: cancel}
+	d.mu.Lock()
+	if e := d.stateGateLocked(); e != nil { // estop may have come while the gates read interlocks
+		d.mu.Unlock()
+		return nil, e
+	}
+	d.inflight[fl] = struct{}{}
+	d.mu.Unlock()
+	status, err := set.Write(hctx, value)
+	d.mu.Lock()
+	delete(d.inflight, fl)
+	d.mu.Unlock()
+	if err != nil {
+		if me, ok := mhp.AsError(err); ok && !me.OutcomeUnknown() {
+			return nil, d.stamp(me)
+		}
+		reason := fmt.Sprintf("write %s=%v: outcome unknown: %v", req.Name, value, err)
+		d.latchFault(reason)
+		return nil, d.errorf(mhp.CodeDeviceFault, "%s", reason).With("outcome", mhp.OutcomeUnknown).With("name", req.Name)
+	}
+	res := &mhp.WriteResult{OK: true, Name: req.Name, Value: value, Applied: status == Applied, Status: mhp.WriteApplied}
+	if status == Sent {
+		res.Status = mhp.WriteSent
+	}
+	d.mu.Lock()
+	d.publishLocked(mhp.NotifySettingsChanged, map[string]any{"name": req.Name, "value": value, "by": s, "applied": res.Applied})
+	return res, nil
+}
+
+func (d *Driver) writeGates(ctx context.Context, s string, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (any, *mhp.Error) {
+	d.mu.Lock()
+	e := d.stateGateLocked()
+	d.mu.Unlock()
+	if e != nil {
+		return nil, e
+	}
+	if e := d.approvalGate("setting", req.Name, set.Spec.Approval, req.Approved, req.DryRun, notes); e != nil {
+		return nil, e
+	}
+	if e := d.interlockGate(ctx, set.Spec.Interlocks); e != nil {
+		return nil, e
+	}
+	value, ce := set.Spec.Shape().Check(req.Name, req.Value)
+	if ce != nil {
+		return nil, d.stamp(ce.With("gate", "limits"))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	busy := d.active > 0 && !set.Spec.DuringJob
+	if e := d.leaseAndBusyLocked(s, busy, fmt.Sprintf("setting %q cannot be written while a job runs (during_job is false)", req.Name), req.DryRun, notes); e != nil {
+		return nil, e
+	}
+	return value, nil
+}
+
+// ---- fault ----
+
+// latchFault puts the device in fault and runs the fault hook once.
+func (d *Driver) latchFault(reason string) {
+	d.mu.Lock()
+	already := d.fault
+	d.fault = true
+	if !already {
+		d.faultReason = reason
+	}
+	d.mu.Unlock()
+	if !already {
+		d.faultLatched(reason)
+	}
+}
+
+// faultLatched publishes safety/fault and runs the fault hook once, after
+// the fault flag was set.
+func (d *Driver) faultLatched(reason string) {
+	d.mu.Lock()
+	d.publishLocked(mhp.NotifySafetyFault, map[string]any{"reason": reason})
+	d.cfg.Logger.Warn("device fault", "device", d.cfg.Device.ID, "reason", reason)
+	hook := d.cfg.OnFault
+	if hook == nil && d.cfg.EStop != nil {
+		hook = func(ctx context.Context, _ string) error { return d.cfg.EStop(ctx) }
+	}
+	if hook != nil {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
+			defer cancel()
+			if err := hook(ctx, reason); err != nil {
+				d.cfg.Logger.Error("fault hook failed", "device", d.cfg.Device.ID, "err", err)
+			}
+		}()
+	}
+}
+
+// ---- estop and reset ----
+
+// EStop implements mhp.Device: safety/estop. It never waits behind a vendor
+// call, cancels every job and runs the stop hook; if the hook fails the
+// device stays in estop and the answer says stopped:false.
+func (d *Driver) EStop(ctx context.Context, reason string) (*mhp.EStopResult, error) {
+	s := d.touch(ctx)
+	return d.estopAs(ctx, s, reason)
+}
+
+func (d *Driver) estopAs(ctx context.Context, by, reason string) (*mhp.EStopResult, error) {
+	d.mu.Lock()
+	d.estop = true
+	var cancelled []string
+	for id, r := range d.jobs {
+		if !r.job.State.Terminal() {
+			r.job.CancelRequested = true
+			r.handle.requestCancel()
+			r.cancel()
+			cancelled = append(cancelled, id)
+		}
+	}
+	sort.Strings(cancelled)
+	for fl := range d.inflight {
+		fl.cancel()
+	}
+	d.mu.Unlock()
+
+	res := &mhp.EStopResult{State: mhp.StateEStop, Stopped: true, Cancelled: cancelled}
+	if d.cfg.EStop == nil {
+		res.Stopped = false
+		res.StopError = "the device has no stop command: jobs were cancelled and the device latched in estop"
+	} else {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StopTimeout)
+		err := d.cfg.EStop(sctx)
+		cancel()
+		if err != nil {
+			res.Stopped = false
+			res.StopError = err.Error()
+			d.cfg.Logger.Error("estop hook failed", "device", d.cfg.Device.ID, "err", err)
+		}
+	}
+	d.mu.Lock()
+	p := map[string]any{"by": by, "reason": reason, "stopped": res.Stopped}
+	if res.StopError != "" {
+		p["stop_error"] = res.StopError
+	}
+	d.publishLocked(mhp.NotifySafetyEStop, p)
+	return res, nil
+}
+
+// Reset implements mhp.Device: safety/reset. It refuses while a job is
+// active, is lease-gated, and verifies recovery before returning to idle.
+func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
+	s := d.touch(ctx)
+	d.mu.Lock()
+	if holder := d.leaseHolderLocked(); holder != "" && holder != s {
+		d.mu.Unlock()
+		return nil, d.errorf(mhp.CodeNotLeased, "only the lease holder may reset").With("holder", holder)
+	}
+	if d.active > 0 {
+		d.mu.Unlock()
+		return nil, d.errorf(mhp.CodeDeviceBusy, "cannot reset while %d job(s) are still active", d.active)
+	}
+	d.mu.Unlock()
+	if err := d.verify(ctx); err != nil {
+		return nil, d.errorf(mhp.CodeDeviceFault, "reset refused: recovery not verified: %v", err).With("verified", false)
+	}
+	d.mu.Lock()
+	if d.active > 0 {
+		d.mu.Unlock()
+		return nil, d.errorf(mhp.CodeDeviceBusy, "cannot reset while %d job(s) are still active", d.active)
+	}
+	was := d.estop || d.fault
+	d.estop, d.fault, d.faultReason = false, false, ""
+	if !was {
+		st := d.stateLocked()
+		d.mu.Unlock()
+		return &mhp.ResetResult{State: st, Verified: true}, nil
+	}
+	d.publishLocked(mhp.NotifySafetyReset, map[string]any{"by": s, "verified": true})
+	return &mhp.ResetResult{State: d.State(), Verified: true}, nil
+}
+
+func (d *Driver) verify(ctx context.Context) error {
+	if d.cfg.Verify != nil {
+		vctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
+		defer cancel()
+		return d.cfg.Verify(vctx)
+	}
+	for i := range d.cfg.Signals {
+		s := &d.cfg.Signals[i]
+		if _, err := d.readSignal(ctx, s); err != nil {
+			return fmt.Errorf("signal %s unreadable: %w", s.Spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// ---- actions and jobs ----
+
+// Invoke implements mhp.Device: actions/invoke through the six gates; the
+// job is returned queued and runs in its own goroutine.
+func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.InvokeResult, error) {
+	s := d.touch(ctx)
+	act, ok := d.actions[req.Name]
+	if !ok {
+		return nil, d.errorf(mhp.CodeUnknownName, "no action %q", req.Name).With("kind", "action").With("name", req.Name)
+	}
+	notes := &mhp.DryRunNotes{}
+	d.mu.Lock()
+	e := d.stateGateLocked()
+	d.mu.Unlock()
+	if e != nil {
+		return nil, e
+	}
+	if e := d.approvalGate("action", req.Name, act.Spec.Approval, req.Approved, req.DryRun, notes); e != nil {
+		return nil, e
+	}
+	if e := d.interlockGate(ctx, act.Spec.Interlocks); e != nil {
+		return nil, e
+	}
+	params, ce := act.Spec.Params.Check(req.Name, req.Params)
+	if ce != nil {
+		return nil, d.stamp(ce.With("gate", "limits"))
+	}
+	if act.Validate != nil {
+		if err := act.Validate(params); err != nil {
+			if me, ok := mhp.AsError(err); ok {
+				return nil, d.stamp(me)
+			}
+			return nil, d.errorf(mhp.CodeInvalidValue, "%s: %v", req.Name, err).With("gate", "limits")
+		}
+	}
+	d.mu.Lock()
+	busy := d.active > 0 && !act.Spec.Concurrent
+	if e := d.leaseAndBusyLocked(s, busy, fmt.Sprintf("action %q is not concurrent and %d job(s) are active", req.Name, d.active), req.DryRun, notes); e != nil {
+		d.mu.Unlock()
+		return nil, e
+	}
+	if req.DryRun {
+		d.mu.Unlock()
+		res := &mhp.InvokeResult{DryRun: true, WouldRun: params}
+		if !notes.Empty() {
+			res.Notes = notes
+		}
+		return res, nil
+	}
+	// Re-check state atomically with registering the job.
+	if e := d.stateGateLocked(); e != nil {
+		d.mu.Unlock()
+		return nil, e
+	}
+	if d.closed {
+		d.mu.Unlock()
+		return nil, d.errorf(mhp.CodeDeviceFault, "driver is closed")
+	}
+	timeout := act.Timeout
+	if timeout <= 0 {
+		timeout = d.cfg.JobTimeout
+	}
+	jctx, cancel := context.WithTimeout(context.Background(), timeout)
+	id := d.newJobIDLocked()
+	h := &Job{id: id, action: req.Name, params: params, d: d}
+	r := &jobRec{
+		job: mhp.Job{ID: id, Action: req.Name, Params: params, Owner: s, State: mhp.JobQueued,
+			Started: mhp.UnixSeconds(d.now())},
+		handle: h, cancel: cancel, exclude: !act.Spec.Concurrent, done: make(chan struct{}),
+	}
+	d.jobs[id] = r
+	d.active++
+	snapshot := r.job
+	d.mu.Unlock()
+	go d.runJob(jctx, r, act)
+	return &mhp.InvokeResult{Job: &snapshot}, nil
+}
+
+func (d *Driver) newJobIDLocked() string {
+	var b [4]byte
+	for {
+		_, _ = rand.Read(b[:])
+		id := "job_" + hex.EncodeToString(b[:])
+		if _, taken := d.jobs[id]; !taken {
+			return id
+		}
+	}
+}
+
+type runResult struct {
+	result any
+	err    error
+}
+
+func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
+	defer r.cancel()
+	deadline, _ := ctx.Deadline()
+	d.mu.Lock()
+	r.job.State = mhp.JobRunning
+	snap := r.job
+	d.publishLocked(mhp.NotifyJobsStarted, map[string]any{"job": snap})
+
+	ch := make(chan runResult, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- runResult{err: fmt.Errorf("panic in action %s: %v", act.Spec.Name, p)}
+			}
+		}()
+		res, err := act.Run(ctx, r.handle)
+		ch <- runResult{res, err}
+	}()
+	var out runResult
+	select {
+	case out = <-ch:
+	case <-ctx.Done():
+		// Cancelled, estopped or timed out: the backend gets its say. After a
+		// plain cancel the work may legitimately run to completion, so the
+		// wait lasts until the job's own deadline; after a timeout or an estop
+		// the binding has JobGrace to report the end state.
+		wait := d.cfg.JobGrace
+		if r.handle.CancelRequested() && !d.isEStop() && errors.Is(ctx.Err(), context.Canceled) {
+			wait += deadline.Sub(d.now())
+		}
+		grace := make(chan struct{})
+		t := d.clk.AfterFunc(wait, func() { close(grace) })
+		select {
+		case out = <-ch:
+			t.Stop()
+		case <-grace:
+			out = runResult{err: fmt.Errorf("action %s did not return within %s after its context ended (%v): abandoned",
+				act.Spec.Name, wait, ctx.Err())}
+		}
+	}
+	d.finishJob(r, act, out)
+}
+
+func (d *Driver) isEStop() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.estop
+}
+
+// finishJob records the terminal state the binding reported and publishes it
+// together with the device state.
+func (d *Driver) finishJob(r *jobRec, act *Action, out runResult) {
+	var faultReason string
+	d.mu.Lock()
+	j := &r.job
+	j.Finished = mhp.UnixSeconds(d.now())
+	j.Paused = false
+	var failed *FailedError
+	switch {
+	case out.err == nil:
+		j.State, j.Result, j.Progress = mhp.JobDone, out.result, 1
+	case errors.Is(out.err, ErrCancelled):
+		j.State = mhp.JobCancelled
+		j.Result = out.result
+	case errors.As(out.err, &failed):
+		j.State, j.Outcome = mhp.JobFailed, mhp.OutcomeFailed
+		j.Error = d.errorf(mhp.CodeServerError, "%s failed: %v", j.Action, failed.Err)
+		for k, v := range failed.Data {
+			j.Error.With(k, v)
+		}
+		j.Error.With("outcome", mhp.OutcomeFailed)
+		if act.FaultOnFailure {
+			faultReason = fmt.Sprintf("job %s (%s) failed: %v", j.ID, j.Action, failed.Err)
+		}
+	default:
+		if me, ok := mhp.AsError(out.err); ok && !me.OutcomeUnknown() {
+			j.State, j.Outcome, j.Error = mhp.JobFailed, mhp.OutcomeNotStarted, d.stamp(me)
+			j.Error.With("outcome", mhp.OutcomeNotStarted)
+			break
+		}
+		j.State, j.Outcome = mhp.JobFailed, mhp.OutcomeUnknown
+		j.Error = d.errorf(mhp.CodeDeviceFault, "%s: outcome unknown: %v", j.Action, out.err).With("outcome", mhp.OutcomeUnknown)
+		faultReason = fmt.Sprintf("job %s (%s): outcome unknown: %v", j.ID, j.Action, out.err)
+	}
+	d.active--
+	d.finished = append(d.finished, j.ID)
+	for len(d.finished) > d.cfg.KeepJobs {
+		delete(d.jobs, d.finished[0])
+		d.finished = d.finished[1:]
+	}
+	if faultReason != "" && !d.fault {
+		// Latch before publishing so jobs/finished carries state "fault".
+		d.fault = true
+		d.faultReason = faultReason
+	} else {
+		faultReason = ""
+	}
+	snap := r.job
+	close(r.done)
+	d.publishLocked(mhp.NotifyJobsFinished, map[string]any{"job": snap})
+	if faultReason != "" {
+		d.faultLatched(faultReason)
+	}
+}
+
+func (d *Driver) jobProgress(id string, fraction float64, extra map[string]any) {
+	if math.IsNaN(fraction) {
+		fraction = 0
+	}
+	fraction = math.Max(0, math.Min(1, fraction))
+	d.mu.Lock()
+	r, ok := d.jobs[id]
+	if !ok || r.job.State.Terminal() {
+		d.mu.Unlock()
+		return
+	}
+	r.job.Progress = fraction
+	if extra != nil {
+		r.job.Extra = extra
+	}
+	snap := r.job
+	d.publishLocked(mhp.NotifyJobsProgress, map[string]any{"job": snap})
+}
+
+func (d *Driver) jobLocked(id string) (*jobRec, *mhp.Error) {
+	r, ok := d.jobs[id]
+	if !ok {
+		return nil, d.errorf(mhp.CodeJobNotFound, "no job %q (finished jobs are kept up to %d)", id, d.cfg.KeepJobs).With("id", id)
+	}
+	return r, nil
+}
+
+// Job implements mhp.Device: jobs/status.
+func (d *Driver) Job(ctx context.Context, id string) (*mhp.Job, error) {
+	d.touch(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, e := d.jobLocked(id)
+	if e != nil {
+		return nil, e
+	}
+	snap := r.job
+	return &snap, nil
+}
+
+// Jobs implements mhp.Device: jobs/list, newest first.
+func (d *Driver) Jobs(ctx context.Context, req mhp.JobsRequest) ([]mhp.Job, error) {
+	d.touch(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]mhp.Job, 0, len(d.jobs))
+	for _, r := range d.jobs {
+		if req.Active && r.job.State.Terminal() {
+			continue
+		}
+		out = append(out, r.job)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Started != out[j].Started {
+			return out[i].Started > out[j].Started
+		}
+		return out[i].ID > out[j].ID
+	})
+	if req.Limit > 0 && len(out) > req.Limit {
+		out = out[:req.Limit]
+	}
+	return out, nil
+}
+
+// CancelJob implements mhp.Device: jobs/cancel. The binding's context is
+// cancelled; the job ends as the backend reports (done if it ran on).
+func (d *Driver) CancelJob(ctx context.Context, id string) (*mhp.Job, error) {
+	s := d.touch(ctx)
+	d.mu.Lock()
+	r, e := d.jobLocked(id)
+	if e != nil {
+		d.mu.Unlock()
+		return nil, e
+	}
+	act := d.actions[r.job.Action]
+	if !act.Spec.Cancellable {
+		d.mu.Unlock()
+		return nil, d.errorf(mhp.CodeNotSupported, "action %q is not cancellable", r.job.Action).With("id", id)
+	}
+	if r.job.State.Terminal() {
+		snap := r.job
+		d.mu.Unlock()
+		return &snap, nil
+	}
+	r.job.CancelRequested = true
+	r.handle.requestCancel()
+	r.cancel()
+	snap := r.job
+	d.publishLocked(mhp.NotifyJobsCancelling, map[string]any{"job": snap, "by": s})
+	return &snap, nil
+}
+
+// PauseJob implements mhp.Device: jobs/pause (not lease-gated).
+func (d *Driver) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
+	s := d.touch(ctx)
+	r, act, e := d.pausable(id)
+	if e != nil {
+		return nil, e
+	}
+	if act.Pause != nil {
+		pctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
+		err := act.Pause(pctx, r.handle)
+		cancel()
+		if err != nil {
+			return nil, d.hookRefusal("pause", r.job.ID, err)
+		}
+	}
+	r.handle.setPaused(true)
+	d.mu.Lock()
+	r.job.Paused = true
+	snap := r.job
+	d.publishLocked(mhp.NotifyJobsPaused, map[string]any{"job": snap, "by": s})
+	return &snap, nil
+}
+
+// ResumeJob implements mhp.Device: jobs/resume, lease-gated and refused in estop or fault.
+func (d *Driver) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
+	s := d.touch(ctx)
+	d.mu.Lock()
+	if e := d.stateGateLocked(); e != nil {
+		d.mu.Unlock()
+		return nil, e
+	}
+	if holder := d.leaseHolderLocked(); holder != "" && holder != s {
+		d.mu.Unlock()
+		return nil, d.errorf(mhp.CodeNotLeased, "another session holds the lease").With("holder", holder)
+	}
+	d.mu.Unlock()
+	r, act, e := d.pausable(id)
+	if e != nil {
+		return nil, e
+	}
+	d.mu.Lock()
+	paused := r.job.Paused
+	d.mu.Unlock()
+	if !paused {
+		return nil, d.errorf(mhp.CodeDeviceBusy, "job %s is not paused", id).With("id", id)
+	}
+	if act.Resume != nil {
+		rctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
+		err := act.Resume(rctx, r.handle)
+		cancel()
+		if err != nil {
+			return nil, d.hookRefusal("resume", r.job.ID, err)
+		}
+	}
+	r.handle.setPaused(false)
+	d.mu.Lock()
+	r.job.Paused = false
+	snap := r.job
+	d.publishLocked(mhp.NotifyJobsResumed, map[string]any{"job": snap, "by": s})
+	return &snap, nil
+}
+
+func (d *Driver) pausable(id string) (*jobRec, *Action, *mhp.Error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, e := d.jobLocked(id)
+	if e != nil {
+		return nil, nil, e
+	}
+	act := d.actions[r.job.Action]
+	if !act.Spec.Pausable {
+		return nil, nil, d.errorf(mhp.CodeNotSupported, "action %q is not pausable", r.job.Action).With("id", id)
+	}
+	if r.job.State.Terminal() {
+		return nil, nil, d.errorf(mhp.CodeDeviceBusy, "job %s already ended %s", id, r.job.State).With("id", id)
+	}
+	return r, act, nil
+}
+
+func (d *Driver) hookRefusal(what, id string, err error) error {
+	if me, ok := mhp.AsError(err); ok {
+		return d.stamp(me)
+	}
+	return d.errorf(mhp.CodeServerError, "%s of job %s failed at the backend: %v", what, id, err).With("id", id)
+}
+
+var _ mhp.Device = (*Driver)(nil)
