@@ -1,0 +1,176 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/openmhp/mhp-go"
+)
+
+// Version is the JSON-RPC version every frame carries.
+const Version = "2.0"
+
+// Request is one decoded JSON-RPC 2.0 request or notification. ID is the raw
+// id (a string, a number or null); a frame without an id member is a
+// notification and IsNotification reports true.
+type Request struct {
+	ID     json.RawMessage
+	Method string
+	// Params is the raw params member: an object, or nil when absent or null.
+	Params json.RawMessage
+	// hasID records whether the frame had an id member at all.
+	hasID bool
+}
+
+// IsNotification reports whether the frame had no id (no response is due).
+func (r *Request) IsNotification() bool { return !r.hasID }
+
+// Response is one JSON-RPC 2.0 response: Result or Error, never both.
+type Response struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result,omitempty"`
+	Error   *mhp.Error      `json:"error,omitempty"`
+}
+
+// NotificationFrame is a JSON-RPC notification (no id) the server pushes.
+type NotificationFrame struct {
+	JSONRPC string         `json:"jsonrpc"`
+	Method  string         `json:"method"`
+	Params  map[string]any `json:"params"`
+}
+
+var nullID = json.RawMessage("null")
+
+// DecodeFrame decodes one JSON-RPC 2.0 request frame. A batch (a JSON array)
+// is refused: MHP requests are answered one by one and the priority path
+// (safety/estop, ping) must never sit behind other members of a batch. On
+// failure it returns the id when one could be read (else null) and an
+// *mhp.Error: -32700 for malformed JSON, -32600 for a frame that is JSON but
+// not a request.
+func DecodeFrame(b []byte) (*Request, *mhp.Error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "empty frame")
+	}
+	if !json.Valid(b) {
+		return nil, mhp.Errorf(mhp.CodeParseError, "malformed JSON: %s", syntaxDetail(b))
+	}
+	switch b[0] {
+	case '{':
+	case '[':
+		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "batch requests are not supported: send one request per frame")
+	default:
+		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "a request must be a JSON object")
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "a request must be a JSON object: %v", err)
+	}
+	req := &Request{}
+	if id, ok := raw["id"]; ok {
+		req.hasID = true
+		if err := checkID(id); err != nil {
+			req.ID = nullID
+			return req, err
+		}
+		req.ID = id
+	}
+	idOrNull := func() *Request {
+		if req.ID == nil {
+			req.ID = nullID
+		}
+		return req
+	}
+	var version string
+	if v, ok := raw["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != Version {
+		return idOrNull(), mhp.Errorf(mhp.CodeInvalidRequest, `"jsonrpc" must be "2.0"`).With("field", "jsonrpc")
+	}
+	m, ok := raw["method"]
+	if !ok || json.Unmarshal(m, &req.Method) != nil || req.Method == "" {
+		return idOrNull(), mhp.Errorf(mhp.CodeInvalidRequest, `"method" must be a non-empty string`).With("field", "method")
+	}
+	if p, ok := raw["params"]; ok {
+		p = bytes.TrimSpace(p)
+		switch {
+		case string(p) == "null":
+		case len(p) > 0 && p[0] == '{':
+			req.Params = p
+		default:
+			return idOrNull(), mhp.Errorf(mhp.CodeInvalidParams, "%s: params must be an object", req.Method).With("field", "params")
+		}
+	}
+	return req, nil
+}
+
+// checkID accepts a string, a number or null as the id.
+func checkID(id json.RawMessage) *mhp.Error {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 {
+		return mhp.Errorf(mhp.CodeInvalidRequest, "id is empty").With("field", "id")
+	}
+	switch c := id[0]; {
+	case c == '"', c == '-', c >= '0' && c <= '9', string(id) == "null":
+		return nil
+	}
+	return mhp.Errorf(mhp.CodeInvalidRequest, "id must be a string, a number or null").With("field", "id")
+}
+
+// syntaxDetail names where JSON went wrong, for the -32700 message.
+func syntaxDetail(b []byte) string {
+	var v any
+	err := json.Unmarshal(b, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "invalid JSON"
+}
+
+// decodeParams decodes a method's params object into dst strictly: an
+// unknown member, a member of the wrong type or trailing data is an
+// InvalidParams error naming the field. Values typed any decode as float64,
+// bool, string, []any, map[string]any or nil (numbers are not json.Number).
+func decodeParams(method string, params json.RawMessage, dst any) *mhp.Error {
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return paramsError(method, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return mhp.Errorf(mhp.CodeInvalidParams, "%s: trailing data after params", method).With("field", "params")
+	}
+	return nil
+}
+
+func paramsError(method string, err error) *mhp.Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "params"
+		}
+		return mhp.Errorf(mhp.CodeInvalidParams, "%s: %s is %s, expected %s", method, field, te.Value, te.Type.String()).
+			With("field", field)
+	}
+	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+		field := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
+		return mhp.Errorf(mhp.CodeInvalidParams, "%s: unknown field %q", method, field).With("field", field)
+	}
+	return mhp.Errorf(mhp.CodeInvalidParams, "%s: params: %v", method, err).With("field", "params")
+}
+
+// missing is the InvalidParams error for a required member that is absent.
+func missing(method, field string) *mhp.Error {
+	return mhp.Errorf(mhp.CodeInvalidParams, "%s: %s is required", method, field).With("field", field)
+}

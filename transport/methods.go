@@ -1,0 +1,297 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+)
+
+// method is one entry of the explicit method table: ctx carries the session
+// (mhp.WithSession); params is the raw params object (nil when absent).
+type method func(ctx context.Context, ss *session, params json.RawMessage) (any, error)
+
+// DefaultLeaseTTL is the ttl of a session/acquire that names none.
+const DefaultLeaseTTL = 60 * time.Second
+
+// Methods returns the names of the methods a server answers (besides
+// initialize), sorted.
+func (s *Server) Methods() []string {
+	out := make([]string, 0, len(s.methods))
+	for m := range s.methods {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+type namesParams struct {
+	Names []string `json:"names"`
+}
+
+type idParams struct {
+	ID string `json:"id"`
+}
+
+// methodTable is the explicit table of every method after initialize. No
+// reflection: a method not listed here is MethodNotFound.
+func (s *Server) methodTable() map[string]method {
+	dev := s.dev
+	t := map[string]method{
+		"ping": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			if err := s.decode("ping", p, &struct{}{}); err != nil {
+				return nil, err
+			}
+			return dev.Ping(ctx)
+		},
+		"device/describe": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			var req mhp.DescribeRequest
+			if err := s.decode("device/describe", p, &req); err != nil {
+				return nil, err
+			}
+			return dev.Describe(ctx, req)
+		},
+		"signals/read": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			var req namesParams
+			if err := s.decode("signals/read", p, &req); err != nil {
+				return nil, err
+			}
+			return dev.Read(ctx, req.Names)
+		},
+		"signals/subscribe": func(ctx context.Context, ss *session, p json.RawMessage) (any, error) {
+			var req namesParams
+			if err := s.decode("signals/subscribe", p, &req); err != nil {
+				return nil, err
+			}
+			res, err := dev.Subscribe(ctx, req.Names)
+			if err != nil {
+				return nil, err
+			}
+			ss.subscribe(res.Subscribed)
+			return res, nil
+		},
+		"signals/unsubscribe": func(ctx context.Context, ss *session, p json.RawMessage) (any, error) {
+			var req namesParams
+			if err := s.decode("signals/unsubscribe", p, &req); err != nil {
+				return nil, err
+			}
+			if err := dev.Unsubscribe(ctx, req.Names); err != nil {
+				return nil, err
+			}
+			ss.unsubscribe(req.Names)
+			return map[string]any{"ok": true}, nil
+		},
+		"settings/write": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			var req struct {
+				Name     *string         `json:"name"`
+				Value    json.RawMessage `json:"value"`
+				Approved bool            `json:"approved"`
+				DryRun   bool            `json:"dryRun"`
+			}
+			if err := s.decode("settings/write", p, &req); err != nil {
+				return nil, err
+			}
+			if req.Name == nil {
+				return nil, missing("settings/write", "name").At(s.clk.Now())
+			}
+			if len(req.Value) == 0 {
+				return nil, missing("settings/write", "value").At(s.clk.Now())
+			}
+			var v any
+			if err := json.Unmarshal(req.Value, &v); err != nil {
+				return nil, paramsError("settings/write", err)
+			}
+			return dev.Write(ctx, mhp.WriteRequest{Name: *req.Name, Value: v, Approved: req.Approved, DryRun: req.DryRun})
+		},
+		"actions/invoke": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			var req struct {
+				Name     *string        `json:"name"`
+				Params   map[string]any `json:"params"`
+				Approved bool           `json:"approved"`
+				DryRun   bool           `json:"dryRun"`
+				Method   any            `json:"method"`
+				Project  any            `json:"project"`
+				Compound any            `json:"compound"`
+			}
+			if err := s.decode("actions/invoke", p, &req); err != nil {
+				return nil, err
+			}
+			if req.Method != nil || req.Project != nil || req.Compound != nil {
+				return nil, s.errorf(mhp.CodeNotSupported, "actions/invoke: method, project and compound need the methods capability, which this device does not have").
+					With("capability", "methods")
+			}
+			if req.Name == nil {
+				return nil, missing("actions/invoke", "name").At(s.clk.Now())
+			}
+			return dev.Invoke(ctx, mhp.InvokeRequest{Name: *req.Name, Params: req.Params, Approved: req.Approved, DryRun: req.DryRun})
+		},
+		"jobs/status": s.jobMethod("jobs/status", dev.Job),
+		"jobs/cancel": s.jobMethod("jobs/cancel", dev.CancelJob),
+		"jobs/pause":  s.jobMethod("jobs/pause", dev.PauseJob),
+		"jobs/resume": s.jobMethod("jobs/resume", dev.ResumeJob),
+		"jobs/list": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			var req mhp.JobsRequest
+			if err := s.decode("jobs/list", p, &req); err != nil {
+				return nil, err
+			}
+			if req.Limit < 0 {
+				return nil, s.errorf(mhp.CodeInvalidParams, "jobs/list: limit %d is negative", req.Limit).With("field", "limit")
+			}
+			jobs, err := dev.Jobs(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			if jobs == nil {
+				jobs = []mhp.Job{}
+			}
+			return map[string]any{"jobs": jobs}, nil
+		},
+		"session/acquire": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			var req struct {
+				TTL *float64 `json:"ttl"`
+			}
+			if err := s.decode("session/acquire", p, &req); err != nil {
+				return nil, err
+			}
+			ttl := DefaultLeaseTTL
+			if req.TTL != nil {
+				if math.IsNaN(*req.TTL) || *req.TTL <= 0 || *req.TTL > 3600 {
+					return nil, s.errorf(mhp.CodeInvalidParams, "session/acquire: ttl %v is not in (0, 3600] seconds", *req.TTL).
+						With("field", "ttl").With("min", 0).With("max", 3600)
+				}
+				ttl = time.Duration(*req.TTL * float64(time.Second))
+			}
+			return dev.Acquire(ctx, ttl)
+		},
+		"session/renew": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			if err := s.decode("session/renew", p, &struct{}{}); err != nil {
+				return nil, err
+			}
+			return dev.Renew(ctx)
+		},
+		"session/release": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			if err := s.decode("session/release", p, &struct{}{}); err != nil {
+				return nil, err
+			}
+			if err := dev.Release(ctx); err != nil {
+				return nil, err
+			}
+			return map[string]any{"ok": true}, nil
+		},
+		"safety/limits": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			if err := s.decode("safety/limits", p, &struct{}{}); err != nil {
+				return nil, err
+			}
+			return dev.Limits(ctx)
+		},
+		"safety/estop": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			var req struct {
+				Reason string `json:"reason"`
+			}
+			if err := s.decode("safety/estop", p, &req); err != nil {
+				// An estop is never refused for its params: stop anyway.
+				req.Reason = "estop (unreadable params)"
+			}
+			return dev.EStop(ctx, req.Reason)
+		},
+		"safety/reset": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			if err := s.decode("safety/reset", p, &struct{}{}); err != nil {
+				return nil, err
+			}
+			return dev.Reset(ctx)
+		},
+		"methods/list": s.noMethods("methods/list"),
+		"methods/find": s.noMethods("methods/find"),
+	}
+	for _, m := range []string{"methods/get", "methods/diff", "methods/save", "methods/delete"} {
+		t[m] = s.notMethodCapable(m)
+	}
+	if rp, ok := dev.(mhp.ResourceProvider); ok {
+		t["resources/list"] = func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			if err := s.decode("resources/list", p, &struct{}{}); err != nil {
+				return nil, err
+			}
+			list, err := rp.ListResources(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if list == nil {
+				list = []string{}
+			}
+			return map[string]any{"resources": list}, nil
+		}
+		t["resources/read"] = func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			var req struct {
+				Path *string `json:"path"`
+			}
+			if err := s.decode("resources/read", p, &req); err != nil {
+				return nil, err
+			}
+			if req.Path == nil {
+				return nil, missing("resources/read", "path").At(s.clk.Now())
+			}
+			return rp.ReadResource(ctx, *req.Path)
+		}
+	} else {
+		notRes := func(name string) method {
+			return func(context.Context, *session, json.RawMessage) (any, error) {
+				return nil, s.errorf(mhp.CodeNotSupported, "%s: this device serves no resources (capability resources is false)", name).
+					With("capability", "resources")
+			}
+		}
+		t["resources/list"] = notRes("resources/list")
+		t["resources/read"] = notRes("resources/read")
+	}
+	return t
+}
+
+// decode decodes params strictly, stamping refusals with the server clock.
+func (s *Server) decode(name string, p json.RawMessage, dst any) error {
+	if err := decodeParams(name, p, dst); err != nil {
+		return err.At(s.clk.Now())
+	}
+	return nil
+}
+
+func (s *Server) jobMethod(name string, call func(context.Context, string) (*mhp.Job, error)) method {
+	return func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+		var req struct {
+			ID *string `json:"id"`
+		}
+		if err := s.decode(name, p, &req); err != nil {
+			return nil, err
+		}
+		if req.ID == nil {
+			return nil, missing(name, "id").At(s.clk.Now())
+		}
+		job, err := call(ctx, *req.ID)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"job": job}, nil
+	}
+}
+
+// noMethods answers methods/list and methods/find on a device that is not
+// method-capable: an empty list, whatever the filters.
+func (s *Server) noMethods(name string) method {
+	return func(_ context.Context, _ *session, p json.RawMessage) (any, error) {
+		var ignored map[string]any
+		if len(p) > 0 {
+			if err := json.Unmarshal(p, &ignored); err != nil {
+				return nil, paramsError(name, err)
+			}
+		}
+		return map[string]any{"methods": []any{}}, nil
+	}
+}
+
+func (s *Server) notMethodCapable(name string) method {
+	return func(context.Context, *session, json.RawMessage) (any, error) {
+		return nil, s.errorf(mhp.CodeNotSupported, "%s: this device is not method-capable (capability methods is false)", name).
+			With("capability", "methods")
+	}
+}

@@ -1,0 +1,251 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/openmhp/mhp-go"
+)
+
+// ServeStdio speaks newline-delimited JSON-RPC on one stream pair (a driver
+// process's stdin and stdout, or any pipe) until r ends, ctx is cancelled or
+// the server closes. The stream is one session, issued by its initialize;
+// the session ends (EndSession: lease released) when the stream does.
+//
+// Requests run concurrently, so a response may come before that of an earlier
+// request (JSON-RPC matches them by id); safety/estop and ping are answered
+// at once even while other requests of the stream are blocked in the device
+// (at most MaxInFlight ordinary requests run at once; more are refused with
+// -32000 reason "too_many_requests"). Notifications are written as lines
+// between responses; every line is written whole. A malformed line gets a
+// -32700 response and a line longer than MaxFrame a -32600 response (id null);
+// the stream goes on in both cases.
+func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := &streamConn{srv: s, w: w, slots: make(chan struct{}, s.opts.MaxInFlight)}
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait() // every request answered (or abandoned) before the session ends
+		c.mu.Lock()
+		ss := c.ss
+		c.mu.Unlock()
+		if ss != nil {
+			s.closeSession(ss, "stream ended")
+		}
+	}()
+
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() { readErr <- readLines(ctx, r, s.opts.MaxFrame, lines, c.tooLong) }()
+
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-readErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case line := <-lines:
+			c.serveLine(ctx, line, &wg)
+		}
+	}
+}
+
+// streamConn is the state of one stdio stream.
+type streamConn struct {
+	srv   *Server
+	w     io.Writer
+	wmu   sync.Mutex // serialises whole lines
+	slots chan struct{}
+
+	mu   sync.Mutex
+	ss   *session
+	pump bool
+}
+
+func (c *streamConn) session() *session {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ss
+}
+
+// writeLine writes one frame followed by a newline, whole.
+func (c *streamConn) writeLine(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	buf := make([]byte, 0, len(b)+1)
+	buf = append(append(buf, b...), '\n')
+	_, err := c.w.Write(buf)
+	return err
+}
+
+func (c *streamConn) respond(resp *Response) {
+	if resp == nil {
+		return
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		b, _ = json.Marshal(&Response{JSONRPC: Version, ID: resp.ID,
+			Error: c.srv.errorf(mhp.CodeInternal, "result not serialisable: %v", err)})
+	}
+	if err := c.writeLine(b); err != nil {
+		c.srv.log.Warn("mhp stdio write failed", "err", err)
+	}
+}
+
+// tooLong answers a frame that exceeded MaxFrame.
+func (c *streamConn) tooLong(n int) {
+	c.respond(&Response{JSONRPC: Version, ID: nullID, Error: c.srv.errorf(mhp.CodeInvalidRequest,
+		"frame of more than %d bytes refused (limit %d)", n, c.srv.opts.MaxFrame).With("limit", c.srv.opts.MaxFrame)})
+}
+
+func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGroup) {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return // blank lines are ignored
+	}
+	req, derr := DecodeFrame(line)
+	if derr != nil {
+		id := nullID
+		if req != nil && req.ID != nil {
+			id = req.ID
+		}
+		c.respond(&Response{JSONRPC: Version, ID: id, Error: derr.At(c.srv.clk.Now())})
+		return
+	}
+	priority := isPriority(req.Method) || req.Method == "initialize"
+	if !priority {
+		select {
+		case c.slots <- struct{}{}:
+		default:
+			if !req.IsNotification() {
+				c.respond(&Response{JSONRPC: Version, ID: req.ID, Error: c.srv.errorf(mhp.CodeServerError,
+					"too many requests in flight on this stream (%d): wait for answers", cap(c.slots)).
+					With("reason", "too_many_requests")})
+			}
+			return
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if !priority {
+			defer func() { <-c.slots }()
+		}
+		ss := c.session()
+		if ss != nil {
+			ss.touch(c.srv.clk.Now())
+		}
+		resp := c.srv.handle(ctx, ss, req, c.initSession)
+		c.respond(resp)
+	}()
+}
+
+// initSession opens the stream's session on its first initialize and reuses
+// it on later ones; the first also starts the notification pump.
+func (c *streamConn) initSession() (*session, *mhp.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ss != nil {
+		return c.ss, nil
+	}
+	ss, err := c.srv.openSession("", true)
+	if err != nil {
+		return nil, err
+	}
+	c.ss = ss
+	if !c.pump {
+		c.pump = true
+		go c.pumpNotifications(ss)
+	}
+	return ss, nil
+}
+
+// pumpNotifications writes the session's notifications as lines until the
+// session closes. Notifications queued before the initialize response is
+// written may precede it on the stream.
+func (c *streamConn) pumpNotifications(ss *session) {
+	var cursor uint64
+	for {
+		evs, lost, wake, ok := ss.since(cursor)
+		if !ok {
+			return
+		}
+		if lost > 0 {
+			c.srv.log.Warn("mhp stdio reader too slow: notifications dropped", "session", ss.id, "lost", lost)
+		}
+		for _, e := range evs {
+			if err := c.writeLine(e.data); err != nil {
+				c.srv.log.Warn("mhp stdio notification write failed", "session", ss.id, "err", err)
+			}
+			cursor = e.id
+		}
+		if len(evs) > 0 {
+			ss.markDelivered(cursor)
+		}
+		<-wake
+	}
+}
+
+// readLines splits r into lines of at most max bytes and sends them on out.
+// A longer line is skipped up to its newline and reported with tooLong; the
+// stream goes on. It returns r's error (io.EOF at the end).
+func readLines(ctx context.Context, r io.Reader, max int, out chan<- []byte, tooLong func(int)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	skipping := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			complete := chunk[len(chunk)-1] == '\n'
+			if !skipping {
+				if len(line)+len(chunk) > max+1 || (!complete && len(line)+len(chunk) > max) {
+					skipping = true
+					line = nil
+				} else {
+					line = append(line, chunk...)
+				}
+			}
+			if complete {
+				if skipping {
+					tooLong(max)
+					skipping = false
+				} else {
+					frame := line
+					line = nil
+					select {
+					case out <- frame:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+			}
+		}
+		switch {
+		case err == nil, errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if len(line) > 0 && !skipping {
+				select {
+				case out <- line:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			} else if skipping {
+				tooLong(max)
+			}
+			return io.EOF
+		default:
+			return fmt.Errorf("transport: reading stream: %w", err)
+		}
+	}
+}
