@@ -1,0 +1,1192 @@
+// Package rosbridgetest is a fake rosbridge v2 server for tests: an
+// in-process WebSocket server (httptest + coder/websocket, 127.0.0.1 and a
+// free port) that speaks the rosbridge JSON protocol the way
+// rosbridge_suite does, including its silences. Use it to test code that
+// talks to a robot through rosbridge without ROS installed:
+//
+//	srv := rosbridgetest.New(rosbridgetest.Options{})
+//	defer srv.Close()
+//	srv.AddTopic("/arm/temp", "std_msgs/msg/Float64", true)
+//	srv.Publish("/arm/temp", map[string]any{"data": 31.5})
+//	srv.AddService("/arm/enable", "std_srvs/srv/Trigger", func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
+//		return map[string]any{"success": true, "message": "enabled"}, nil
+//	})
+//	srv.AddAction("/arm/move", "arm_msgs/action/Move", rosbridgetest.Scripted(rosbridgetest.Script{
+//		Feedback: []any{map[string]any{"progress": 0.5}},
+//		Status:   rosbridgetest.StatusSucceeded,
+//		Result:   map[string]any{"reached": true},
+//	}))
+//	client connects to srv.URL()
+//
+// What it serves:
+//   - topics: advertise, unadvertise, publish, subscribe (with throttle_rate
+//     and queue_length; several subscriptions on one connection merge like
+//     rosbridge's: lowest throttle, highest queue), unsubscribe; server-side
+//     Publish; a record of every client publish (Published, OnPublish);
+//     optional latching (a new subscriber gets the last message);
+//   - services: call_service answered by a ServiceFunc; result:false with
+//     rosbridge's strings for a missing service, bad arguments (BadArgs) and a
+//     raising handler; NoReply for silence; Drop to cut the link after the
+//     call reached the robot; /rosapi/topic_type, /rosapi/service_type and
+//     /rosapi/topics are built in;
+//   - ROS 2 actions: send_action_goal, action_feedback, action_result with
+//     any status, cancel_action_goal (no reply; the ActionFunc decides
+//     whether to honour it), result:false/status 0 for a wrong action type;
+//     goals survive a dropped client like on the real bridge, and their later
+//     results are lost;
+//   - ROS 1 actionlib over topics (AddActionlib): <ns>/goal, /cancel,
+//     /status, /feedback, /result with actionlib GoalStatus codes;
+//   - faults: Drop (cut every connection), Refuse (refuse new connections),
+//     silent handling of bad ops, type conflicts and unknown topics (no
+//     status messages, as rosbridge_suite sends none), fragments
+//     (Options.FragmentSize), `\/` escaping and null for NaN/Inf
+//     (Options.ROS1Quirks).
+//
+// Every message a client sends is recorded (Received, WaitFor) so tests can
+// assert what went over the wire.
+package rosbridgetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// ROS 2 action_msgs/GoalStatus codes.
+const (
+	StatusUnknown   = 0
+	StatusAccepted  = 1
+	StatusExecuting = 2
+	StatusCanceling = 3
+	StatusSucceeded = 4
+	StatusCanceled  = 5
+	StatusAborted   = 6
+)
+
+// ROS 1 actionlib_msgs/GoalStatus codes.
+const (
+	ActionlibPending   = 0
+	ActionlibActive    = 1
+	ActionlibPreempted = 2
+	ActionlibSucceeded = 3
+	ActionlibAborted   = 4
+	ActionlibRejected  = 5
+	ActionlibRecalled  = 8
+	ActionlibLost      = 9
+)
+
+// Options tune the server.
+type Options struct {
+	// FragmentSize, when positive, splits every outgoing message longer than
+	// this many bytes into "fragment" ops, as rosbridge does for a client
+	// that asked for fragment_size.
+	FragmentSize int
+	// ROS1Quirks makes the server write like rosbridge 0.11 (ROS 1): `/`
+	// escaped as `\/` in strings. NaN and Inf always go out as null.
+	ROS1Quirks bool
+	// Logf, when set, receives what the real server would only log (bad ops,
+	// type conflicts, unknown topics). Pass t.Logf.
+	Logf func(format string, args ...any)
+}
+
+// Message is one message a client sent, as received.
+type Message struct {
+	Op      string
+	ID      string
+	Topic   string
+	Service string
+	Action  string
+	Type    string
+	// Raw is the whole message.
+	Raw json.RawMessage
+	// Conn numbers the connection it came on (1, 2, ... in accept order).
+	Conn int
+}
+
+// Server is a fake rosbridge server. Its methods are safe for concurrent use.
+type Server struct {
+	opts Options
+	hs   *httptest.Server
+
+	mu       sync.Mutex
+	conns    map[*conn]bool
+	nconn    int
+	refuse   bool
+	topics   map[string]*topic
+	services map[string]*service
+	actions  map[string]*action
+	goals    map[string]*Goal // ROS 2 goals by the client's goal id
+	received []Message
+	changed  chan struct{} // closed and replaced on every received message
+}
+
+type topic struct {
+	name, typ string
+	latch     bool
+	last      json.RawMessage
+	published []json.RawMessage
+	observers []func(json.RawMessage)
+}
+
+type service struct {
+	name, typ string
+	fn        ServiceFunc
+}
+
+type action struct {
+	name, typ string
+	fn        ActionFunc
+}
+
+// New starts a server on 127.0.0.1 with a free port.
+func New(opts Options) *Server {
+	s := &Server{
+		opts:     opts,
+		conns:    map[*conn]bool{},
+		topics:   map[string]*topic{},
+		services: map[string]*service{},
+		actions:  map[string]*action{},
+		goals:    map[string]*Goal{},
+		changed:  make(chan struct{}),
+	}
+	s.hs = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	return s
+}
+
+// URL is the server's WebSocket address, "ws://127.0.0.1:port".
+func (s *Server) URL() string { return "ws" + strings.TrimPrefix(s.hs.URL, "http") }
+
+// Close cuts every connection and stops the server.
+func (s *Server) Close() {
+	s.Drop()
+	s.hs.Close()
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf("rosbridgetest: "+format, args...)
+	}
+}
+
+// Drop cuts every open connection at once, as a network failure would.
+// Goals keep running; their results are lost.
+func (s *Server) Drop() {
+	s.mu.Lock()
+	cs := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.close()
+	}
+}
+
+// Refuse makes the server refuse (true) or accept (false) new connections.
+func (s *Server) Refuse(refuse bool) {
+	s.mu.Lock()
+	s.refuse = refuse
+	s.mu.Unlock()
+}
+
+// Connections is the number of open connections.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Accepted is the number of connections accepted since New.
+func (s *Server) Accepted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nconn
+}
+
+// Received returns every message the clients sent, in order.
+func (s *Server) Received() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.received...)
+}
+
+// Count is the number of received messages that match.
+func (s *Server) Count(match func(Message) bool) int {
+	n := 0
+	for _, m := range s.Received() {
+		if match(m) {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitFor waits until a received message matches, and returns it. It looks
+// at messages already received too. It gives up after timeout.
+func (s *Server) WaitFor(timeout time.Duration, match func(Message) bool) (Message, bool) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	seen := 0
+	for {
+		s.mu.Lock()
+		msgs := s.received[seen:]
+		seen = len(s.received)
+		ch := s.changed
+		s.mu.Unlock()
+		for _, m := range msgs {
+			if match(m) {
+				return m, true
+			}
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return Message{}, false
+		}
+	}
+}
+
+// Op matches messages with the op and, when name is not empty, the topic,
+// service or action name.
+func Op(op, name string) func(Message) bool {
+	return func(m Message) bool {
+		return m.Op == op && (name == "" || m.Topic == name || m.Service == name || m.Action == name)
+	}
+}
+
+// AddTopic declares a topic of a type, as if a node on the robot published
+// or subscribed it. A latched topic sends its last message to each new
+// subscriber (transient local durability).
+func (s *Server) AddTopic(name, typ string, latch bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.topicLocked(name, typ)
+	t.typ, t.latch = typ, latch
+}
+
+func (s *Server) topicLocked(name, typ string) *topic {
+	t, ok := s.topics[name]
+	if !ok {
+		t = &topic{name: name, typ: typ}
+		s.topics[name] = t
+	}
+	return t
+}
+
+// TopicType returns a topic's type, "" when it does not exist.
+func (s *Server) TopicType(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.topics[name]; ok {
+		return t.typ
+	}
+	return ""
+}
+
+// Publish publishes msg on a topic from the robot's side: every subscribed
+// connection gets it, subject to its throttle and queue. The topic is
+// created (untyped) if it does not exist.
+func (s *Server) Publish(topicName string, msg any) {
+	raw, err := marshal(msg)
+	if err != nil {
+		panic(fmt.Sprintf("rosbridgetest: Publish %s: %v", topicName, err))
+	}
+	s.mu.Lock()
+	t := s.topicLocked(topicName, "")
+	t.last = raw
+	cs := s.connList()
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.deliver(topicName, raw)
+	}
+}
+
+func (s *Server) connList() []*conn {
+	cs := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// Published returns the messages clients published on a topic, in order.
+func (s *Server) Published(topicName string) []json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.topics[topicName]; ok {
+		return append([]json.RawMessage(nil), t.published...)
+	}
+	return nil
+}
+
+// OnPublish calls fn (on the connection's reader goroutine) with each message
+// a client publishes on the topic, after rosbridge would have accepted it.
+func (s *Server) OnPublish(topicName string, fn func(msg json.RawMessage)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.topicLocked(topicName, "")
+	t.observers = append(t.observers, fn)
+}
+
+// Subscribers is how many connections subscribe to the topic.
+func (s *Server) Subscribers(topicName string) int {
+	s.mu.Lock()
+	cs := s.connList()
+	s.mu.Unlock()
+	n := 0
+	for _, c := range cs {
+		c.mu.Lock()
+		if len(c.subs[topicName]) > 0 {
+			n++
+		}
+		c.mu.Unlock()
+	}
+	return n
+}
+
+// Call is one call_service request.
+type Call struct {
+	ID      string
+	Service string
+	Args    json.RawMessage
+	// Conn numbers the connection it came on.
+	Conn int
+	c    *conn
+}
+
+// Decode decodes the call's arguments into v.
+func (c *Call) Decode(v any) error { return json.Unmarshal(c.Args, v) }
+
+// ServiceFunc answers a service call. It runs in its own goroutine; ctx ends
+// when the calling connection closes. Return the response's values, or an
+// error: BadArgs (result:false, nothing executed), NoReply (silence),
+// Drop (cut the connection without answering), any other error (result:false
+// "service [name] responded with an error: ..." - the handler ran).
+type ServiceFunc func(ctx context.Context, call *Call) (values any, err error)
+
+// Sentinel errors of a ServiceFunc.
+var (
+	// NoReply makes the server never answer the call.
+	NoReply = errors.New("rosbridgetest: no reply")
+	// Drop makes the server cut the caller's connection without answering.
+	Drop = errors.New("rosbridgetest: drop the connection")
+)
+
+// BadArgsError is a result:false answer for arguments that do not fit the
+// service type; nothing was executed.
+type BadArgsError struct{ Text string }
+
+func (e *BadArgsError) Error() string { return e.Text }
+
+// BadArgs returns rosbridge's answer for an argument of the wrong type, e.g.
+// BadArgs("std_srvs/SetBoolRequest", "data", "bool", "<class 'str'>").
+func BadArgs(requestType, field, want, got string) error {
+	return &BadArgsError{Text: fmt.Sprintf("%s message requires a %s for field %s, but got a %s", requestType, want, field, got)}
+}
+
+// AddService declares a service of a type answered by fn.
+func (s *Server) AddService(name, typ string, fn ServiceFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.services[name] = &service{name: name, typ: typ, fn: fn}
+}
+
+// RemoveService removes a service; later calls get "does not exist".
+func (s *Server) RemoveService(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.services, name)
+}
+
+// ActionFunc executes one goal, in its own goroutine. It reports feedback and
+// ends the goal with Finish (or FailBridge); if it returns without either,
+// the goal never gets a result (like a rejected goal on the real bridge).
+type ActionFunc func(g *Goal)
+
+// AddAction declares a ROS 2 action server of an action type.
+func (s *Server) AddAction(name, typ string, fn ActionFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.actions[name] = &action{name: name, typ: typ, fn: fn}
+}
+
+// Goal is one goal at the fake robot, ROS 2 or ROS 1 actionlib.
+type Goal struct {
+	// ID is the goal id: the client's send_action_goal id (ROS 2) or
+	// goal_id.id (ROS 1).
+	ID     string
+	Action string
+	Type   string
+	Args   json.RawMessage
+	// ROS1 is true for an actionlib goal (status codes are actionlib's).
+	ROS1 bool
+
+	s        *Server
+	c        *conn
+	feedback bool
+
+	mu        sync.Mutex
+	cancels   int
+	cancel    chan struct{}
+	done      chan struct{}
+	status    int
+	finished  bool
+	delivered bool
+}
+
+// Decode decodes the goal's arguments into v.
+func (g *Goal) Decode(v any) error { return json.Unmarshal(g.Args, v) }
+
+// CancelRequested is closed when the first cancel request for the goal arrives.
+func (g *Goal) CancelRequested() <-chan struct{} { return g.cancel }
+
+// Cancels is how many cancel requests arrived for the goal.
+func (g *Goal) Cancels() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cancels
+}
+
+// Done is closed once the goal finished.
+func (g *Goal) Done() <-chan struct{} { return g.done }
+
+// Status is the terminal status the goal finished with (0 before).
+func (g *Goal) Status() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.status
+}
+
+// Delivered reports whether the goal's result reached an open connection.
+func (g *Goal) Delivered() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.delivered
+}
+
+func (g *Goal) requestCancel() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cancels++
+	if g.cancels == 1 {
+		close(g.cancel)
+	}
+}
+
+// Feedback sends feedback values (when the client asked for feedback).
+func (g *Goal) Feedback(values any) {
+	if g.ROS1 {
+		g.s.Publish(g.Action+"/feedback", map[string]any{
+			"header": header(), "status": g.ros1Status(ActionlibActive, ""), "feedback": values})
+		return
+	}
+	if !g.feedback {
+		return
+	}
+	g.c.send(map[string]any{"op": "action_feedback", "id": g.ID, "action": g.Action, "values": values})
+}
+
+func (g *Goal) ros1Status(status int, text string) map[string]any {
+	return map[string]any{"goal_id": map[string]any{"stamp": map[string]any{"secs": 0, "nsecs": 0}, "id": g.ID}, "status": status, "text": text}
+}
+
+// Finish ends the goal with a terminal status and result values. A ROS 2
+// result goes out as action_result with result:true (as rosbridge 2.x
+// does for every status); a ROS 1 result on <ns>/result with status.text
+// set to text. Later calls do nothing.
+func (g *Goal) Finish(status int, values any, text string) {
+	g.mu.Lock()
+	if g.finished {
+		g.mu.Unlock()
+		return
+	}
+	g.finished, g.status = true, status
+	g.mu.Unlock()
+	var ok bool
+	if g.ROS1 {
+		g.s.publishStatus(g, status, text)
+		g.s.Publish(g.Action+"/result", map[string]any{"header": header(), "status": g.ros1Status(status, text), "result": values})
+		ok = true
+	} else {
+		ok = g.c.send(map[string]any{"op": "action_result", "id": g.ID, "action": g.Action, "values": values, "status": status, "result": true})
+	}
+	g.s.mu.Lock()
+	delete(g.s.goals, g.ID)
+	g.s.mu.Unlock()
+	g.mu.Lock()
+	g.delivered = ok
+	g.mu.Unlock()
+	close(g.done)
+}
+
+// FailBridge ends a ROS 2 goal the way rosbridge reports its own failure:
+// action_result with result:false, status 0 and the error string as values.
+func (g *Goal) FailBridge(text string) {
+	g.mu.Lock()
+	if g.finished {
+		g.mu.Unlock()
+		return
+	}
+	g.finished = true
+	g.mu.Unlock()
+	ok := g.c.send(map[string]any{"op": "action_result", "id": g.ID, "action": g.Action, "values": text, "status": 0, "result": false})
+	g.s.mu.Lock()
+	delete(g.s.goals, g.ID)
+	g.s.mu.Unlock()
+	g.mu.Lock()
+	g.delivered = ok
+	g.mu.Unlock()
+	close(g.done)
+}
+
+// Goals returns the ROS 2 and ROS 1 goals still running.
+func (s *Server) Goals() []*Goal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Goal, 0, len(s.goals))
+	for _, g := range s.goals {
+		out = append(out, g)
+	}
+	return out
+}
+
+// WaitGoal waits until a goal of the action is running and returns it.
+func (s *Server) WaitGoal(timeout time.Duration, actionName string) (*Goal, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		s.mu.Lock()
+		for _, g := range s.goals {
+			if g.Action == actionName {
+				s.mu.Unlock()
+				return g, true
+			}
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, false
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-ch:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// Script is a scripted action: feedback, then a terminal status.
+type Script struct {
+	// Feedback values are sent in order when the goal starts.
+	Feedback []any
+	// Release, when not nil, holds the goal after its feedback until it is
+	// closed (or a cancel is honoured).
+	Release <-chan struct{}
+	// Status is the terminal status once released; 0 means SUCCEEDED
+	// (ActionlibSucceeded for a ROS 1 goal).
+	Status int
+	// Result is the result values; Text the ROS 1 status text.
+	Result any
+	Text   string
+	// OnCancel is the status reported when a cancel arrives while held: 0
+	// means CANCELED (ActionlibPreempted for ROS 1); IgnoreCancel refuses
+	// the cancel and runs on until Release.
+	OnCancel int
+	// Silent never answers the goal (a rejected goal on rosbridge 2.x).
+	Silent bool
+}
+
+// IgnoreCancel as Script.OnCancel refuses cancel requests.
+const IgnoreCancel = -1
+
+// Scripted returns an ActionFunc playing the script.
+func Scripted(sc Script) ActionFunc {
+	return func(g *Goal) {
+		if sc.Silent {
+			return
+		}
+		for _, f := range sc.Feedback {
+			g.Feedback(f)
+		}
+		status, onCancel := sc.Status, sc.OnCancel
+		if status == 0 {
+			status = StatusSucceeded
+			if g.ROS1 {
+				status = ActionlibSucceeded
+			}
+		}
+		if onCancel == 0 {
+			onCancel = StatusCanceled
+			if g.ROS1 {
+				onCancel = ActionlibPreempted
+			}
+		}
+		if sc.Release != nil {
+			cancel := g.CancelRequested()
+			if onCancel == IgnoreCancel {
+				cancel = nil
+			}
+			select {
+			case <-sc.Release:
+			case <-cancel:
+				g.Finish(onCancel, map[string]any{}, "cancelled on request")
+				return
+			}
+		}
+		g.Finish(status, sc.Result, sc.Text)
+	}
+}
+
+// AddActionlib declares a ROS 1 actionlib server in namespace ns ("/arm/move")
+// for action type typ ("arm_msgs/Move"): the topics <ns>/goal
+// (typActionGoal), <ns>/cancel (actionlib_msgs/GoalID), <ns>/status
+// (actionlib_msgs/GoalStatusArray), <ns>/feedback and <ns>/result. A goal
+// published on <ns>/goal runs fn; a GoalID on <ns>/cancel cancels the goal
+// with that id (an empty id cancels all of the namespace's goals).
+func (s *Server) AddActionlib(ns, typ string, fn ActionFunc) {
+	s.AddTopic(ns+"/goal", typ+"ActionGoal", false)
+	s.AddTopic(ns+"/cancel", "actionlib_msgs/GoalID", false)
+	s.AddTopic(ns+"/status", "actionlib_msgs/GoalStatusArray", false)
+	s.AddTopic(ns+"/feedback", typ+"ActionFeedback", false)
+	s.AddTopic(ns+"/result", typ+"ActionResult", false)
+	s.OnPublish(ns+"/goal", func(msg json.RawMessage) {
+		var m struct {
+			GoalID struct {
+				ID string `json:"id"`
+			} `json:"goal_id"`
+			Goal json.RawMessage `json:"goal"`
+		}
+		if json.Unmarshal(msg, &m) != nil {
+			s.logf("actionlib %s: bad goal message", ns)
+			return
+		}
+		id := m.GoalID.ID
+		if id == "" {
+			id = "goal-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		}
+		g := &Goal{ID: id, Action: ns, Type: typ, Args: m.Goal, ROS1: true, s: s, cancel: make(chan struct{}), done: make(chan struct{})}
+		s.mu.Lock()
+		s.goals[id] = g
+		s.notifyLocked()
+		s.mu.Unlock()
+		s.publishStatus(g, ActionlibActive, "")
+		go fn(g)
+	})
+	s.OnPublish(ns+"/cancel", func(msg json.RawMessage) {
+		var m struct {
+			ID string `json:"id"`
+		}
+		_ = json.Unmarshal(msg, &m)
+		s.mu.Lock()
+		var hit []*Goal
+		for _, g := range s.goals {
+			if g.ROS1 && g.Action == ns && (m.ID == "" || m.ID == g.ID) {
+				hit = append(hit, g)
+			}
+		}
+		s.mu.Unlock()
+		for _, g := range hit {
+			g.requestCancel()
+		}
+	})
+}
+
+func (s *Server) publishStatus(g *Goal, status int, text string) {
+	s.Publish(g.Action+"/status", map[string]any{"header": header(), "status_list": []any{g.ros1Status(status, text)}})
+}
+
+func header() map[string]any {
+	now := time.Now()
+	return map[string]any{"seq": 0, "stamp": map[string]any{"secs": now.Unix(), "nsecs": now.Nanosecond()}, "frame_id": ""}
+}
+
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	refuse := s.refuse
+	s.mu.Unlock()
+	if refuse {
+		http.Error(w, "rosbridgetest: refusing connections", http.StatusServiceUnavailable)
+		return
+	}
+	ws, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	ws.SetReadLimit(64 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{s: s, ws: ws, ctx: ctx, cancel: cancel, subs: map[string]map[string]subOpts{},
+		advertised: map[string]string{}, conflicts: map[string]bool{}, streams: map[string]*stream{}}
+	s.mu.Lock()
+	s.nconn++
+	c.n = s.nconn
+	s.conns[c] = true
+	s.notifyLocked()
+	s.mu.Unlock()
+	defer func() {
+		c.close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.notifyLocked()
+		s.mu.Unlock()
+	}()
+	for {
+		typ, data, err := ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			s.logf("binary message ignored")
+			continue
+		}
+		c.handle(data)
+	}
+}
+
+// marshal encodes v as rosbridge would: NaN and Inf become null.
+func marshal(v any) (json.RawMessage, error) {
+	if raw, ok := v.(json.RawMessage); ok {
+		return raw, nil
+	}
+	return json.Marshal(sanitize(reflect.ValueOf(v)))
+}
+
+func sanitize(v reflect.Value) any {
+	if !v.IsValid() {
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		f := v.Float()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil
+		}
+		return f
+	case reflect.Map:
+		if v.IsNil() {
+			return nil
+		}
+		out := make(map[string]any, v.Len())
+		it := v.MapRange()
+		for it.Next() {
+			out[fmt.Sprint(it.Key().Interface())] = sanitize(it.Value())
+		}
+		return out
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.IsNil() {
+			return nil
+		}
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return v.Interface()
+		}
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = sanitize(v.Index(i))
+		}
+		return out
+	case reflect.Interface, reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		if _, ok := v.Interface().(json.Marshaler); ok {
+			return v.Interface()
+		}
+		return sanitize(v.Elem())
+	}
+	return v.Interface()
+}
+
+// conn is one client connection.
+type conn struct {
+	s      *Server
+	ws     *websocket.Conn
+	n      int
+	ctx    context.Context
+	cancel context.CancelFunc
+	once   sync.Once
+	wmu    sync.Mutex
+	fragN  int
+
+	mu         sync.Mutex
+	subs       map[string]map[string]subOpts // topic -> subscription id -> options
+	advertised map[string]string
+	conflicts  map[string]bool // topics this connection advertised with a conflicting type
+	streams    map[string]*stream
+}
+
+type subOpts struct {
+	throttle time.Duration
+	queue    int
+}
+
+// stream is the throttle/queue state of one topic on one connection.
+type stream struct {
+	last  time.Time
+	queue []json.RawMessage
+	timer *time.Timer
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.cancel()
+		c.ws.CloseNow()
+		c.mu.Lock()
+		for _, st := range c.streams {
+			if st.timer != nil {
+				st.timer.Stop()
+			}
+		}
+		c.mu.Unlock()
+	})
+}
+
+func (c *conn) closed() bool { return c.ctx.Err() != nil }
+
+// send writes one message; it reports whether it went out.
+func (c *conn) send(v any) bool {
+	if c.closed() {
+		return false
+	}
+	b, err := marshal(v)
+	if err != nil {
+		c.s.logf("cannot encode %T: %v", v, err)
+		return false
+	}
+	if c.s.opts.ROS1Quirks {
+		b = bytes.ReplaceAll(b, []byte("/"), []byte(`\/`))
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer cancel()
+	size := c.s.opts.FragmentSize
+	if size <= 0 || len(b) <= size {
+		return c.ws.Write(ctx, websocket.MessageText, b) == nil
+	}
+	c.fragN++
+	id := "fragment:" + strconv.Itoa(c.fragN)
+	total := (len(b) + size - 1) / size
+	for i := 0; i < total; i++ {
+		end := min((i+1)*size, len(b))
+		f, _ := json.Marshal(map[string]any{"op": "fragment", "id": id, "data": string(b[i*size : end]), "num": i, "total": total})
+		if c.ws.Write(ctx, websocket.MessageText, f) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// deliver sends a topic message subject to the connection's merged throttle
+// and queue for the topic.
+func (c *conn) deliver(topicName string, raw json.RawMessage) {
+	c.mu.Lock()
+	subs := c.subs[topicName]
+	if len(subs) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	throttle, queue := time.Duration(-1), 0
+	for _, o := range subs {
+		if throttle < 0 || o.throttle < throttle {
+			throttle = o.throttle
+		}
+		queue = max(queue, o.queue)
+	}
+	st := c.streams[topicName]
+	if st == nil {
+		st = &stream{}
+		c.streams[topicName] = st
+	}
+	now := time.Now()
+	msg := map[string]any{"op": "publish", "topic": topicName, "msg": raw}
+	if throttle <= 0 || (now.Sub(st.last) >= throttle && len(st.queue) == 0) {
+		st.last = now
+		c.mu.Unlock()
+		c.send(msg)
+		return
+	}
+	if queue == 0 {
+		c.mu.Unlock() // rosbridge drops messages inside the throttle window
+		return
+	}
+	st.queue = append(st.queue, raw)
+	if len(st.queue) > queue {
+		st.queue = st.queue[len(st.queue)-queue:] // the oldest go first
+	}
+	if st.timer == nil {
+		st.timer = time.AfterFunc(throttle-now.Sub(st.last), func() { c.flush(topicName, throttle) })
+	}
+	c.mu.Unlock()
+}
+
+func (c *conn) flush(topicName string, throttle time.Duration) {
+	c.mu.Lock()
+	st := c.streams[topicName]
+	if st == nil || len(st.queue) == 0 || c.closed() {
+		if st != nil {
+			st.timer = nil
+		}
+		c.mu.Unlock()
+		return
+	}
+	raw := st.queue[0]
+	st.queue = st.queue[1:]
+	st.last = time.Now()
+	if len(st.queue) > 0 {
+		st.timer = time.AfterFunc(throttle, func() { c.flush(topicName, throttle) })
+	} else {
+		st.timer = nil
+	}
+	c.mu.Unlock()
+	c.send(map[string]any{"op": "publish", "topic": topicName, "msg": raw})
+}
+
+type clientMsg struct {
+	Op           string          `json:"op"`
+	ID           string          `json:"id"`
+	Topic        string          `json:"topic"`
+	Type         string          `json:"type"`
+	Msg          json.RawMessage `json:"msg"`
+	ThrottleRate int             `json:"throttle_rate"`
+	QueueLength  int             `json:"queue_length"`
+	Service      string          `json:"service"`
+	Args         json.RawMessage `json:"args"`
+	Action       string          `json:"action"`
+	ActionType   string          `json:"action_type"`
+	Feedback     bool            `json:"feedback"`
+}
+
+func (c *conn) handle(data []byte) {
+	var m clientMsg
+	if err := json.Unmarshal(data, &m); err != nil {
+		c.s.logf("unparsable message: %v", err) // rosbridge only logs it
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	typ := m.Type
+	if m.Op == "send_action_goal" {
+		typ = m.ActionType
+	}
+	s.received = append(s.received, Message{Op: m.Op, ID: m.ID, Topic: m.Topic, Service: m.Service, Action: m.Action, Type: typ,
+		Raw: append(json.RawMessage(nil), data...), Conn: c.n})
+	s.notifyLocked()
+	s.mu.Unlock()
+
+	switch m.Op {
+	case "advertise":
+		s.mu.Lock()
+		t, ok := s.topics[m.Topic]
+		if ok && t.typ != "" && !sameType(t.typ, m.Type) {
+			s.mu.Unlock()
+			s.logf("advertise %s as %s: topic already has type %s (dropped silently)", m.Topic, m.Type, t.typ)
+			c.mu.Lock()
+			c.conflicts[m.Topic] = true
+			c.mu.Unlock()
+			return
+		}
+		t = s.topicLocked(m.Topic, m.Type)
+		if t.typ == "" {
+			t.typ = m.Type
+		}
+		s.mu.Unlock()
+		c.mu.Lock()
+		c.advertised[m.Topic] = m.Type
+		delete(c.conflicts, m.Topic)
+		c.mu.Unlock()
+	case "unadvertise":
+		c.mu.Lock()
+		delete(c.advertised, m.Topic)
+		c.mu.Unlock()
+	case "publish":
+		c.mu.Lock()
+		conflict := c.conflicts[m.Topic]
+		_, adv := c.advertised[m.Topic]
+		c.mu.Unlock()
+		s.mu.Lock()
+		t, exists := s.topics[m.Topic]
+		if conflict || (!adv && (!exists || t.typ == "")) {
+			s.mu.Unlock()
+			s.logf("publish on %s dropped silently (not advertised or type conflict)", m.Topic)
+			return
+		}
+		t.published = append(t.published, m.Msg)
+		t.last = m.Msg
+		obs := slices.Clone(t.observers)
+		cs := s.connList()
+		s.mu.Unlock()
+		for _, fn := range obs {
+			fn(m.Msg)
+		}
+		for _, other := range cs {
+			other.deliver(m.Topic, m.Msg)
+		}
+	case "subscribe":
+		s.mu.Lock()
+		t, ok := s.topics[m.Topic]
+		switch {
+		case !ok && m.Type == "":
+			s.mu.Unlock()
+			s.logf("subscribe %s: unknown topic and no type (dropped silently)", m.Topic)
+			return
+		case ok && m.Type != "" && t.typ != "" && !sameType(t.typ, m.Type):
+			s.mu.Unlock()
+			s.logf("subscribe %s as %s: topic has type %s (dropped silently)", m.Topic, m.Type, t.typ)
+			return
+		case !ok:
+			t = s.topicLocked(m.Topic, m.Type)
+		}
+		if t.typ == "" {
+			t.typ = m.Type
+		}
+		var latched json.RawMessage
+		if t.latch {
+			latched = t.last
+		}
+		s.mu.Unlock()
+		c.mu.Lock()
+		if c.subs[m.Topic] == nil {
+			c.subs[m.Topic] = map[string]subOpts{}
+		}
+		c.subs[m.Topic][m.ID] = subOpts{throttle: time.Duration(m.ThrottleRate) * time.Millisecond, queue: m.QueueLength}
+		c.mu.Unlock()
+		if latched != nil {
+			c.send(map[string]any{"op": "publish", "topic": m.Topic, "msg": latched})
+		}
+	case "unsubscribe":
+		c.mu.Lock()
+		if m.ID == "" {
+			delete(c.subs, m.Topic)
+		} else {
+			delete(c.subs[m.Topic], m.ID)
+		}
+		c.mu.Unlock()
+	case "call_service":
+		c.callService(m)
+	case "send_action_goal":
+		s.mu.Lock()
+		a, ok := s.actions[m.Action]
+		s.mu.Unlock()
+		if !ok {
+			s.logf("send_action_goal %s: no such action server (no reply)", m.Action)
+			return
+		}
+		if !sameType(a.typ, m.ActionType) {
+			c.send(map[string]any{"op": "action_result", "id": m.ID, "action": m.Action, "status": 0, "result": false,
+				"values": fmt.Sprintf("Action type %s does not match the type %s of action server %s", m.ActionType, a.typ, m.Action)})
+			return
+		}
+		g := &Goal{ID: m.ID, Action: m.Action, Type: a.typ, Args: m.Args, s: s, c: c, feedback: m.Feedback,
+			cancel: make(chan struct{}), done: make(chan struct{})}
+		s.mu.Lock()
+		s.goals[m.ID] = g
+		s.notifyLocked()
+		s.mu.Unlock()
+		go a.fn(g)
+	case "cancel_action_goal":
+		s.mu.Lock()
+		g, ok := s.goals[m.ID]
+		s.mu.Unlock()
+		if ok && !g.ROS1 {
+			g.requestCancel()
+		} else {
+			s.logf("cancel_action_goal %s: no such goal (no reply)", m.ID)
+		}
+	default:
+		s.logf("unknown op %q (no reply)", m.Op)
+	}
+}
+
+// sameType compares ROS type names, treating "pkg/msg/T", "pkg/srv/T" and
+// "pkg/action/T" as "pkg/T".
+func sameType(a, b string) bool {
+	norm := func(t string) string {
+		p := strings.Split(t, "/")
+		if len(p) == 3 {
+			return p[0] + "/" + p[2]
+		}
+		return t
+	}
+	return norm(a) == norm(b)
+}
+
+func (c *conn) callService(m clientMsg) {
+	s := c.s
+	reply := func(values any, ok bool) {
+		c.send(map[string]any{"op": "service_response", "id": m.ID, "service": m.Service, "values": values, "result": ok})
+	}
+	switch m.Service {
+	case "/rosapi/topic_type", "/rosapi/service_type", "/rosapi/topics":
+		var a struct {
+			Topic   string `json:"topic"`
+			Service string `json:"service"`
+		}
+		_ = json.Unmarshal(m.Args, &a)
+		s.mu.Lock()
+		var values any
+		switch m.Service {
+		case "/rosapi/topic_type":
+			t := ""
+			if tp, ok := s.topics[a.Topic]; ok {
+				t = tp.typ
+			}
+			values = map[string]any{"type": t}
+		case "/rosapi/service_type":
+			t := ""
+			if sv, ok := s.services[a.Service]; ok {
+				t = sv.typ
+			}
+			values = map[string]any{"type": t}
+		default:
+			var names, types []string
+			for n, t := range s.topics {
+				names, types = append(names, n), append(types, t.typ)
+			}
+			values = map[string]any{"topics": names, "types": types}
+		}
+		s.mu.Unlock()
+		reply(values, true)
+		return
+	}
+	s.mu.Lock()
+	sv, ok := s.services[m.Service]
+	s.mu.Unlock()
+	if !ok {
+		reply("Service "+m.Service+" does not exist", false)
+		return
+	}
+	call := &Call{ID: m.ID, Service: m.Service, Args: m.Args, Conn: c.n, c: c}
+	go func() {
+		values, err := sv.fn(c.ctx, call)
+		var bad *BadArgsError
+		switch {
+		case err == nil:
+			reply(values, true)
+		case errors.Is(err, NoReply):
+		case errors.Is(err, Drop):
+			c.close()
+		case errors.As(err, &bad):
+			reply(bad.Text, false)
+		default:
+			reply(fmt.Sprintf("service [%s] responded with an error: %v", m.Service, err), false)
+		}
+	}()
+}
