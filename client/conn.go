@@ -1,0 +1,107 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+
+	"github.com/openmhp/mhp-go"
+)
+
+// conn is one wire connection: it calls methods and delivers notifications.
+type conn interface {
+	// call sends one request and decodes its result into out (may be nil).
+	call(ctx context.Context, method string, params, out any) error
+	// endSession ends the server-side session (lease released).
+	endSession(ctx context.Context) error
+	close() error
+}
+
+// rpcRequest is the frame a client sends.
+type rpcRequest struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      uint64 `json:"id"`
+	Method  string `json:"method"`
+	Params  any    `json:"params,omitempty"`
+}
+
+// rpcIncoming is any frame a client receives: a response (ID set) or a
+// notification (Method set).
+type rpcIncoming struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *mhp.Error      `json:"error"`
+	Method string          `json:"method"`
+	Params map[string]any  `json:"params"`
+}
+
+// listeners fans notifications out to registered functions, in order.
+type listeners struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func(mhp.Notification)
+}
+
+func (l *listeners) add(fn func(mhp.Notification)) func() {
+	l.mu.Lock()
+	if l.fns == nil {
+		l.fns = map[int]func(mhp.Notification){}
+	}
+	id := l.next
+	l.next++
+	l.fns[id] = fn
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		delete(l.fns, id)
+		l.mu.Unlock()
+	}
+}
+
+func (l *listeners) publish(n mhp.Notification) {
+	l.mu.Lock()
+	ids := make([]int, 0, len(l.fns))
+	for id := range l.fns {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	fns := make([]func(mhp.Notification), 0, len(ids))
+	for _, id := range ids {
+		fns = append(fns, l.fns[id])
+	}
+	l.mu.Unlock()
+	for _, fn := range fns {
+		fn(n)
+	}
+}
+
+// transportError is the *mhp.Error of a call that failed on the way (no
+// answer from the server). data.reason is "transport"; data.sent says
+// whether the request may have reached the server, in which case its effect
+// is unknown (data.outcome "unknown" for actuating methods).
+func transportError(method string, sent bool, format string, args ...any) *mhp.Error {
+	e := mhp.Errorf(mhp.CodeServerError, method+": "+format, args...).With("reason", ReasonTransport).With("sent", sent)
+	if sent && actuating(method) {
+		e.With("outcome", mhp.OutcomeUnknown)
+	}
+	return e
+}
+
+// ReasonTransport is data.reason of the errors of calls that got no answer.
+const ReasonTransport = "transport"
+
+// IsTransportError reports whether err is a call that got no answer from the
+// server (unreachable, timed out, connection lost).
+func IsTransportError(err error) bool {
+	e, ok := mhp.AsError(err)
+	return ok && e.Data != nil && e.Data["reason"] == ReasonTransport
+}
+
+func actuating(method string) bool {
+	switch method {
+	case "settings/write", "actions/invoke", "safety/reset", "jobs/resume", "jobs/cancel", "jobs/pause":
+		return true
+	}
+	return false
+}
