@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/openmhp/mhp-go"
@@ -140,3 +141,26 @@ func benchSearch(b *testing.B, n int) {
 
 func BenchmarkSearch2000(b *testing.B)   { benchSearch(b, 2000) }
 func BenchmarkSearch100000(b *testing.B) { benchSearch(b, 100000) }
+
+func TestServerAndRemote(t *testing.T) {
+	d, _ := directory.New(directory.Config{Index: directory.NewIndex(labCards()),
+		Pinger: directory.PingerFunc(func(ctx context.Context, target string) (mhp.DeviceState, error) { return mhp.StateIdle, nil })})
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+	r := &directory.Remote{URL: srv.URL}
+	ctx := context.Background()
+	res, err := r.Search(ctx, directory.Query{Query: "pcr", Class: "thermocycler", Location: "bay 12", State: "idle", Limit: 3})
+	if err != nil || len(res) != 2 || res[0].Location != "bay 12" || res[1].Location != "bay 12" || res[0].State != mhp.StateIdle || res[0].Score <= 0 {
+		t.Fatalf("remote search: %+v %v", res, err)
+	}
+	got, err := r.Get(ctx, "arm-0003")
+	if err != nil || got.Target != "a-0003" {
+		t.Fatalf("remote get: %+v %v", got, err)
+	}
+	if _, err := r.Get(ctx, "missing"); mhp.CodeOf(err) != mhp.CodeUnknownName {
+		t.Fatalf("remote get unknown: %v", err)
+	}
+	if _, err := r.Search(ctx, directory.Query{State: "sleeping"}); mhp.CodeOf(err) != mhp.CodeInvalidParams {
+		t.Fatalf("bad state: %v", err)
+	}
+}
