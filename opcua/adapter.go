@@ -1,0 +1,786 @@
+// Package opcua wraps an OPC UA server (a PLC, a LADS instrument) as an MHP
+// device with no Go code: a config file (Config) lists the variables that
+// become signals and settings, the methods, LADS programs/functions and Part
+// 10 programs that become actions, and the estop; New turns it into a
+// binding.Driver, and Register adds the "opcua" kind to an adapter registry
+// so that `mhp serve plc.yaml` serves it.
+//
+// The mapping talks to the server only through the Client interface (read,
+// write, call, browse, subscribe); Conn implements it over gopcua v0.8.0
+// with security None or Basic256Sha256/SignAndEncrypt, anonymous or
+// username identity, a pinned server certificate, and reconnection with
+// backoff that rebuilds the subscriptions.
+//
+// Outcomes are honest:
+//   - a status code of the Refusals table (BadOutOfRange, BadTypeMismatch,
+//     BadNotWritable, BadUserAccessDenied, BadInvalidState, ...) is a refusal
+//     before anything took effect: an *mhp.Error naming the OPC UA code;
+//   - a timeout, a lost connection or a closed session after a write or call
+//     was sent leaves the outcome unknown: the device latches in fault;
+//   - writes and calls are never retried;
+//   - LADS and Part 10 jobs end as the server's state machine says:
+//     completed -> done, stopped/halted by our cancel -> cancelled, aborted
+//     by the device -> failed; an end that is ambiguous is resolved by
+//     reading the program's result, otherwise the outcome is unknown.
+package opcua
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/gopcua/opcua/id"
+	"github.com/gopcua/opcua/ua"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/clock"
+)
+
+// Kind is the adapter kind of OPC UA config files (`adapter: opcua`).
+const Kind = "opcua"
+
+// Register adds the "opcua" kind to r.
+func Register(r *adapters.Registry) error {
+	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
+		cfg, err := Load(src)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg, Options{})
+	})
+}
+
+// Load decodes (strictly) and validates a config file, resolving the
+// certificate paths against the file's folder.
+func Load(src adapters.Source) (Config, error) {
+	var cfg Config
+	if err := src.Decode(&cfg); err != nil {
+		return Config{}, err
+	}
+	s := &cfg.Security
+	s.ClientCertificate = src.Resolve(s.ClientCertificate)
+	s.ClientKey = src.Resolve(s.ClientKey)
+	if s.ServerCertificate != "" {
+		if _, err := parseFingerprint(s.ServerCertificate); err != nil {
+			s.ServerCertificate = src.Resolve(s.ServerCertificate)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", src.Path, err)
+	}
+	return cfg, nil
+}
+
+// Options are the in-process options of New, beyond the config file.
+type Options struct {
+	// Dial makes the Client when the driver starts; onConnect must run after
+	// every (re)connection. Default: Dial over gopcua.
+	Dial func(ctx context.Context, cfg Config, onConnect func(context.Context, Client) error) (Client, error)
+	// Clock is the driver's clock (staleness, timestamps); default real time.
+	Clock clock.Clock
+	// Logger receives connection and mapping events; default slog.Default().
+	Logger *slog.Logger
+	// KeepAlive is Conn's connection probe interval (DialOptions.KeepAlive).
+	KeepAlive time.Duration
+	// Tune adjusts the binding config before the driver is built (poll
+	// interval, job timeouts, ...).
+	Tune func(*binding.Config)
+}
+
+// adapter is the mapping of one config onto bindings.
+type adapter struct {
+	cfg Config
+	opt Options
+	clk clock.Clock
+	log *slog.Logger
+	drv *binding.Driver
+
+	mu      sync.Mutex
+	cl      Client
+	closeCl func() error
+	stopSub func()
+	latest  []sample                  // by signal index
+	types   map[string]ua.TypeID      // node id -> built-in type of its value
+	args    map[string][]*ua.Argument // method node id -> input arguments
+	ladsNS  int                       // LADS namespace index, -1 unknown
+	units   map[string]*ladsUnit      // functional unit node id -> resolved nodes
+	progs   map[string]*programNodes  // program node id -> resolved nodes
+	nodes   map[string]*ua.NodeID     // parsed node ids
+}
+
+type sample struct {
+	have bool
+	dv   *ua.DataValue
+	at   time.Time
+}
+
+// New builds the driver of cfg. The driver connects in Start (an error when
+// the server cannot be reached) and keeps reconnecting after a loss.
+func New(cfg Config, opt Options) (*binding.Driver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	a := &adapter{
+		cfg:    cfg,
+		opt:    opt,
+		clk:    opt.Clock,
+		log:    opt.Logger,
+		latest: make([]sample, len(cfg.Signals)),
+		types:  map[string]ua.TypeID{},
+		args:   map[string][]*ua.Argument{},
+		units:  map[string]*ladsUnit{},
+		progs:  map[string]*programNodes{},
+		nodes:  map[string]*ua.NodeID{},
+		ladsNS: -1,
+	}
+	if a.clk == nil {
+		a.clk = clock.Real{}
+	}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.opt.Dial == nil {
+		a.opt.Dial = func(ctx context.Context, cfg Config, onConnect func(context.Context, Client) error) (Client, error) {
+			c, err := Dial(ctx, cfg, DialOptions{Logger: a.log, KeepAlive: opt.KeepAlive,
+				OnConnect: func(ctx context.Context, c *Conn) error { return onConnect(ctx, c) }})
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		}
+	}
+	bc := binding.Config{Clock: a.clk, Logger: a.log}
+	cfg.Common.Apply(&bc)
+	for i, s := range cfg.Signals {
+		spec := s.Signal
+		if s.StaleAfterS > 0 {
+			// Staleness is a matter of time passing, not of a new value:
+			// the driver polls the cached value so that it turns null.
+			bc.Signals = append(bc.Signals, binding.Signal{Spec: spec, Read: a.readSignal(i)})
+		} else {
+			bc.Signals = append(bc.Signals, binding.Signal{Spec: spec, Read: a.readSignal(i), Pushed: true})
+		}
+	}
+	for _, s := range cfg.Settings {
+		bc.Settings = append(bc.Settings, binding.Setting{Spec: s.Setting, Write: a.writeSetting(s)})
+	}
+	for _, it := range cfg.Actions {
+		act := binding.Action{Spec: it.Action, Timeout: seconds(it.TimeoutS)}
+		switch {
+		case it.Method != nil:
+			act.Run = a.runMethod(it)
+			// A method call cannot be cancelled at the server.
+			act.Spec.Cancellable = false
+			act.Spec.Pausable = false
+		case it.LADS != nil:
+			act.Run = a.runLADS(it)
+			act.Spec.Cancellable = true
+			act.Spec.Pausable = false
+		case it.Program != nil:
+			act.Run = a.runProgram(it)
+			act.Pause = a.pauseProgram(it)
+			act.Resume = a.resumeProgram(it)
+			act.Spec.Cancellable = true
+		}
+		bc.Actions = append(bc.Actions, act)
+	}
+	if cfg.EStop != nil {
+		bc.EStop = a.estop
+	}
+	bc.Setup = a.setup
+	bc.Verify = a.verify
+	bc.Close = a.close
+	if opt.Tune != nil {
+		opt.Tune(&bc)
+	}
+	d, err := binding.New(bc)
+	if err != nil {
+		return nil, err
+	}
+	a.drv = d
+	return d, nil
+}
+
+// node returns the parsed node id of s (validated by Config.Validate).
+func (a *adapter) node(s string) *ua.NodeID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n, ok := a.nodes[s]; ok {
+		return n
+	}
+	n := ua.MustParseNodeID(s)
+	a.nodes[s] = n
+	return n
+}
+
+func (a *adapter) client() Client {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cl
+}
+
+// setup connects, reads the types and structure, and subscribes the signals.
+func (a *adapter) setup(ctx context.Context) error {
+	cl, err := a.opt.Dial(ctx, a.cfg, a.onConnect)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.cl = cl
+	if c, ok := cl.(interface{ Close() error }); ok {
+		a.closeCl = c.Close
+	}
+	a.mu.Unlock()
+	if len(a.cfg.Signals) > 0 {
+		ids := make([]*ua.NodeID, len(a.cfg.Signals))
+		for i, s := range a.cfg.Signals {
+			ids[i] = a.node(s.Node)
+		}
+		stop, err := cl.Subscribe(ctx, ids, a.onValue)
+		if err != nil {
+			a.close()
+			return fmt.Errorf("opcua: subscribe signals: %w", err)
+		}
+		a.mu.Lock()
+		a.stopSub = stop
+		a.mu.Unlock()
+	}
+	return nil
+}
+
+func (a *adapter) close() error {
+	a.mu.Lock()
+	stop, closeCl := a.stopSub, a.closeCl
+	a.stopSub, a.closeCl = nil, nil
+	a.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if closeCl != nil {
+		return closeCl()
+	}
+	return nil
+}
+
+// onConnect runs after every (re)connection: the value types of settings
+// and safe writes, method signatures, the LADS namespace and the structure
+// of functional units and programs. A node that cannot be read is logged
+// and stays unknown: its item is refused when used.
+func (a *adapter) onConnect(ctx context.Context, cl Client) error {
+	var typed []string
+	for _, s := range a.cfg.Settings {
+		typed = append(typed, s.Node)
+	}
+	if a.cfg.EStop != nil {
+		for _, w := range a.cfg.EStop.Write {
+			typed = append(typed, w.Node)
+		}
+	}
+	if len(typed) > 0 {
+		req := make([]*ua.ReadValueID, len(typed))
+		for i, n := range typed {
+			req[i] = &ua.ReadValueID{NodeID: a.node(n), AttributeID: ua.AttributeIDDataType}
+		}
+		res, err := cl.Read(ctx, req)
+		if err != nil {
+			return fmt.Errorf("opcua: read data types: %w", err)
+		}
+		a.mu.Lock()
+		for i, dv := range res {
+			if isBad(dv.Status) || dv.Value == nil {
+				a.log.Warn("opcua: data type unreadable", "node", typed[i], "status", StatusName(dv.Status))
+				delete(a.types, typed[i])
+				continue
+			}
+			a.types[typed[i]] = builtinOf(dataTypeOf(dv.Value.Value()))
+		}
+		a.mu.Unlock()
+	}
+	methods := map[string]bool{}
+	for _, it := range a.cfg.Actions {
+		if it.Method != nil {
+			methods[it.Method.Method] = true
+		}
+	}
+	if a.cfg.EStop != nil && a.cfg.EStop.Method != nil {
+		methods[a.cfg.EStop.Method.Method] = true
+	}
+	for m := range methods {
+		args, err := a.readArguments(ctx, cl, a.node(m))
+		if err != nil {
+			a.log.Warn("opcua: method input arguments unreadable; parameters are sent with their natural types", "method", m, "err", err)
+			continue
+		}
+		a.mu.Lock()
+		a.args[m] = args
+		a.mu.Unlock()
+	}
+	needLADS := false
+	for _, it := range a.cfg.Actions {
+		if it.LADS != nil {
+			needLADS = true
+		}
+	}
+	if needLADS {
+		ns, err := namespaceIndex(ctx, cl, LADSNamespace)
+		if err != nil {
+			a.log.Warn("opcua: LADS namespace not found; states are matched by name", "err", err)
+			ns = -1
+		}
+		a.mu.Lock()
+		a.ladsNS = ns
+		a.mu.Unlock()
+	}
+	for _, it := range a.cfg.Actions {
+		if it.LADS != nil {
+			u, err := resolveLADS(ctx, cl, a.node(it.LADS.FunctionalUnit))
+			if err != nil {
+				a.log.Warn("opcua: LADS functional unit not resolved", "action", it.Name, "node", it.LADS.FunctionalUnit, "err", err)
+				continue
+			}
+			a.mu.Lock()
+			a.units[it.LADS.FunctionalUnit] = u
+			a.mu.Unlock()
+		}
+		if it.Program != nil {
+			p, err := resolveProgram(ctx, cl, a.node(it.Program.Node))
+			if err != nil {
+				a.log.Warn("opcua: program not resolved", "action", it.Name, "node", it.Program.Node, "err", err)
+				continue
+			}
+			a.mu.Lock()
+			a.progs[it.Program.Node] = p
+			a.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// readArguments reads a method's InputArguments property.
+func (a *adapter) readArguments(ctx context.Context, cl Client, method *ua.NodeID) ([]*ua.Argument, error) {
+	refs, err := cl.Browse(ctx, method)
+	if err != nil {
+		return nil, err
+	}
+	var prop *ua.NodeID
+	for _, r := range refs {
+		if r.BrowseName != nil && r.BrowseName.Name == "InputArguments" && r.NodeID != nil {
+			prop = r.NodeID.NodeID
+		}
+	}
+	if prop == nil {
+		return nil, nil // no input arguments
+	}
+	res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: prop, AttributeID: ua.AttributeIDValue}})
+	if err != nil {
+		return nil, err
+	}
+	if isBad(res[0].Status) || res[0].Value == nil {
+		return nil, res[0].Status
+	}
+	var out []*ua.Argument
+	switch v := res[0].Value.Value().(type) {
+	case []*ua.ExtensionObject:
+		for _, eo := range v {
+			arg, ok := eo.Value.(*ua.Argument)
+			if !ok {
+				return nil, fmt.Errorf("InputArguments holds %T, not Argument", eo.Value)
+			}
+			out = append(out, arg)
+		}
+	case *ua.ExtensionObject:
+		arg, ok := v.Value.(*ua.Argument)
+		if !ok {
+			return nil, fmt.Errorf("InputArguments holds %T, not Argument", v.Value)
+		}
+		out = append(out, arg)
+	default:
+		return nil, fmt.Errorf("InputArguments is %T", v)
+	}
+	return out, nil
+}
+
+// namespaceIndex finds a namespace URI in the server's namespace array.
+func namespaceIndex(ctx context.Context, cl Client, uri string) (int, error) {
+	res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: ua.NewNumericNodeID(0, id.Server_NamespaceArray), AttributeID: ua.AttributeIDValue}})
+	if err != nil {
+		return -1, err
+	}
+	if isBad(res[0].Status) || res[0].Value == nil {
+		return -1, res[0].Status
+	}
+	arr, _ := res[0].Value.Value().([]string)
+	for i, u := range arr {
+		if u == uri {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("namespace %s not on the server", uri)
+}
+
+// ---- signals ----
+
+// onValue is the subscription callback: it caches the value and pushes it
+// (null when bad) to the driver's subscribers.
+func (a *adapter) onValue(i int, dv *ua.DataValue) {
+	if i < 0 || i >= len(a.latest) {
+		return
+	}
+	now := a.clk.Now()
+	a.mu.Lock()
+	a.latest[i] = sample{have: true, dv: dv, at: now}
+	a.mu.Unlock()
+	if a.drv == nil || a.cfg.Signals[i].StaleAfterS > 0 {
+		return
+	}
+	s, err := a.sampleOf(i, sample{have: true, dv: dv, at: now})
+	if err != nil {
+		a.drv.PublishSignal(a.cfg.Signals[i].Name, binding.Sample{Value: nil})
+		return
+	}
+	a.drv.PublishSignal(a.cfg.Signals[i].Name, s)
+}
+
+// sampleOf judges one cached value: bad status or stale -> unavailable.
+func (a *adapter) sampleOf(i int, s sample) (binding.Sample, error) {
+	item := a.cfg.Signals[i]
+	dv := s.dv
+	if dv == nil {
+		return binding.Sample{}, binding.Unavailable("%s: no value", item.Name)
+	}
+	if isBad(dv.Status) {
+		if codeOnly(dv.Status) == ua.StatusBadServerNotConnected {
+			return binding.Sample{}, binding.Unavailable("%s: the OPC UA server is not connected", item.Name)
+		}
+		return binding.Sample{}, binding.Unavailable("%s: OPC UA status %s", item.Name, StatusName(dv.Status))
+	}
+	t := dv.SourceTimestamp
+	if t.IsZero() {
+		t = dv.ServerTimestamp
+	}
+	if item.StaleAfterS > 0 {
+		ref := t
+		if ref.IsZero() || s.at.After(ref) && dv.SourceTimestamp.IsZero() {
+			ref = s.at
+		}
+		if age := a.clk.Now().Sub(ref); age > seconds(item.StaleAfterS) {
+			return binding.Sample{}, binding.Unavailable("%s: value is %.1fs old (stale after %gs)", item.Name, age.Seconds(), item.StaleAfterS)
+		}
+	}
+	if t.IsZero() {
+		t = s.at
+	}
+	return binding.Sample{Value: fromVariant(dv.Value), Time: t}, nil
+}
+
+// readSignal serves a signal from the subscription's latest value; before
+// the first value arrives it reads the node directly.
+func (a *adapter) readSignal(i int) func(context.Context) (binding.Sample, error) {
+	item := a.cfg.Signals[i]
+	return func(ctx context.Context) (binding.Sample, error) {
+		a.mu.Lock()
+		s := a.latest[i]
+		cl := a.cl
+		a.mu.Unlock()
+		if s.have {
+			return a.sampleOf(i, s)
+		}
+		if cl == nil {
+			return binding.Sample{}, binding.Unavailable("%s: not connected", item.Name)
+		}
+		res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: a.node(item.Node), AttributeID: ua.AttributeIDValue}})
+		if err != nil {
+			return binding.Sample{}, binding.Unavailable("%s: read: %v", item.Name, err)
+		}
+		return a.sampleOf(i, sample{have: true, dv: res[0], at: a.clk.Now()})
+	}
+}
+
+// verify is the reset check: every signal node reads Good, live.
+func (a *adapter) verify(ctx context.Context) error {
+	cl := a.client()
+	if cl == nil {
+		return errors.New("opcua: not connected")
+	}
+	if len(a.cfg.Signals) == 0 {
+		_, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: ua.NewNumericNodeID(0, id.Server_ServerStatus_State), AttributeID: ua.AttributeIDValue}})
+		return err
+	}
+	req := make([]*ua.ReadValueID, len(a.cfg.Signals))
+	for i, s := range a.cfg.Signals {
+		req[i] = &ua.ReadValueID{NodeID: a.node(s.Node), AttributeID: ua.AttributeIDValue}
+	}
+	res, err := cl.Read(ctx, req)
+	if err != nil {
+		return fmt.Errorf("opcua: verify: read signals: %w", err)
+	}
+	for i, dv := range res {
+		if isBad(dv.Status) {
+			return fmt.Errorf("opcua: verify: signal %s reads %s", a.cfg.Signals[i].Name, StatusName(dv.Status))
+		}
+	}
+	return nil
+}
+
+// ---- settings ----
+
+func (a *adapter) typeOf(ctx context.Context, node string) (ua.TypeID, error) {
+	a.mu.Lock()
+	t, ok := a.types[node]
+	cl := a.cl
+	a.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	if cl == nil {
+		return 0, mhp.Errorf(mhp.CodeServerError, "node %s: the OPC UA server is not connected (nothing was sent)", node).With("reason", "not_connected")
+	}
+	res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: a.node(node), AttributeID: ua.AttributeIDDataType}})
+	if err != nil {
+		return 0, mhp.Errorf(mhp.CodeServerError, "node %s: data type unreadable (nothing was written): %v", node, err).With("reason", "type_unknown")
+	}
+	if isBad(res[0].Status) || res[0].Value == nil {
+		return 0, refusalError(fmt.Sprintf("node %s: reading its data type", node), res[0].Status)
+	}
+	t = builtinOf(dataTypeOf(res[0].Value.Value()))
+	a.mu.Lock()
+	a.types[node] = t
+	a.mu.Unlock()
+	return t, nil
+}
+
+// write converts and writes one value, classifying the outcome; it never retries.
+func (a *adapter) write(ctx context.Context, what, node string, value any) (*ua.Variant, error) {
+	t, err := a.typeOf(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	v, err := toVariant(what, value, t)
+	if err != nil {
+		return nil, err
+	}
+	cl := a.client()
+	if cl == nil {
+		return nil, mhp.Errorf(mhp.CodeServerError, "%s refused: the OPC UA server is not connected (nothing was sent)", what).With("reason", "not_connected")
+	}
+	sc, err := cl.Write(ctx, a.node(node), v)
+	if err != nil {
+		return nil, transportError(what, err)
+	}
+	if isBad(sc) {
+		return nil, refusalError(what, sc)
+	}
+	return v, nil
+}
+
+func (a *adapter) writeSetting(item SettingItem) func(context.Context, any) (binding.WriteStatus, error) {
+	readBack := item.ReadBack == nil || *item.ReadBack
+	return func(ctx context.Context, value any) (binding.WriteStatus, error) {
+		what := fmt.Sprintf("setting %s: write %v to %s", item.Name, value, item.Node)
+		v, err := a.write(ctx, what, item.Node, value)
+		if err != nil {
+			if _, refused := mhp.AsError(err); refused {
+				return binding.Applied, err
+			}
+			return binding.Sent, err
+		}
+		if !readBack {
+			return binding.Applied, nil
+		}
+		// Read back: the server said Good; the node's value confirms it.
+		cl := a.client()
+		if cl == nil {
+			return binding.Sent, nil
+		}
+		res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: a.node(item.Node), AttributeID: ua.AttributeIDValue}})
+		if err != nil || isBad(res[0].Status) || res[0].Value == nil {
+			return binding.Sent, nil
+		}
+		if reflect.DeepEqual(fromVariant(res[0].Value), fromVariant(v)) {
+			return binding.Applied, nil
+		}
+		a.log.Info("opcua: read-back differs from the written value", "setting", item.Name, "wrote", fromVariant(v), "read", fromVariant(res[0].Value))
+		return binding.Sent, nil
+	}
+}
+
+// ---- methods ----
+
+// inputs converts the job's params to the method's input arguments, in
+// declared order.
+func (a *adapter) inputs(action string, params mhp.Params, values map[string]any, args []*ua.Argument) ([]*ua.Variant, error) {
+	if args != nil && len(args) != len(params) {
+		return nil, mhp.Errorf(mhp.CodeServerError, "action %s: the method takes %d input arguments but the config declares %d params", action, len(args), len(params)).
+			With("reason", "signature_mismatch")
+	}
+	out := make([]*ua.Variant, 0, len(params))
+	for i, p := range params {
+		v, ok := values[p.Name]
+		if !ok && p.Shape != nil && p.Shape.Default != nil {
+			v, ok = p.Shape.Default, true
+		}
+		if !ok {
+			return nil, mhp.Errorf(mhp.CodeInvalidValue, "action %s: param %s is needed by the method (positional argument %d)", action, p.Name, i+1).With("param", p.Name)
+		}
+		var t ua.TypeID
+		rank := int32(-1)
+		if args != nil {
+			t = builtinOf(args[i].DataType)
+			rank = args[i].ValueRank
+		}
+		if list, isList := v.([]any); isList && rank >= 0 && t != ua.TypeIDString {
+			vv, err := arrayVariant(fmt.Sprintf("action %s param %s", action, p.Name), list, t)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, vv)
+			continue
+		}
+		vv, err := toVariant(fmt.Sprintf("action %s param %s", action, p.Name), v, t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vv)
+	}
+	return out, nil
+}
+
+// arrayVariant converts a list to a one-dimensional array variant of t.
+func arrayVariant(what string, list []any, t ua.TypeID) (*ua.Variant, error) {
+	elems := make([]*ua.Variant, len(list))
+	for i, x := range list {
+		v, err := toVariant(fmt.Sprintf("%s[%d]", what, i), x, t)
+		if err != nil {
+			return nil, err
+		}
+		elems[i] = v
+	}
+	if len(elems) == 0 {
+		return ua.NewVariant([]string{})
+	}
+	first := reflect.ValueOf(elems[0].Value())
+	arr := reflect.MakeSlice(reflect.SliceOf(first.Type()), len(elems), len(elems))
+	for i, e := range elems {
+		arr.Index(i).Set(reflect.ValueOf(e.Value()))
+	}
+	return ua.NewVariant(arr.Interface())
+}
+
+// call calls a method once, classifying the outcome: refusal -> *mhp.Error,
+// transport trouble after sending -> plain error (unknown), another Bad code
+// -> binding.Failed (the method ran and reported failure).
+func (a *adapter) call(ctx context.Context, what string, object, method *ua.NodeID, in []*ua.Variant) (*ua.CallMethodResult, error) {
+	cl := a.client()
+	if cl == nil {
+		return nil, mhp.Errorf(mhp.CodeServerError, "%s refused: the OPC UA server is not connected (nothing was called)", what).With("reason", "not_connected")
+	}
+	res, err := cl.Call(ctx, &ua.CallMethodRequest{ObjectID: object, MethodID: method, InputArguments: in})
+	if err != nil {
+		return nil, transportError(what, err)
+	}
+	if isBad(res.StatusCode) {
+		if IsRefusal(res.StatusCode) {
+			e := refusalError(what, res.StatusCode)
+			for i, r := range res.InputArgumentResults {
+				if isBad(r) {
+					e = e.With(fmt.Sprintf("argument_%d", i+1), StatusName(r))
+				}
+			}
+			return nil, e
+		}
+		return nil, binding.Failed(fmt.Errorf("%s: the method reported %s", what, StatusName(res.StatusCode)),
+			map[string]any{"opcua_status": StatusName(res.StatusCode)})
+	}
+	return res, nil
+}
+
+// callCtx detaches a call from the job's cancel (a call cannot be taken
+// back once sent) and bounds it by the request timeout.
+func (a *adapter) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), seconds(a.cfg.Timeouts.RequestS)+time.Second)
+}
+
+func (a *adapter) runMethod(item ActionItem) func(context.Context, *binding.Job) (any, error) {
+	m := item.Method
+	return func(ctx context.Context, job *binding.Job) (any, error) {
+		a.mu.Lock()
+		args := a.args[m.Method]
+		a.mu.Unlock()
+		in, err := a.inputs(item.Name, item.Params, job.Params(), args)
+		if err != nil {
+			return nil, err
+		}
+		cctx, cancel := a.callCtx(ctx)
+		defer cancel()
+		res, err := a.call(cctx, fmt.Sprintf("action %s: call %s", item.Name, m.Method), a.node(m.Object), a.node(m.Method), in)
+		if err != nil {
+			return nil, err
+		}
+		return outputs(m.Outputs, res), nil
+	}
+}
+
+// outputs names a call's output arguments.
+func outputs(names []string, res *ua.CallMethodResult) map[string]any {
+	out := map[string]any{}
+	for i, v := range res.OutputArguments {
+		name := fmt.Sprintf("out%d", i)
+		if i < len(names) && names[i] != "" {
+			name = names[i]
+		}
+		out[name] = fromVariant(v)
+	}
+	if !isGood(res.StatusCode) {
+		out["opcua_status"] = StatusName(res.StatusCode)
+	}
+	return out
+}
+
+// ---- estop ----
+
+// estop calls the configured method, then writes every safe value; it
+// reports the first failure after trying everything.
+func (a *adapter) estop(ctx context.Context) error {
+	var errs []error
+	if m := a.cfg.EStop.Method; m != nil {
+		a.mu.Lock()
+		args := a.args[m.Method]
+		a.mu.Unlock()
+		in, err := a.inputs("estop", nil, nil, nil)
+		if err == nil && len(args) > 0 {
+			err = fmt.Errorf("estop method %s takes %d arguments; it must take none", m.Method, len(args))
+		}
+		if err == nil {
+			_, err = a.call(ctx, "estop: call "+m.Method, a.node(m.Object), a.node(m.Method), in)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, w := range a.cfg.EStop.Write {
+		if _, err := a.write(ctx, "estop: write "+w.Node, w.Node, normalise(w.Value)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// normalise turns YAML-decoded numbers into the driver's forms.
+func normalise(v any) any {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case uint64:
+		return float64(x)
+	}
+	return v
+}

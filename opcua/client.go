@@ -1,0 +1,662 @@
+package opcua
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gopcua/opcua"
+	"github.com/gopcua/opcua/id"
+	"github.com/gopcua/opcua/ua"
+)
+
+// Client is the seam between the adapter's mapping and OPC UA: the mapping
+// talks only to this interface. Conn implements it over gopcua; a unit test
+// may use any struct of functions.
+//
+// Errors: a Client returns ErrNotConnected (or an error wrapping
+// ua.StatusBadServerNotConnected) when the request was not sent; any other
+// error of Write or Call means the request may have reached the server.
+type Client interface {
+	// Read reads attributes (values, DataType, AccessLevel, ...): one
+	// DataValue per node, each with its own status.
+	Read(ctx context.Context, nodes []*ua.ReadValueID) ([]*ua.DataValue, error)
+	// Write writes one node's Value attribute and returns the server's
+	// per-node status.
+	Write(ctx context.Context, node *ua.NodeID, value *ua.Variant) (ua.StatusCode, error)
+	// Call calls one method.
+	Call(ctx context.Context, req *ua.CallMethodRequest) (*ua.CallMethodResult, error)
+	// Browse returns the forward hierarchical references of a node.
+	Browse(ctx context.Context, node *ua.NodeID) ([]*ua.ReferenceDescription, error)
+	// Subscribe monitors the nodes' values and calls fn(index, value) for
+	// every value the server reports, first the current one. The
+	// subscription lives until stop is called: while the connection is down
+	// fn gets a value with status BadServerNotConnected for every node, and
+	// after a reconnect the subscription is rebuilt (current values again).
+	// fn must not block.
+	Subscribe(ctx context.Context, nodes []*ua.NodeID, fn func(index int, dv *ua.DataValue)) (stop func(), err error)
+}
+
+// DialOptions tune Dial beyond the config file.
+type DialOptions struct {
+	// Logger receives connection events; default slog.Default().
+	Logger *slog.Logger
+	// OnConnect runs after every successful (re)connection, before the
+	// subscriptions are rebuilt (the adapter re-reads data types there).
+	OnConnect func(ctx context.Context, c *Conn) error
+	// KeepAlive is how often the connection is probed by a read of the
+	// server state; two failed probes in a row count as a lost connection.
+	// Default 5s; negative disables.
+	KeepAlive time.Duration
+}
+
+// Conn is a Client over gopcua that keeps one session up: it connects with
+// the configured security and identity, checks the pinned server
+// certificate, and after a loss reconnects with exponential backoff
+// (reconnect.min_s doubling to max_s) and rebuilds every subscription.
+// gopcua's own auto-reconnect is off: requests made while disconnected fail
+// at once with ErrNotConnected, and nothing is ever re-sent.
+type Conn struct {
+	cfg  Config
+	opt  DialOptions
+	log  *slog.Logger
+	cert []byte
+	key  *rsa.PrivateKey
+
+	mu     sync.Mutex
+	cl     *opcua.Client
+	lost   chan struct{} // closed when the current client is lost
+	subs   map[int]*subReg
+	nextID int
+	closed bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type subReg struct {
+	nodes []*ua.NodeID
+	fn    func(int, *ua.DataValue)
+	// stopLive stops the subscription on the current client.
+	stopLive func()
+}
+
+// Dial connects to cfg.Endpoint (an error when the first connection fails)
+// and keeps the connection up until Close.
+func Dial(ctx context.Context, cfg Config, opt DialOptions) (*Conn, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.KeepAlive == 0 {
+		opt.KeepAlive = 5 * time.Second
+	}
+	c := &Conn{cfg: cfg, opt: opt, log: opt.Logger, subs: map[int]*subReg{}, done: make(chan struct{})}
+	if cfg.Security.Policy != PolicyNone {
+		if err := c.loadClientCert(); err != nil {
+			return nil, err
+		}
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	cl, lost, err := c.connect(ctx)
+	if err != nil {
+		c.cancel()
+		return nil, err
+	}
+	c.install(cl, lost)
+	if opt.OnConnect != nil {
+		if err := opt.OnConnect(ctx, c); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	go c.supervise()
+	return c, nil
+}
+
+// Connected reports whether a session is up.
+func (c *Conn) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cl != nil
+}
+
+// Close ends the session and stops reconnecting.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	cl := c.cl
+	c.cl = nil
+	c.mu.Unlock()
+	c.cancel()
+	<-c.done
+	if cl != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = cl.Close(ctx)
+	}
+	return nil
+}
+
+func (c *Conn) client() *opcua.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cl
+}
+
+// install makes cl the current client and rebuilds the subscriptions on it.
+func (c *Conn) install(cl *opcua.Client, lost chan struct{}) {
+	c.mu.Lock()
+	c.cl = cl
+	c.lost = lost
+	regs := make([]*subReg, 0, len(c.subs))
+	for _, r := range c.subs {
+		regs = append(regs, r)
+	}
+	c.mu.Unlock()
+	for _, r := range regs {
+		ctx, cancel := context.WithTimeout(c.ctx, seconds(c.cfg.Timeouts.RequestS))
+		stop, err := c.startSub(ctx, cl, r)
+		cancel()
+		if err != nil {
+			c.log.Warn("opcua: rebuilding a subscription failed", "endpoint", c.cfg.Endpoint, "err", err)
+			c.markLost(cl)
+			continue
+		}
+		c.mu.Lock()
+		r.stopLive = stop
+		c.mu.Unlock()
+	}
+}
+
+// markLost treats cl as lost (keep-alive failure, subscription failure).
+func (c *Conn) markLost(cl *opcua.Client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cl == cl && c.lost != nil {
+		select {
+		case <-c.lost:
+		default:
+			close(c.lost)
+		}
+	}
+}
+
+// supervise waits for the connection to be lost, marks every subscribed
+// value unavailable, and reconnects with backoff.
+func (c *Conn) supervise() {
+	defer close(c.done)
+	for {
+		c.mu.Lock()
+		lost, cl := c.lost, c.cl
+		c.mu.Unlock()
+		if !c.waitLost(cl, lost) {
+			return
+		}
+		c.log.Warn("opcua: connection lost; reconnecting", "endpoint", c.cfg.Endpoint)
+		c.mu.Lock()
+		c.cl = nil
+		regs := make([]*subReg, 0, len(c.subs))
+		var stops []func()
+		for _, r := range c.subs {
+			regs = append(regs, r)
+			if r.stopLive != nil {
+				stops = append(stops, r.stopLive)
+				r.stopLive = nil
+			}
+		}
+		c.mu.Unlock()
+		go func() {
+			for _, s := range stops {
+				s()
+			}
+		}()
+		for _, r := range regs {
+			for i := range r.nodes {
+				r.fn(i, &ua.DataValue{EncodingMask: ua.DataValueStatusCode, Status: ua.StatusBadServerNotConnected})
+			}
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = cl.Close(ctx)
+		}()
+		wait := seconds(c.cfg.Reconn.MinS)
+		for {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			ctx, cancel := context.WithTimeout(c.ctx, seconds(c.cfg.Timeouts.DialS)+seconds(c.cfg.Timeouts.RequestS))
+			ncl, nlost, err := c.connect(ctx)
+			if err == nil {
+				c.mu.Lock()
+				closed := c.closed
+				c.mu.Unlock()
+				if closed {
+					cancel()
+					_ = ncl.Close(context.Background())
+					return
+				}
+				c.install(ncl, nlost)
+				if c.opt.OnConnect != nil {
+					if oerr := c.opt.OnConnect(ctx, c); oerr != nil {
+						c.log.Warn("opcua: after reconnect", "endpoint", c.cfg.Endpoint, "err", oerr)
+					}
+				}
+				cancel()
+				c.log.Info("opcua: reconnected", "endpoint", c.cfg.Endpoint)
+				break
+			}
+			cancel()
+			c.log.Warn("opcua: reconnect failed", "endpoint", c.cfg.Endpoint, "err", err, "retry_in", wait)
+			wait *= 2
+			if max := seconds(c.cfg.Reconn.MaxS); wait > max {
+				wait = max
+			}
+		}
+	}
+}
+
+// waitLost blocks until the client is lost (true) or the Conn closes (false),
+// probing the server state every KeepAlive.
+func (c *Conn) waitLost(cl *opcua.Client, lost chan struct{}) bool {
+	var tick <-chan time.Time
+	if c.opt.KeepAlive > 0 {
+		t := time.NewTicker(c.opt.KeepAlive)
+		defer t.Stop()
+		tick = t.C
+	}
+	failures := 0
+	for {
+		select {
+		case <-c.ctx.Done():
+			return false
+		case <-lost:
+			return true
+		case <-tick:
+			ctx, cancel := context.WithTimeout(c.ctx, seconds(c.cfg.Timeouts.RequestS))
+			_, err := cl.Read(ctx, &ua.ReadRequest{NodesToRead: []*ua.ReadValueID{{NodeID: ua.NewNumericNodeID(0, id.Server_ServerStatus_State), AttributeID: ua.AttributeIDValue}}})
+			cancel()
+			if err != nil && c.ctx.Err() == nil {
+				failures++
+				if failures >= 2 {
+					return true
+				}
+			} else {
+				failures = 0
+			}
+		}
+	}
+}
+
+// connect makes one connection: endpoint selection, certificate pin,
+// security, identity, session; then a read proves the session is active.
+func (c *Conn) connect(ctx context.Context) (*opcua.Client, chan struct{}, error) {
+	dctx, cancel := context.WithTimeout(ctx, seconds(c.cfg.Timeouts.DialS))
+	eps, err := opcua.GetEndpoints(dctx, c.cfg.Endpoint, opcua.DialTimeout(seconds(c.cfg.Timeouts.DialS)),
+		opcua.RequestTimeout(seconds(c.cfg.Timeouts.RequestS)))
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("opcua: %s: get endpoints: %w", c.cfg.Endpoint, err)
+	}
+	policy := ua.FormatSecurityPolicyURI(c.cfg.Security.Policy)
+	mode := ua.MessageSecurityModeNone
+	if c.cfg.Security.Mode == ModeSignAndEncrypt {
+		mode = ua.MessageSecurityModeSignAndEncrypt
+	}
+	ep, err := opcua.SelectEndpoint(eps, policy, mode)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opcua: %s: no endpoint with security %s/%s: %w", c.cfg.Endpoint, c.cfg.Security.Policy, c.cfg.Security.Mode, err)
+	}
+	if err := c.checkPin(ep.ServerCertificate); err != nil {
+		return nil, nil, err
+	}
+	states := make(chan opcua.ConnState, 16)
+	opts := []opcua.Option{
+		opcua.SecurityPolicy(ep.SecurityPolicyURI),
+		opcua.SecurityMode(ep.SecurityMode),
+		opcua.AutoReconnect(false),
+		opcua.RequestTimeout(seconds(c.cfg.Timeouts.RequestS)),
+		opcua.DialTimeout(seconds(c.cfg.Timeouts.DialS)),
+		opcua.ApplicationURI(c.cfg.Security.ApplicationURI),
+		opcua.ApplicationName("mhp-go opcua adapter"),
+		opcua.StateChangedCh(states),
+	}
+	if c.cert != nil {
+		opts = append(opts, opcua.Certificate(c.cert), opcua.PrivateKey(c.key))
+	}
+	tokenType := ua.UserTokenTypeAnonymous
+	switch c.cfg.Auth.Type {
+	case AuthUsername:
+		pw, err := c.cfg.Auth.password()
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, opcua.AuthUsername(c.cfg.Auth.Username, pw))
+		tokenType = ua.UserTokenTypeUserName
+	default:
+		opts = append(opts, opcua.AuthAnonymous())
+	}
+	opts = append(opts, opcua.SecurityFromEndpoint(ep, tokenType))
+	cl, err := opcua.NewClient(c.cfg.Endpoint, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opcua: %s: %w", c.cfg.Endpoint, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, seconds(c.cfg.Timeouts.DialS)+seconds(c.cfg.Timeouts.RequestS))
+	defer cancel()
+	if err := cl.Connect(cctx); err != nil {
+		_ = cl.Close(context.Background())
+		return nil, nil, fmt.Errorf("opcua: %s: connect (%s/%s, %s): %w", c.cfg.Endpoint, c.cfg.Security.Policy, c.cfg.Security.Mode, c.cfg.Auth.Type, err)
+	}
+	// gopcua can report a successful Connect on a session that was never
+	// activated; a read proves it is usable.
+	res, err := cl.Read(cctx, &ua.ReadRequest{NodesToRead: []*ua.ReadValueID{{NodeID: ua.NewNumericNodeID(0, id.Server_ServerStatus_State), AttributeID: ua.AttributeIDValue}}})
+	if err == nil && (len(res.Results) != 1 || isBad(res.Results[0].Status)) {
+		err = errors.New("server state unreadable")
+		if len(res.Results) == 1 {
+			err = res.Results[0].Status
+		}
+	}
+	if err != nil {
+		_ = cl.Close(context.Background())
+		return nil, nil, fmt.Errorf("opcua: %s: session not usable: %w", c.cfg.Endpoint, err)
+	}
+	lost := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-states:
+				if s == opcua.Disconnected || s == opcua.Closed {
+					c.markLost(cl)
+					return
+				}
+			case <-lost:
+				return
+			case <-c.ctx.Done():
+				return
+			}
+		}
+	}()
+	return cl, lost, nil
+}
+
+// checkPin compares the server certificate with security.server_certificate.
+func (c *Conn) checkPin(der []byte) error {
+	pin := c.cfg.Security.ServerCertificate
+	if pin == "" {
+		if c.cfg.Security.Policy != PolicyNone {
+			c.log.Warn("opcua: server certificate not pinned: any server certificate is accepted", "endpoint", c.cfg.Endpoint)
+		}
+		return nil
+	}
+	if fp, err := parseFingerprint(pin); err == nil {
+		sum := sha256.Sum256(der)
+		if len(der) > 0 && bytes.Equal(sum[:], fp) {
+			return nil
+		}
+		return fmt.Errorf("opcua: %s: server certificate %s does not match the pinned %s", c.cfg.Endpoint, Fingerprint(der), pin)
+	}
+	b, err := os.ReadFile(pin)
+	if err != nil {
+		return fmt.Errorf("opcua: security.server_certificate: %w", err)
+	}
+	want := derOf(b)
+	if len(der) == 0 || !bytes.Equal(want, der) {
+		return fmt.Errorf("opcua: %s: server certificate %s does not match the pinned file %s (%s)", c.cfg.Endpoint, Fingerprint(der), pin, Fingerprint(want))
+	}
+	return nil
+}
+
+// derOf returns the DER bytes of a PEM or DER file's content.
+func derOf(b []byte) []byte {
+	if blk, _ := pem.Decode(b); blk != nil {
+		return blk.Bytes
+	}
+	return b
+}
+
+// loadClientCert loads the configured client certificate and key, or makes
+// an ephemeral self-signed pair whose URI SAN is the application URI.
+func (c *Conn) loadClientCert() error {
+	s := c.cfg.Security
+	if s.ClientCertificate != "" {
+		cb, err := os.ReadFile(s.ClientCertificate)
+		if err != nil {
+			return fmt.Errorf("opcua: security.client_certificate: %w", err)
+		}
+		kb, err := os.ReadFile(s.ClientKey)
+		if err != nil {
+			return fmt.Errorf("opcua: security.client_key: %w", err)
+		}
+		kder := derOf(kb)
+		var key *rsa.PrivateKey
+		if k, err := x509.ParsePKCS1PrivateKey(kder); err == nil {
+			key = k
+		} else if k, err := x509.ParsePKCS8PrivateKey(kder); err == nil {
+			rk, ok := k.(*rsa.PrivateKey)
+			if !ok {
+				return fmt.Errorf("opcua: security.client_key: not an RSA key")
+			}
+			key = rk
+		} else {
+			return fmt.Errorf("opcua: security.client_key: not a PKCS#1 or PKCS#8 RSA key")
+		}
+		c.cert, c.key = derOf(cb), key
+		return nil
+	}
+	cert, key, err := SelfSignedCert(s.ApplicationURI, "mhp-go opcua adapter")
+	if err != nil {
+		return err
+	}
+	c.log.Warn("opcua: no client certificate configured; using an ephemeral self-signed one", "endpoint", c.cfg.Endpoint)
+	c.cert, c.key = cert, key
+	return nil
+}
+
+// SelfSignedCert makes an RSA-2048 self-signed certificate (DER) for an OPC
+// UA application: the URI SAN is appURI, valid for a year, usable for
+// signing and encryption as clients and servers need.
+func SelfSignedCert(appURI, name string) ([]byte, *rsa.PrivateKey, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	u, err := url.Parse(appURI)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opcua: application URI %q: %w", appURI, err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: name, Organization: []string{"OpenMHP"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageDataEncipherment | x509.KeyUsageContentCommitment | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		URIs:                  []*url.URL{u},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return der, key, nil
+}
+
+// Read implements Client.
+func (c *Conn) Read(ctx context.Context, nodes []*ua.ReadValueID) ([]*ua.DataValue, error) {
+	cl := c.client()
+	if cl == nil {
+		return nil, ErrNotConnected
+	}
+	res, err := cl.Read(ctx, &ua.ReadRequest{NodesToRead: nodes, TimestampsToReturn: ua.TimestampsToReturnBoth})
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Results) != len(nodes) {
+		return nil, fmt.Errorf("opcua: read of %d nodes returned %d results", len(nodes), len(res.Results))
+	}
+	return res.Results, nil
+}
+
+// Write implements Client.
+func (c *Conn) Write(ctx context.Context, node *ua.NodeID, value *ua.Variant) (ua.StatusCode, error) {
+	cl := c.client()
+	if cl == nil {
+		return 0, ErrNotConnected
+	}
+	res, err := cl.Write(ctx, &ua.WriteRequest{NodesToWrite: []*ua.WriteValue{{
+		NodeID: node, AttributeID: ua.AttributeIDValue,
+		Value: &ua.DataValue{EncodingMask: ua.DataValueValue, Value: value},
+	}}})
+	if err != nil {
+		return 0, err
+	}
+	if len(res.Results) != 1 {
+		return 0, fmt.Errorf("opcua: write returned %d results", len(res.Results))
+	}
+	return res.Results[0], nil
+}
+
+// Call implements Client.
+func (c *Conn) Call(ctx context.Context, req *ua.CallMethodRequest) (*ua.CallMethodResult, error) {
+	cl := c.client()
+	if cl == nil {
+		return nil, ErrNotConnected
+	}
+	return cl.Call(ctx, req)
+}
+
+// Browse implements Client (forward hierarchical references, following
+// continuation points).
+func (c *Conn) Browse(ctx context.Context, node *ua.NodeID) ([]*ua.ReferenceDescription, error) {
+	cl := c.client()
+	if cl == nil {
+		return nil, ErrNotConnected
+	}
+	return cl.Node(node).References(ctx, id.HierarchicalReferences, ua.BrowseDirectionForward, ua.NodeClassAll, true)
+}
+
+// Subscribe implements Client.
+func (c *Conn) Subscribe(ctx context.Context, nodes []*ua.NodeID, fn func(int, *ua.DataValue)) (func(), error) {
+	r := &subReg{nodes: nodes, fn: fn}
+	c.mu.Lock()
+	idx := c.nextID
+	c.nextID++
+	c.subs[idx] = r
+	cl := c.cl
+	c.mu.Unlock()
+	stop := func() {
+		c.mu.Lock()
+		delete(c.subs, idx)
+		s := r.stopLive
+		r.stopLive = nil
+		c.mu.Unlock()
+		if s != nil {
+			s()
+		}
+	}
+	if cl == nil {
+		for i := range nodes {
+			fn(i, &ua.DataValue{EncodingMask: ua.DataValueStatusCode, Status: ua.StatusBadServerNotConnected})
+		}
+		return stop, nil
+	}
+	s, err := c.startSub(ctx, cl, r)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	c.mu.Lock()
+	r.stopLive = s
+	c.mu.Unlock()
+	return stop, nil
+}
+
+// startSub creates the subscription of r on cl and a goroutine draining its
+// notifications (gopcua's publish loop blocks on a slow consumer).
+func (c *Conn) startSub(ctx context.Context, cl *opcua.Client, r *subReg) (func(), error) {
+	ch := make(chan *opcua.PublishNotificationData, 64)
+	sub, err := cl.Subscribe(ctx, &opcua.SubscriptionParameters{Interval: 50 * time.Millisecond}, ch)
+	if err != nil {
+		return nil, fmt.Errorf("opcua: create subscription: %w", err)
+	}
+	items := make([]*ua.MonitoredItemCreateRequest, len(r.nodes))
+	for i, n := range r.nodes {
+		items[i] = opcua.NewMonitoredItemCreateRequestWithDefaults(n, ua.AttributeIDValue, uint32(i))
+		items[i].RequestedParameters.QueueSize = 16
+		items[i].RequestedParameters.SamplingInterval = 50
+	}
+	res, err := sub.Monitor(ctx, ua.TimestampsToReturnBoth, items...)
+	if err != nil {
+		_ = sub.Cancel(context.Background())
+		return nil, fmt.Errorf("opcua: monitor %d nodes: %w", len(items), err)
+	}
+	for i, x := range res.Results {
+		if i < len(r.nodes) && isBad(x.StatusCode) {
+			r.fn(i, &ua.DataValue{EncodingMask: ua.DataValueStatusCode, Status: x.StatusCode})
+		}
+	}
+	sctx, cancel := context.WithCancel(c.ctx)
+	go func() {
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case msg := <-ch:
+				if msg == nil {
+					continue
+				}
+				if msg.Error != nil {
+					continue
+				}
+				dcn, ok := msg.Value.(*ua.DataChangeNotification)
+				if !ok {
+					continue
+				}
+				for _, it := range dcn.MonitoredItems {
+					if it == nil || int(it.ClientHandle) >= len(r.nodes) {
+						continue
+					}
+					dv := it.Value
+					if dv == nil {
+						dv = &ua.DataValue{EncodingMask: ua.DataValueStatusCode, Status: ua.StatusBadNoData}
+					}
+					r.fn(int(it.ClientHandle), dv)
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		ctx, c2 := context.WithTimeout(context.Background(), time.Second)
+		defer c2()
+		_ = sub.Cancel(ctx)
+	}, nil
+}
+
+var _ Client = (*Conn)(nil)
