@@ -1,0 +1,854 @@
+// Package silatest is a reusable fake SiLA 2 server for tests: give it
+// Feature Definitions (FDL) and Go handlers and it serves them over real
+// gRPC with the same run-time descriptors the sila2 client builds (no
+// generated stubs). It implements SiLAService itself and, on request,
+// CancelController and LockController; it speaks the SiLA error model
+// (ABORTED + base64 SiLAError), validates parameters against their
+// constraints, runs observable commands with _Info/_Intermediate/_Result,
+// checks -bin metadata, serves TLS with a certificate made in the test, and
+// can play a legacy (v1.0-era) server.
+package silatest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/openmhp/mhp-go/sila2"
+)
+
+// ErrDrop makes the fake behave as if the connection broke: a unary call
+// answers UNAVAILABLE; an observable command's _Info streams break and the
+// execution is forgotten (a resubscription gets INVALID_COMMAND_EXECUTION_UUID).
+var ErrDrop = errors.New("silatest: connection dropped")
+
+// Handlers are the Go implementations of a feature's calls, keyed by
+// identifier. Values use the sila2 value mapping (snake_case keys).
+// A handler's *sila2.Error goes to the client as that SiLA error, ErrDrop
+// as a dropped connection, any other error as an UndefinedExecutionError.
+type Handlers struct {
+	// Properties answer unobservable Get_ calls.
+	Properties map[string]func(ctx context.Context) (any, error)
+	// Subscriptions serve observable properties: send each value until ctx
+	// ends; returning ends the stream (an error breaks it).
+	Subscriptions map[string]func(ctx context.Context, send func(any) error) error
+	// Commands run unobservable commands.
+	Commands map[string]func(ctx context.Context, params map[string]any) (map[string]any, error)
+	// Observable run observable commands; the Exec reports progress and
+	// intermediate responses and says when a cancel arrived.
+	Observable map[string]func(ctx context.Context, x *Exec) (map[string]any, error)
+}
+
+// Options configure a Server.
+type Options struct {
+	Name, Type, UUID, Description, Version, VendorURL string
+	// Legacy plays a v1.0-era server: bare feature identifiers in
+	// ImplementedFeatures, a GetFeatureDefinition parameter named
+	// QualifiedFeatureIdentifier, ValidationError for an unknown feature.
+	Legacy bool
+	// CancelController and LockController add those standard features.
+	CancelController bool
+	LockController   bool
+	// Lifetime is the lifetime of execution sent in confirmations (0: none).
+	Lifetime time.Duration
+}
+
+// Server is the fake SiLA 2 server.
+type Server struct {
+	fw   *sila2.Framework
+	opts Options
+
+	mu       sync.Mutex
+	name     string
+	features []*feature
+	routes   map[string]route
+	execs    map[string]*Exec
+	lockID   string
+	calls    map[string]int
+	grpc     *grpc.Server
+	lis      net.Listener
+}
+
+type feature struct {
+	c    *sila2.Compiled
+	h    Handlers
+	text string
+}
+
+type routeKind int
+
+const (
+	routeGet routeKind = iota
+	routeSubscribe
+	routeCall
+	routeStart
+	routeInfo
+	routeIntermediate
+	routeResult
+	routeAffected
+)
+
+type route struct {
+	kind routeKind
+	f    *feature
+	item string
+}
+
+// New makes a server with SiLAService (and the standard features the
+// options ask for).
+func New(opts Options) (*Server, error) {
+	fw, err := sila2.NewFramework()
+	if err != nil {
+		return nil, err
+	}
+	if opts.UUID == "" {
+		opts.UUID = newUUID()
+	}
+	if opts.Name == "" {
+		opts.Name = "SiLA fake"
+	}
+	if opts.Type == "" {
+		opts.Type = "TestServer"
+	}
+	if opts.Version == "" {
+		opts.Version = "0.1"
+	}
+	s := &Server{fw: fw, opts: opts, name: opts.Name, routes: map[string]route{}, execs: map[string]*Exec{}, calls: map[string]int{}}
+	svc := sila2.SiLAServiceFDL
+	if opts.Legacy {
+		svc = strings.Replace(svc, "<Identifier>FeatureIdentifier</Identifier>", "<Identifier>QualifiedFeatureIdentifier</Identifier>", 1)
+	}
+	if err := s.AddFeature(svc, s.serviceHandlers()); err != nil {
+		return nil, err
+	}
+	if opts.CancelController {
+		if err := s.AddFeature(CancelControllerFDL, s.cancelHandlers()); err != nil {
+			return nil, err
+		}
+	}
+	if opts.LockController {
+		if err := s.AddFeature(LockControllerFDL, s.lockHandlers()); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// UUID is the server UUID.
+func (s *Server) UUID() string { return s.opts.UUID }
+
+// Framework returns the framework descriptors the server uses.
+func (s *Server) Framework() *sila2.Framework { return s.fw }
+
+// AddFeature parses an FDL, compiles it and routes its calls to h. Call it
+// before Start.
+func (s *Server) AddFeature(fdl string, h Handlers) error {
+	f, err := sila2.ParseFDL([]byte(fdl))
+	if err != nil {
+		return err
+	}
+	c, err := sila2.Compile(s.fw, f)
+	if err != nil {
+		return err
+	}
+	ft := &feature{c: c, h: h, text: fdl}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.features = append(s.features, ft)
+	for _, p := range f.Properties {
+		if p.IsObservable() {
+			s.routes[c.Path("Subscribe_"+p.Identifier)] = route{routeSubscribe, ft, p.Identifier}
+		} else {
+			s.routes[c.Path("Get_"+p.Identifier)] = route{routeGet, ft, p.Identifier}
+		}
+	}
+	for _, cmd := range f.Commands {
+		if !cmd.IsObservable() {
+			s.routes[c.Path(cmd.Identifier)] = route{routeCall, ft, cmd.Identifier}
+			continue
+		}
+		s.routes[c.Path(cmd.Identifier)] = route{routeStart, ft, cmd.Identifier}
+		s.routes[c.Path(cmd.Identifier+"_Info")] = route{routeInfo, ft, cmd.Identifier}
+		s.routes[c.Path(cmd.Identifier+"_Result")] = route{routeResult, ft, cmd.Identifier}
+		if len(cmd.Intermediate) > 0 {
+			s.routes[c.Path(cmd.Identifier+"_Intermediate")] = route{routeIntermediate, ft, cmd.Identifier}
+		}
+	}
+	for _, m := range f.Metadata {
+		s.routes[c.Path("Get_FCPAffectedByMetadata_"+m.Identifier)] = route{routeAffected, ft, m.Identifier}
+	}
+	return nil
+}
+
+// Start serves on 127.0.0.1 (port 0) with TLS when cert is given, plaintext
+// otherwise, and returns the address.
+func (s *Server) Start(cert *tls.Certificate) (string, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	opts := []grpc.ServerOption{grpc.UnknownServiceHandler(s.handle)}
+	if cert != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})))
+	}
+	g := grpc.NewServer(opts...)
+	s.mu.Lock()
+	s.grpc, s.lis = g, lis
+	s.mu.Unlock()
+	go func() { _ = g.Serve(lis) }()
+	return lis.Addr().String(), nil
+}
+
+// Stop closes the listener and every connection at once (in-flight streams break).
+func (s *Server) Stop() {
+	s.mu.Lock()
+	g := s.grpc
+	execs := make([]*Exec, 0, len(s.execs))
+	for _, x := range s.execs {
+		execs = append(execs, x)
+	}
+	s.mu.Unlock()
+	for _, x := range execs {
+		x.stopOn.Do(func() { close(x.stopped) })
+	}
+	if g != nil {
+		g.Stop()
+	}
+}
+
+// Calls counts the calls that reached a handler, by "Feature/Item".
+func (s *Server) Calls(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[name]
+}
+
+func (s *Server) count(f *feature, item string) {
+	s.mu.Lock()
+	s.calls[f.c.Feature.Identifier+"/"+item]++
+	s.mu.Unlock()
+}
+
+func (s *Server) siLAStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrDrop) {
+		return status.Error(codes.Unavailable, "silatest: connection dropped")
+	}
+	if e, ok := sila2.AsSiLAError(err); ok {
+		return s.fw.Status(e)
+	}
+	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+		return err
+	}
+	return s.fw.Status(&sila2.Error{Kind: sila2.KindUndefined, Message: err.Error()})
+}
+
+func frameworkErr(t int32, format string, args ...any) *sila2.Error {
+	return &sila2.Error{Kind: sila2.KindFramework, FrameworkType: t, Message: fmt.Sprintf(format, args...)}
+}
+
+func (s *Server) handle(_ any, stream grpc.ServerStream) error {
+	path, ok := grpc.MethodFromServerStream(stream)
+	if !ok {
+		return status.Error(codes.Internal, "no method")
+	}
+	s.mu.Lock()
+	r, ok := s.routes[path]
+	s.mu.Unlock()
+	if !ok {
+		return status.Errorf(codes.Unimplemented, "silatest: no method %s", path)
+	}
+	name := path[strings.LastIndexByte(path, '/')+1:]
+	md, _ := r.f.c.Method(name)
+	in := dynamicpb.NewMessage(md.Input())
+	if err := stream.RecvMsg(in); err != nil {
+		return err
+	}
+	if err := s.checkMetadata(stream.Context(), r); err != nil {
+		return s.siLAStatus(err)
+	}
+	ctx := stream.Context()
+	switch r.kind {
+	case routeGet:
+		return s.siLAStatus(s.get(ctx, stream, r, md))
+	case routeSubscribe:
+		return s.siLAStatus(s.subscribe(ctx, stream, r, md))
+	case routeCall:
+		return s.siLAStatus(s.call(ctx, stream, r, md, in))
+	case routeStart:
+		return s.siLAStatus(s.start(stream, r, in))
+	case routeInfo:
+		return s.siLAStatus(s.info(ctx, stream, in))
+	case routeIntermediate:
+		return s.siLAStatus(s.intermediate(ctx, stream, r, md, in))
+	case routeResult:
+		return s.siLAStatus(s.result(stream, r, md, in))
+	case routeAffected:
+		return s.siLAStatus(s.affected(stream, r, md))
+	}
+	return status.Error(codes.Internal, "bad route")
+}
+
+// checkMetadata enforces SiLA metadata rules: none on SiLAService, and the
+// lock identifier on every call of a locked server outside the core features.
+func (s *Server) checkMetadata(ctx context.Context, r route) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	var silaKeys []string
+	for k := range md {
+		if strings.HasPrefix(k, "sila-") && strings.HasSuffix(k, "-bin") {
+			silaKeys = append(silaKeys, k)
+		}
+	}
+	if r.f.c.Feature.Identifier == "SiLAService" {
+		if len(silaKeys) > 0 {
+			return frameworkErr(sila2.FrameworkNoMetadataAllowed, "SiLAService calls take no metadata (got %s)", strings.Join(silaKeys, ", "))
+		}
+		return nil
+	}
+	if r.kind == routeInfo || r.kind == routeResult || r.kind == routeIntermediate || r.kind == routeAffected {
+		return nil
+	}
+	s.mu.Lock()
+	lock := s.lockID
+	s.mu.Unlock()
+	if lock == "" || !s.lockAffects(r.f) {
+		return nil
+	}
+	key := sila2.MetadataKey(sila2.LockControllerID + "/Metadata/LockIdentifier")
+	vals := md.Get(key)
+	if len(vals) == 0 {
+		return frameworkErr(sila2.FrameworkInvalidMetadata, "the server is locked: the LockIdentifier metadata is required")
+	}
+	lc := s.feature("LockController")
+	v, err := decodeMetadata(lc, "LockIdentifier", []byte(vals[0]))
+	if err != nil {
+		return frameworkErr(sila2.FrameworkInvalidMetadata, "LockIdentifier metadata: %v", err)
+	}
+	if v != lock {
+		return &sila2.Error{Kind: sila2.KindDefined, Identifier: lc.c.FQID("DefinedExecutionError", "InvalidLockIdentifier"),
+			Message: "the lock identifier does not match the lock"}
+	}
+	return nil
+}
+
+func (s *Server) lockAffects(f *feature) bool {
+	switch f.c.Feature.Identifier {
+	case "SiLAService", "LockController", "CancelController":
+		return f.c.Feature.Identifier == "LockController"
+	}
+	return true
+}
+
+func decodeMetadata(f *feature, id string, raw []byte) (any, error) {
+	for _, m := range f.c.Feature.Metadata {
+		if m.Identifier != id {
+			continue
+		}
+		msg := dynamicpb.NewMessage(f.c.File.Messages().ByName(protoreflect.Name("Metadata_" + id)))
+		if err := proto.Unmarshal(raw, msg); err != nil {
+			return nil, err
+		}
+		v, err := f.c.DecodeElements(msg, []sila2.Element{{Identifier: m.Identifier, DataType: m.DataType}})
+		if err != nil {
+			return nil, err
+		}
+		return v[sila2.SnakeCase(id)], nil
+	}
+	return nil, fmt.Errorf("no metadata %s", id)
+}
+
+func (s *Server) feature(id string) *feature {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.features {
+		if f.c.Feature.Identifier == id {
+			return f
+		}
+	}
+	return nil
+}
+
+func (s *Server) get(ctx context.Context, stream grpc.ServerStream, r route, md protoreflect.MethodDescriptor) error {
+	p, _ := r.f.c.Feature.Property(r.item)
+	h := r.f.h.Properties[r.item]
+	if h == nil {
+		return &sila2.Error{Kind: sila2.KindUndefined, Message: "property " + r.item + " has no handler"}
+	}
+	s.count(r.f, r.item)
+	v, err := h(ctx)
+	if err != nil {
+		return err
+	}
+	out, err := r.f.c.EncodeElements(md.Output(), []sila2.Element{{Identifier: p.Identifier, DataType: p.DataType}},
+		map[string]any{sila2.SnakeCase(p.Identifier): v})
+	if err != nil {
+		return &sila2.Error{Kind: sila2.KindUndefined, Message: "handler value: " + err.Error()}
+	}
+	return stream.SendMsg(out)
+}
+
+func (s *Server) subscribe(ctx context.Context, stream grpc.ServerStream, r route, md protoreflect.MethodDescriptor) error {
+	p, _ := r.f.c.Feature.Property(r.item)
+	h := r.f.h.Subscriptions[r.item]
+	if h == nil {
+		return &sila2.Error{Kind: sila2.KindUndefined, Message: "property " + r.item + " has no handler"}
+	}
+	s.count(r.f, r.item)
+	els := []sila2.Element{{Identifier: p.Identifier, DataType: p.DataType}}
+	return h(ctx, func(v any) error {
+		out, err := r.f.c.EncodeElements(md.Output(), els, map[string]any{sila2.SnakeCase(p.Identifier): v})
+		if err != nil {
+			return err
+		}
+		return stream.SendMsg(out)
+	})
+}
+
+// params decodes and validates a command's parameters as a SiLA server
+// must: every parameter present, every constraint met; a failure is a
+// ValidationError naming the fully qualified parameter.
+func (s *Server) params(f *feature, cmd *sila2.Command, in *dynamicpb.Message) (map[string]any, error) {
+	vals, err := f.c.DecodeElements(in, cmd.Parameters)
+	if err != nil {
+		return nil, &sila2.Error{Kind: sila2.KindValidation, Message: err.Error()}
+	}
+	for _, p := range cmd.Parameters {
+		name := sila2.SnakeCase(p.Identifier)
+		fq := f.c.FQID("Command", cmd.Identifier, "Parameter", p.Identifier)
+		v := vals[name]
+		if v == nil {
+			return nil, &sila2.Error{Kind: sila2.KindValidation, Parameter: fq, Message: "parameter " + p.Identifier + " is missing"}
+		}
+		if _, e := f.c.Shape(&p.DataType).Check(name, v); e != nil {
+			return nil, &sila2.Error{Kind: sila2.KindValidation, Parameter: fq, Message: e.Message}
+		}
+	}
+	return vals, nil
+}
+
+func (s *Server) call(ctx context.Context, stream grpc.ServerStream, r route, md protoreflect.MethodDescriptor, in *dynamicpb.Message) error {
+	cmd, _ := r.f.c.Feature.Command(r.item)
+	vals, err := s.params(r.f, cmd, in)
+	if err != nil {
+		return err
+	}
+	h := r.f.h.Commands[r.item]
+	if h == nil {
+		return &sila2.Error{Kind: sila2.KindUndefined, Message: "command " + r.item + " has no handler"}
+	}
+	s.count(r.f, r.item)
+	res, err := h(ctx, vals)
+	if err != nil {
+		return err
+	}
+	out, err := r.f.c.EncodeElements(md.Output(), cmd.Responses, res)
+	if err != nil {
+		return &sila2.Error{Kind: sila2.KindUndefined, Message: "handler responses: " + err.Error()}
+	}
+	return stream.SendMsg(out)
+}
+
+func (s *Server) affected(stream grpc.ServerStream, r route, md protoreflect.MethodDescriptor) error {
+	var ids []any
+	if r.f.c.Feature.Identifier == "LockController" && r.item == "LockIdentifier" {
+		s.mu.Lock()
+		for _, f := range s.features {
+			if s.lockAffects(f) {
+				ids = append(ids, f.c.Feature.FullyQualifiedID())
+			}
+		}
+		s.mu.Unlock()
+	} else {
+		// Any other metadata affects the whole feature that declares it.
+		ids = append(ids, r.f.c.Feature.FullyQualifiedID())
+	}
+	out, err := r.f.c.EncodeElements(md.Output(), []sila2.Element{{Identifier: "AffectedCalls",
+		DataType: sila2.DataType{List: &sila2.DataType{Basic: sila2.BasicString}}}}, map[string]any{"affected_calls": ids})
+	if err != nil {
+		return err
+	}
+	return stream.SendMsg(out)
+}
+
+// Exec is one observable command execution at the fake.
+type Exec struct {
+	// Params are the validated parameters.
+	Params map[string]any
+	// UUID is the command execution UUID.
+	UUID string
+
+	srv      *Server
+	mu       sync.Mutex
+	info     sila2.ExecInfo
+	changed  chan struct{}
+	inter    []map[string]any
+	result   map[string]any
+	err      error
+	dropped  bool
+	cancel   chan struct{}
+	cancelOn sync.Once
+	stopped  chan struct{}
+	stopOn   sync.Once
+	done     chan struct{}
+}
+
+// ServerStopped is closed when the server stops: a handler must return.
+func (x *Exec) ServerStopped() <-chan struct{} { return x.stopped }
+
+// Progress reports progress (0..1) and the estimated remaining time.
+func (x *Exec) Progress(p float64, remaining time.Duration) {
+	x.mu.Lock()
+	x.info.Status, x.info.Progress, x.info.Remaining = sila2.StatusRunning, p, remaining
+	x.bump()
+	x.mu.Unlock()
+}
+
+// Intermediate publishes an intermediate response.
+func (x *Exec) Intermediate(v map[string]any) {
+	x.mu.Lock()
+	x.inter = append(x.inter, v)
+	x.bump()
+	x.mu.Unlock()
+}
+
+// CancelRequested is closed when CancelController asked to cancel.
+func (x *Exec) CancelRequested() <-chan struct{} { return x.cancel }
+
+// Done is closed when the execution finished.
+func (x *Exec) Done() <-chan struct{} { return x.done }
+
+func (x *Exec) bump() {
+	close(x.changed)
+	x.changed = make(chan struct{})
+}
+
+func (x *Exec) abort() { x.cancelOn.Do(func() { close(x.cancel) }) }
+
+func (x *Exec) finish(res map[string]any, err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.result, x.err = res, err
+	switch {
+	case errors.Is(err, ErrDrop):
+		x.dropped = true
+	case err != nil:
+		x.info.Status = sila2.StatusFinishedWithError
+	default:
+		x.info.Status, x.info.Progress, x.info.Remaining = sila2.StatusFinishedSuccessfully, 1, 0
+	}
+	x.bump()
+	close(x.done)
+}
+
+func (x *Exec) snapshot() (sila2.ExecInfo, bool, bool, chan struct{}) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.info, x.dropped, x.info.Terminal(), x.changed
+}
+
+func (s *Server) start(stream grpc.ServerStream, r route, in *dynamicpb.Message) error {
+	cmd, _ := r.f.c.Feature.Command(r.item)
+	vals, err := s.params(r.f, cmd, in)
+	if err != nil {
+		return err
+	}
+	h := r.f.h.Observable[r.item]
+	if h == nil {
+		return frameworkErr(sila2.FrameworkCommandExecutionNotAccepted, "command %s has no handler", r.item)
+	}
+	s.count(r.f, r.item)
+	x := &Exec{Params: vals, UUID: newUUID(), srv: s, changed: make(chan struct{}), cancel: make(chan struct{}), stopped: make(chan struct{}), done: make(chan struct{}),
+		info: sila2.ExecInfo{Status: sila2.StatusWaiting, Progress: 0, Remaining: -1}}
+	s.mu.Lock()
+	s.execs[x.UUID] = x
+	s.mu.Unlock()
+	go func() {
+		res, err := h(context.Background(), x)
+		x.finish(res, err)
+		if errors.Is(err, ErrDrop) {
+			s.mu.Lock()
+			delete(s.execs, x.UUID)
+			s.mu.Unlock()
+		}
+	}()
+	return stream.SendMsg(s.fw.Confirmation(x.UUID, s.opts.Lifetime))
+}
+
+func (s *Server) exec(in *dynamicpb.Message) (*Exec, error) {
+	id := strings.ToLower(sila2.DecodeUUID(in))
+	s.mu.Lock()
+	x, ok := s.execs[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil, frameworkErr(sila2.FrameworkInvalidCommandExecutionUUID, "no command execution %q", id)
+	}
+	return x, nil
+}
+
+func (s *Server) info(ctx context.Context, stream grpc.ServerStream, in *dynamicpb.Message) error {
+	x, err := s.exec(in)
+	if err != nil {
+		return err
+	}
+	for {
+		info, dropped, terminal, changed := x.snapshot()
+		if dropped {
+			return ErrDrop
+		}
+		if err := stream.SendMsg(s.fw.ExecutionInfo(info)); err != nil {
+			return err
+		}
+		if terminal {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *Server) intermediate(ctx context.Context, stream grpc.ServerStream, r route, md protoreflect.MethodDescriptor, in *dynamicpb.Message) error {
+	x, err := s.exec(in)
+	if err != nil {
+		return err
+	}
+	cmd, _ := r.f.c.Feature.Command(r.item)
+	sent := 0
+	for {
+		x.mu.Lock()
+		pending := append([]map[string]any(nil), x.inter[sent:]...)
+		terminal, dropped, changed := x.info.Terminal(), x.dropped, x.changed
+		x.mu.Unlock()
+		for _, v := range pending {
+			out, err := r.f.c.EncodeElements(md.Output(), cmd.Intermediate, v)
+			if err != nil {
+				return err
+			}
+			if err := stream.SendMsg(out); err != nil {
+				return err
+			}
+			sent++
+		}
+		if dropped {
+			return ErrDrop
+		}
+		if terminal {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *Server) result(stream grpc.ServerStream, r route, md protoreflect.MethodDescriptor, in *dynamicpb.Message) error {
+	x, err := s.exec(in)
+	if err != nil {
+		return err
+	}
+	x.mu.Lock()
+	terminal, res, xerr := x.info.Terminal(), x.result, x.err
+	x.mu.Unlock()
+	if !terminal {
+		return frameworkErr(sila2.FrameworkCommandExecutionNotFinished, "command execution %s has not finished", x.UUID)
+	}
+	if xerr != nil {
+		if _, ok := sila2.AsSiLAError(xerr); !ok {
+			xerr = &sila2.Error{Kind: sila2.KindUndefined, Message: xerr.Error()}
+		}
+		return xerr
+	}
+	cmd, _ := r.f.c.Feature.Command(r.item)
+	out, err := r.f.c.EncodeElements(md.Output(), cmd.Responses, res)
+	if err != nil {
+		return &sila2.Error{Kind: sila2.KindUndefined, Message: "handler responses: " + err.Error()}
+	}
+	return stream.SendMsg(out)
+}
+
+func (s *Server) serviceHandlers() Handlers {
+	str := func(get func() string) func(context.Context) (any, error) {
+		return func(context.Context) (any, error) { return get(), nil }
+	}
+	return Handlers{
+		Properties: map[string]func(context.Context) (any, error){
+			"ServerName": str(func() string {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return s.name
+			}),
+			"ServerType":        str(func() string { return s.opts.Type }),
+			"ServerUUID":        str(func() string { return s.opts.UUID }),
+			"ServerDescription": str(func() string { return s.opts.Description }),
+			"ServerVersion":     str(func() string { return s.opts.Version }),
+			"ServerVendorURL":   str(func() string { return s.opts.VendorURL }),
+			"ImplementedFeatures": func(context.Context) (any, error) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				var out []any
+				for _, f := range s.features {
+					if s.opts.Legacy {
+						out = append(out, f.c.Feature.Identifier)
+					} else {
+						out = append(out, f.c.Feature.FullyQualifiedID())
+					}
+				}
+				return out, nil
+			},
+		},
+		Commands: map[string]func(context.Context, map[string]any) (map[string]any, error){
+			"GetFeatureDefinition": func(_ context.Context, p map[string]any) (map[string]any, error) {
+				id, _ := p["feature_identifier"].(string)
+				if id == "" {
+					id, _ = p["qualified_feature_identifier"].(string)
+				}
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				for _, f := range s.features {
+					if strings.EqualFold(id, f.c.Feature.FullyQualifiedID()) || (s.opts.Legacy && id == f.c.Feature.Identifier) {
+						return map[string]any{"feature_definition": s.fdlText(f)}, nil
+					}
+				}
+				if s.opts.Legacy {
+					return nil, &sila2.Error{Kind: sila2.KindValidation, Parameter: "QualifiedFeatureIdentifier.Identifier", Message: "unknown feature " + id}
+				}
+				return nil, &sila2.Error{Kind: sila2.KindDefined, Identifier: sila2.SiLAServiceID + "/DefinedExecutionError/UnimplementedFeature",
+					Message: "feature " + id + " is not implemented"}
+			},
+			"SetServerName": func(_ context.Context, p map[string]any) (map[string]any, error) {
+				s.mu.Lock()
+				s.name, _ = p["server_name"].(string)
+				s.mu.Unlock()
+				return map[string]any{}, nil
+			},
+		},
+	}
+}
+
+func (s *Server) fdlText(f *feature) string { return f.text }
+
+func (s *Server) cancelHandlers() Handlers {
+	notFound := func(id string) error {
+		return &sila2.Error{Kind: sila2.KindDefined, Identifier: sila2.CancelControllerID + "/DefinedExecutionError/InvalidCommandExecutionUUID",
+			Message: "no running command execution " + id}
+	}
+	return Handlers{Commands: map[string]func(context.Context, map[string]any) (map[string]any, error){
+		"CancelCommand": func(_ context.Context, p map[string]any) (map[string]any, error) {
+			id, _ := p["command_execution_uuid"].(string)
+			s.mu.Lock()
+			x, ok := s.execs[strings.ToLower(id)]
+			s.mu.Unlock()
+			if !ok {
+				return nil, notFound(id)
+			}
+			select {
+			case <-x.done:
+				return nil, notFound(id)
+			default:
+			}
+			x.abort()
+			return map[string]any{}, nil
+		},
+		"CancelAll": func(context.Context, map[string]any) (map[string]any, error) {
+			s.mu.Lock()
+			xs := make([]*Exec, 0, len(s.execs))
+			for _, x := range s.execs {
+				xs = append(xs, x)
+			}
+			s.mu.Unlock()
+			for _, x := range xs {
+				x.abort()
+			}
+			return map[string]any{}, nil
+		},
+	}}
+}
+
+func (s *Server) lockHandlers() Handlers {
+	lockErr := func(id, msg string) error {
+		return &sila2.Error{Kind: sila2.KindDefined, Identifier: sila2.LockControllerID + "/DefinedExecutionError/" + id, Message: msg}
+	}
+	return Handlers{
+		Properties: map[string]func(context.Context) (any, error){
+			"IsLocked": func(context.Context) (any, error) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return s.lockID != "", nil
+			},
+		},
+		Commands: map[string]func(context.Context, map[string]any) (map[string]any, error){
+			"LockServer": func(_ context.Context, p map[string]any) (map[string]any, error) {
+				id, _ := p["lock_identifier"].(string)
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				if s.lockID != "" {
+					return nil, lockErr("ServerAlreadyLocked", "the server is already locked")
+				}
+				s.lockID = id
+				return map[string]any{}, nil
+			},
+			"UnlockServer": func(_ context.Context, p map[string]any) (map[string]any, error) {
+				id, _ := p["lock_identifier"].(string)
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				switch {
+				case s.lockID == "":
+					return nil, lockErr("ServerNotLocked", "the server is not locked")
+				case s.lockID != id:
+					return nil, lockErr("InvalidLockIdentifier", "wrong lock identifier")
+				}
+				s.lockID = ""
+				return map[string]any{}, nil
+			},
+		},
+	}
+}
+
+// Locked reports the current lock identifier ("" when unlocked).
+func (s *Server) Locked() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lockID
+}
+
+// Executions lists the UUIDs of executions the server remembers.
+func (s *Server) Executions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.execs))
+	for id := range s.execs {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
