@@ -14,7 +14,8 @@ const DetailSelect = "select"
 //   - card: identity, state and the names of signals, settings and actions;
 //   - summary: card + notes, instructions, physical, slim item tables, safety, resources;
 //   - full: the whole descriptor + mhp version + state;
-//   - select: identity, state and the full specs of the selected items only.
+//   - select: id, class, make, model, location, state and the full specs of
+//     the selected items only (the card already gave the rest).
 //
 // UnmarshalJSON reads every tier back: item lists of bare names become items
 // with only Name set.
@@ -84,8 +85,10 @@ func (d *Description) MarshalJSON() ([]byte, error) {
 	put("model", id.Model, id.Model != "")
 	put("serial", id.Serial, id.Serial != "")
 	put("location", id.Location, id.Location != "")
-	put("tags", id.Tags, len(id.Tags) > 0)
-	put("description", id.Description, id.Description != "")
+	if d.Detail != DetailSelect { // a select follows a card or summary: identity is known
+		put("tags", id.Tags, len(id.Tags) > 0)
+		put("description", id.Description, id.Description != "")
+	}
 	switch d.Detail {
 	case DetailCard:
 		m["signals"] = names(d.Signals, func(s Signal) string { return s.Name })
@@ -129,6 +132,11 @@ func (d *Description) MarshalJSON() ([]byte, error) {
 		m["detail"], m["state"] = d.Detail, d.State
 		if d.Detail == DetailFull {
 			m["mhp"] = d.MHP
+		} else {
+			delete(m, "mhp")
+			delete(m, "safety")
+			delete(m, "description")
+			delete(m, "tags")
 		}
 	default:
 		return nil, fmt.Errorf("description: unknown detail %q", d.Detail)
