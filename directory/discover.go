@@ -1,0 +1,141 @@
+package directory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/mdns"
+
+	"github.com/openmhp/mhp-go"
+)
+
+// MDNSService is the DNS-SD service type MHP servers advertise.
+const MDNSService = "_mhp._tcp"
+
+// Conventional MHP ports: servers listen in 18900..18939.
+const (
+	FirstPort = 18900
+	LastPort  = 18939
+)
+
+// Ports returns the conventional port range.
+func Ports() []int {
+	out := make([]int, 0, LastPort-FirstPort+1)
+	for p := FirstPort; p <= LastPort; p++ {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Probe asks GET /mhp.json on every host:port in parallel (bounded by
+// timeout each) and returns a card for each device that answered. It works
+// on networks that block multicast. Give it only hosts you own.
+func Probe(ctx context.Context, hosts []string, ports []int, timeout time.Duration) []Card {
+	if timeout <= 0 {
+		timeout = 500 * time.Millisecond
+	}
+	hc := &http.Client{Timeout: timeout}
+	var mu sync.Mutex
+	var out []Card
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for _, h := range hosts {
+		for _, p := range ports {
+			target := "http://" + net.JoinHostPort(h, strconv.Itoa(p))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				card, err := fetchCard(ctx, hc, target)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				out = append(out, card)
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+func fetchCard(ctx context.Context, hc *http.Client, target string) (Card, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/mhp.json", nil)
+	if err != nil {
+		return Card{}, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return Card{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Card{}, fmt.Errorf("%s/mhp.json: HTTP %d", target, resp.StatusCode)
+	}
+	var d mhp.Description
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&d); err != nil {
+		return Card{}, err
+	}
+	if d.ID == "" {
+		return Card{}, fmt.Errorf("%s/mhp.json has no device id", target)
+	}
+	return CardFrom(&d, target), nil
+}
+
+// Browse looks for MHP servers on the local network by mDNS for timeout and
+// returns their targets (http://host:port).
+func Browse(ctx context.Context, timeout time.Duration) ([]string, error) {
+	entries := make(chan *mdns.ServiceEntry, 64)
+	params := mdns.DefaultParams(MDNSService)
+	params.Entries = entries
+	params.Timeout = timeout
+	params.DisableIPv6 = true
+	params.Logger = log.New(io.Discard, "", 0)
+	var targets []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		seen := map[string]bool{}
+		for e := range entries {
+			ip := e.AddrV4
+			if ip == nil {
+				continue
+			}
+			t := "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(e.Port))
+			if !seen[t] {
+				seen[t] = true
+				targets = append(targets, t)
+			}
+		}
+	}()
+	err := mdns.QueryContext(ctx, params)
+	close(entries)
+	<-done
+	return targets, err
+}
+
+// Advertise announces an MHP server by mDNS as _mhp._tcp with TXT id, class
+// and path=/mhp.json. Stop it with the returned function.
+func Advertise(info mhp.DeviceInfo, port int) (stop func() error, err error) {
+	host, _ := osHostname()
+	svc, err := mdns.NewMDNSService(info.ID, MDNSService, "", host+".", port, nil,
+		[]string{"id=" + info.ID, "class=" + info.Class, "path=/mhp.json"})
+	if err != nil {
+		return nil, err
+	}
+	srv, err := mdns.NewServer(&mdns.Config{Zone: svc, Logger: log.New(io.Discard, "", 0)})
+	if err != nil {
+		return nil, err
+	}
+	return srv.Shutdown, nil
+}

@@ -1,0 +1,54 @@
+package directory_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/directory"
+)
+
+func TestProbeFindsServersOnGivenPorts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/mhp.json" {
+			http.NotFound(w, r)
+			return
+		}
+		d := &mhp.Description{Detail: mhp.DetailFull, Descriptor: mhp.Descriptor{DeviceInfo: mhp.DeviceInfo{ID: "tc-9", Class: "thermocycler"},
+			Signals: []mhp.Signal{{Name: "block_temperature"}}}}
+		_ = json.NewEncoder(w).Encode(d)
+	}))
+	defer srv.Close()
+	_, portText, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(portText)
+	// A closed port next to it answers nothing and is skipped.
+	cards := directory.Probe(context.Background(), []string{"127.0.0.1"}, []int{port, 1}, time.Second)
+	if len(cards) != 1 || cards[0].ID != "tc-9" || cards[0].Target != srv.URL || cards[0].Signals[0] != "block_temperature" {
+		t.Fatalf("probe: %+v", cards)
+	}
+	if n := len(directory.Ports()); n != 40 {
+		t.Fatalf("conventional ports: %d", n)
+	}
+}
+
+func TestAdvertiseAndBrowse(t *testing.T) {
+	if os.Getenv("MHP_MDNS") == "" {
+		t.Skip("mDNS uses multicast on the host network: set MHP_MDNS=1 to run")
+	}
+	stop, err := directory.Advertise(mhp.DeviceInfo{ID: "tc-mdns", Class: "thermocycler"}, 18921)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	targets, err := directory.Browse(context.Background(), 2*time.Second)
+	if err != nil || len(targets) == 0 {
+		t.Fatalf("browse: %v %v", targets, err)
+	}
+}
