@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/openmhp/mhp-go"
@@ -268,6 +269,7 @@ func (t *ThermocyclerSim) runProtocol(ctx context.Context, job *binding.Job) (an
 
 	done := 0.0
 	report := func(c, s int, phase string) {
+		temp := steps[s-1].temp
 		p := 0.0
 		if total > 0 {
 			p = done / total
@@ -275,8 +277,9 @@ func (t *ThermocyclerSim) runProtocol(ctx context.Context, job *binding.Job) (an
 		if p > 0.99 {
 			p = 0.99
 		}
-		job.Progress(p, map[string]any{"cycle": c, "cycles": cycles, "step": s, "phase": phase,
-			"eta_s": round1((total - done) / t.e.speed)})
+		eta := round1((total - done) / t.e.speed)
+		job.Progress(p, map[string]any{"cycle": c, "cycles": cycles, "step": s, "phase": phase, "eta_s": eta,
+			"message": fmt.Sprintf("cycle %d/%d step %d: %s %g degC, %gs left", c, cycles, s, phase, temp, eta)})
 	}
 	completed := 0
 	for c := 1; c <= cycles; c++ {

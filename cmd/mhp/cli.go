@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRefused = 1 // a refusal, a failed job, validation or conformance problems
+	exitUsage   = 2 // bad command line
+	exitNoPeer  = 3 // the target could not be reached or started
+)
+
+// app is one invocation of the CLI with its streams, so that tests run it in
+// process.
+type app struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	// tty says stdout is a terminal: --wait draws a live progress bar.
+	tty bool
+	// getenv reads the environment (MHP_TOKEN).
+	getenv func(string) string
+	// ready, when set, is told the base URLs once `demo` or `serve --http` listens.
+	ready func(urls []string)
+}
+
+func newApp() *app {
+	tty := false
+	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		tty = true
+	}
+	return &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, tty: tty, getenv: os.Getenv}
+}
+
+const usage = `mhp: the Model Hardware Protocol command line
+
+Serve a device:
+  mhp serve TARGET [--http ADDR | --stdio] [--token-file F] [--speed N] [--public-descriptor]
+      TARGET is a device package folder, sim:thermocycler, sim:arm, or an adapter config file.
+      --http defaults to 127.0.0.1:18921 (a bare :PORT binds loopback).
+
+Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
+  mhp TARGET describe [card|summary|full]     the descriptor (default summary)
+  mhp TARGET read [NAME...]                   signals (all when no names)
+  mhp TARGET write NAME VALUE [--dry-run] [--approved]
+  mhp TARGET invoke NAME [JSON | k=v...] [--wait] [--dry-run] [--approved]
+  mhp TARGET job ID | jobs | cancel ID | pause ID | resume ID
+  mhp TARGET estop [REASON] | reset | limits | ping
+  mhp TARGET acquire [TTL]                    hold the lease until Ctrl-C
+  mhp TARGET release
+  mhp TARGET resources | resource PATH
+  mhp TARGET rpc METHOD [JSON]                any method, raw JSON-RPC
+  VALUE is JSON if it parses (95, true, "x", [1,2]), else a string.
+  Common flags: --json (machine output), --token-file F (or MHP_TOKEN), --timeout D.
+
+Other:
+  mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
+  mhp validate DIR                             check a device package
+  mhp conformance TARGET                       wire-level conformance checks
+  mhp version
+
+Exit status: 0 ok; 1 refused, job failed, problems found; 2 usage; 3 unreachable.
+`
+
+// flagSpec says which flags a command takes and whether they take a value.
+type flagSpec map[string]bool // name -> takes a value
+
+var commonFlags = flagSpec{"json": false, "token-file": true, "timeout": true, "help": false}
+
+// parsed is a command line split into positionals and flags.
+type parsed struct {
+	args  []string
+	flags map[string]string
+}
+
+func (p parsed) has(name string) bool { _, ok := p.flags[name]; return ok }
+
+// parseArgs separates flags (anywhere on the line, "--name", "--name=value"
+// or "--name value") from positionals. A negative number is a positional;
+// "--" ends the flags.
+func parseArgs(args []string, spec flagSpec) (parsed, error) {
+	p := parsed{flags: map[string]string{}}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			p.args = append(p.args, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" || isNumber(a) {
+			p.args = append(p.args, a)
+			continue
+		}
+		name := strings.TrimLeft(a, "-")
+		value, hasValue := "", false
+		if k, v, ok := strings.Cut(name, "="); ok {
+			name, value, hasValue = k, v, true
+		}
+		takes, known := spec[name]
+		if !known {
+			takes, known = commonFlags[name]
+		}
+		if !known {
+			return p, fmt.Errorf("unknown flag --%s", name)
+		}
+		if takes && !hasValue {
+			if i+1 >= len(args) {
+				return p, fmt.Errorf("flag --%s needs a value", name)
+			}
+			i++
+			value = args[i]
+		}
+		if !takes && hasValue {
+			return p, fmt.Errorf("flag --%s takes no value", name)
+		}
+		p.flags[name] = value
+	}
+	return p, nil
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
+}
+
+// run executes one command line and returns the exit status.
+func (a *app) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, usage)
+		return exitUsage
+	}
+	switch cmd := args[0]; {
+	case cmd == "help" || cmd == "--help" || cmd == "-h":
+		fmt.Fprint(a.stdout, usage)
+		return exitOK
+	case cmd == "version" || cmd == "--version":
+		fmt.Fprintf(a.stdout, "mhp (mhp-go) protocol %s, accepts %s\n", mhp.ProtocolVersion, mhp.ProtocolVersionMinimum)
+		return exitOK
+	case cmd == "serve":
+		return a.serveCmd(ctx, args[1:])
+	case cmd == "demo":
+		return a.demoCmd(ctx, args[1:])
+	case cmd == "validate":
+		return a.validateCmd(ctx, args[1:])
+	case cmd == "conformance":
+		return a.conformanceCmd(ctx, args[1:])
+	case isTarget(cmd):
+		return a.deviceCmd(ctx, cmd, args[1:])
+	default:
+		return a.usageError("unknown command %q: give a command (serve, demo, validate, conformance) or a target (http://HOST:PORT, stdio:COMMAND)", cmd)
+	}
+}
+
+func isTarget(s string) bool {
+	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "stdio:")
+}
+
+// quietLogger logs warnings and errors to stderr (library info logs would
+// drown the CLI's own output).
+func (a *app) quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func (a *app) usageError(format string, args ...any) int {
+	fmt.Fprintf(a.stderr, "mhp: "+format+"\n", args...)
+	fmt.Fprintln(a.stderr, "run `mhp help` for usage")
+	return exitUsage
+}
+
+// token reads --token-file, else MHP_TOKEN.
+func (a *app) token(p parsed) (string, error) {
+	if f, ok := p.flags["token-file"]; ok {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", fmt.Errorf("token file: %w", err)
+		}
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", fmt.Errorf("token file %s is empty", f)
+		}
+		return t, nil
+	}
+	if a.getenv != nil {
+		return strings.TrimSpace(a.getenv("MHP_TOKEN")), nil
+	}
+	return "", nil
+}
+
+func timeoutOf(p parsed, def time.Duration) (time.Duration, error) {
+	v, ok := p.flags["timeout"]
+	if !ok {
+		return def, nil
+	}
+	d, err := parseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("--timeout: %w", err)
+	}
+	return d, nil
+}
+
+// parseDuration reads "90", "90s", "10m": a bare number is seconds.
+func parseDuration(s string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f <= 0 {
+			return 0, fmt.Errorf("%q is not a positive duration", s)
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a duration (90, 90s, 10m)", s)
+	}
+	return d, nil
+}
+
+// parseValue reads a VALUE: JSON if it parses, else the text as a string.
+func parseValue(s string) any {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(s))
+	if err := dec.Decode(&v); err == nil && !dec.More() {
+		if _, err := dec.Token(); errors.Is(err, io.EOF) {
+			return v
+		}
+	}
+	return s
+}
+
+// printJSON writes v as indented JSON.
+func (a *app) printJSON(v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mhp: cannot encode output: %v\n", err)
+		return
+	}
+	fmt.Fprintln(a.stdout, string(b))
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/devicepkg"
+	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/transport"
+)
+
+// DefaultAddr is where `mhp serve` listens without --http.
+const DefaultAddr = "127.0.0.1:18921"
+
+var serveFlags = flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false}
+
+// serveCmd runs `mhp serve TARGET [--http ADDR | --stdio]`.
+func (a *app) serveCmd(ctx context.Context, args []string) int {
+	p, err := parseArgs(args, serveFlags)
+	if err != nil {
+		return a.usageError("serve: %v", err)
+	}
+	if len(p.args) != 1 {
+		return a.usageError("serve: usage: mhp serve TARGET [--http ADDR | --stdio] [--token-file F]")
+	}
+	if p.has("http") && p.has("stdio") {
+		return a.usageError("serve: --http and --stdio exclude each other")
+	}
+	speed, err := speedOf(p, 1)
+	if err != nil {
+		return a.usageError("serve: %v", err)
+	}
+	token, err := a.token(p)
+	if err != nil {
+		return a.usageError("serve: %v", err)
+	}
+	dev, closeDev, err := openTarget(ctx, p.args[0], sim.Options{Speed: speed})
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
+		return exitNoPeer
+	}
+	defer closeDev()
+	opts := transport.Options{Token: token, PublicDescriptor: p.has("public-descriptor")}
+	srv := transport.NewServer(dev, opts)
+	defer srv.Close()
+	id := describeID(ctx, dev)
+	if p.has("stdio") {
+		fmt.Fprintf(a.stderr, "mhp: serving %s on stdio\n", id)
+		if err := srv.ServeStdio(ctx, a.stdin, a.stdout); err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
+			return exitNoPeer
+		}
+		return exitOK
+	}
+	addr := DefaultAddr
+	if v := p.flags["http"]; v != "" {
+		addr = v
+	}
+	ln, err := transport.Listen(addr)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
+		return exitNoPeer
+	}
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintf(a.stderr, "mhp: serving %s on %s (descriptor: %s/mhp.json)\n", id, url, url)
+	if a.ready != nil {
+		a.ready([]string{url})
+	}
+	if err := transport.ServeHTTP(ctx, ln, srv); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
+		return exitNoPeer
+	}
+	return exitOK
+}
+
+func speedOf(p parsed, def float64) (float64, error) {
+	v, ok := p.flags["speed"]
+	if !ok {
+		return def, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0) || f > 1e6 {
+		return 0, fmt.Errorf("--speed %q: want a factor above 0 (simulated seconds per second)", v)
+	}
+	return f, nil
+}
+
+func describeID(ctx context.Context, dev mhp.Device) string {
+	d, err := dev.Describe(ctx, mhp.DescribeRequest{Detail: mhp.DetailCard})
+	if err != nil {
+		return "device"
+	}
+	return d.ID
+}
+
+// openTarget builds and starts the device a serve target names: a device
+// package folder, sim:thermocycler / sim:arm, or an adapter config file.
+// The returned func closes it.
+func openTarget(ctx context.Context, target string, simOpts sim.Options) (mhp.Device, func() error, error) {
+	if sim.IsDriver(target) {
+		cfg, err := sim.Config(target, simOpts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return startDriver(ctx, cfg)
+	}
+	info, err := os.Stat(target)
+	if err != nil {
+		return nil, nil, fmt.Errorf("target %q: not sim:thermocycler, sim:arm, a package folder or a config file: %w", target, err)
+	}
+	if info.IsDir() {
+		pkg, err := devicepkg.Load(target)
+		if err != nil {
+			return nil, nil, err
+		}
+		dev, err := buildPackage(pkg, simOpts)
+		if err != nil {
+			pkg.Close()
+			return nil, nil, err
+		}
+		if err := dev.Start(ctx); err != nil {
+			dev.Close()
+			pkg.Close()
+			return nil, nil, err
+		}
+		return dev, func() error { dev.Close(); return pkg.Close() }, nil
+	}
+	reg, err := newRegistry()
+	if err != nil {
+		return nil, nil, err
+	}
+	drv, err := reg.Open(ctx, target)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := drv.Start(ctx); err != nil {
+		drv.Close()
+		return nil, nil, err
+	}
+	return drv, drv.Close, nil
+}
+
+// buildPackage builds a package's device on the bindings its card names.
+func buildPackage(pkg *devicepkg.Package, simOpts sim.Options) (*devicepkg.Device, error) {
+	cfg, err := packageBindings(pkg, simOpts)
+	if err != nil {
+		return nil, err
+	}
+	return devicepkg.Build(pkg, cfg)
+}
+
+// packageBindings resolves a package's `driver:` to bindings. Simulated
+// drivers only for now: an adapter factory returns a built driver, over
+// which a package cannot merge (see the report).
+func packageBindings(pkg *devicepkg.Package, simOpts sim.Options) (binding.Config, error) {
+	d := pkg.Card.Driver
+	if sim.IsDriver(d) {
+		return sim.Config(d, simOpts)
+	}
+	return binding.Config{}, fmt.Errorf("%s: driver %q: packages can run on sim:thermocycler or sim:arm; serve an adapter config file directly (%s)",
+		filepath.Join(pkg.Dir, devicepkg.CardFile), d, "mhp serve plc.yaml")
+}
+
+func startDriver(ctx context.Context, cfg binding.Config) (mhp.Device, func() error, error) {
+	drv, err := binding.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := drv.Start(ctx); err != nil {
+		drv.Close()
+		return nil, nil, err
+	}
+	return drv, drv.Close, nil
+}
