@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -40,13 +41,14 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.usageError("serve: %v", err)
 	}
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	dev, closeDev, err := openTarget(ctx, p.args[0], sim.Options{Speed: speed})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitNoPeer
 	}
 	defer closeDev()
-	opts := transport.Options{Token: token, PublicDescriptor: p.has("public-descriptor")}
+	opts := transport.Options{Token: token, PublicDescriptor: p.has("public-descriptor"), Logger: log}
 	srv := transport.NewServer(dev, opts)
 	defer srv.Close()
 	id := describeID(ctx, dev)
