@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -536,5 +538,27 @@ func TestStdioTarget(t *testing.T) {
 	r = runCLI(t, "conformance", target)
 	if r.code != 0 || !strings.Contains(r.stdout, "SKIP  lease/exclusive") {
 		t.Fatalf("conformance over stdio: %+v", r)
+	}
+}
+
+func TestDemoFallsBackWhenDefaultPortsAreTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	log := (&app{stderr: io.Discard}).quietLogger()
+	lab, err := startDemoLab(context.Background(), "127.0.0.1", port, false, 100, log)
+	if err != nil {
+		t.Fatalf("default ports taken: %v", err)
+	}
+	defer lab.stop()
+	if lab.note == "" || strings.HasSuffix(lab.urls[demoTC], ":"+strconv.Itoa(port)) {
+		t.Fatalf("no fallback: %+v", lab)
+	}
+	// An explicitly asked port that is taken is an error.
+	if _, err := startDemoLab(context.Background(), "127.0.0.1", port, true, 100, log); err == nil {
+		t.Fatal("a taken explicit port was not reported")
 	}
 }
