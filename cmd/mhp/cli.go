@@ -70,6 +70,7 @@ Other:
   mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
   mhp validate DIR                             check a device package
   mhp conformance TARGET                       wire-level conformance checks
+  mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
   mhp version
 
 Exit status: 0 ok; 1 refused, job failed, problems found; 2 usage; 3 unreachable.
@@ -156,6 +157,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.validateCmd(ctx, args[1:])
 	case cmd == "conformance":
 		return a.conformanceCmd(ctx, args[1:])
+	case cmd == "run":
+		return a.runCmd(ctx, args[1:])
 	case isTarget(cmd):
 		return a.deviceCmd(ctx, cmd, args[1:])
 	default:

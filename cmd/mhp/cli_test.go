@@ -562,3 +562,34 @@ func TestDemoFallsBackWhenDefaultPortsAreTaken(t *testing.T) {
 		t.Fatal("a taken explicit port was not reported")
 	}
 }
+
+func TestRunScriptAgainstTheDemoLab(t *testing.T) {
+	log := (&app{stderr: io.Discard}).quietLogger()
+	lab, err := startDemoLab(context.Background(), "127.0.0.1", 0, true, 20000, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.stop()
+	tc, arm := "thermocycler-01="+lab.urls[demoTC], "arm-01="+lab.urls[demoArm]
+	r := runCLI(t, "run", "../../examples/devices/arm-01/scripts/load_thermocycler.star", tc, arm)
+	if r.code != 0 || !strings.Contains(r.stdout, "plate moved from deck_A1 to the thermocycler") {
+		t.Fatalf("load: %+v", r)
+	}
+	// The plate is in the thermocycler: loading again is refused by the arm,
+	// and the refusal comes back with its code.
+	r = runCLI(t, "run", "../../examples/devices/arm-01/scripts/load_thermocycler.star", tc, arm)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "InvalidValue (-32014)") || !strings.Contains(r.stderr, "no plate at deck_A1") {
+		t.Fatalf("second load: %+v", r)
+	}
+	// The PCR script refuses to start with the lid open.
+	r = runCLI(t, "run", "../../examples/devices/thermocycler-01/scripts/pcr.star", tc)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "close the lid first") {
+		t.Fatalf("pcr with the lid open: %+v", r)
+	}
+	if r := runCLI(t, "run", "nope.star", tc); r.code != exitUsage {
+		t.Fatalf("missing script: %+v", r)
+	}
+	if r := runCLI(t, "run", "../../examples/devices/thermocycler-01/scripts/pcr.star", "tc"); r.code != exitUsage {
+		t.Fatalf("bad lab entry: %+v", r)
+	}
+}

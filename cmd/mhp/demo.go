@@ -394,5 +394,6 @@ Poke the lab (mhp is `+"`go run ./cmd/mhp`"+` from the repository):
   mhp %[1]s estop "testing the stop"  &&  mhp %[1]s reset
   mhp %[1]s resources  &&  mhp %[1]s resource references/protocols.md
   mhp conformance %[1]s
+  mhp run examples/devices/arm-01/scripts/load_thermocycler.star thermocycler-01=%[1]s arm-01=%[2]s
 `, tc, arm)
 }
