@@ -140,6 +140,7 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
+// String renders "file:line: field: message".
 func (p Problem) String() string {
 	loc := p.File
 	if p.Line > 0 {
@@ -154,6 +155,7 @@ func (p Problem) String() string {
 // Problems is an error listing every problem found.
 type Problems []Problem
 
+// Error lists the problems, one a line.
 func (ps Problems) Error() string {
 	s := make([]string, len(ps))
 	for i, p := range ps {
