@@ -101,6 +101,16 @@ func (in *Instrument) Release(name string) {
 	}
 }
 
+// ReleaseAll releases every blocked call and work (a harness's cleanup).
+func (in *Instrument) ReleaseAll() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for name, ch := range in.release {
+		close(ch)
+		delete(in.release, name)
+	}
+}
+
 // Calls implements Backend.
 func (in *Instrument) Calls(name string) int {
 	in.mu.Lock()
@@ -157,8 +167,9 @@ func (in *Instrument) releaseChan(name string) chan struct{} {
 
 // WriteSetting applies a write as scripted: Normal applies it; Block waits
 // for Release (then applies) or ctx; Refuse returns ErrRefused and changes
-// nothing; FailUnknown applies it and returns ErrDropped (the fake must then
-// drop the reply).
+// nothing; FailReported returns ErrReported and changes nothing (the backend
+// reported the failure); FailUnknown applies it and returns ErrDropped (the
+// fake must then drop the reply).
 func (in *Instrument) WriteSetting(ctx context.Context, name string, value any) error {
 	in.mu.Lock()
 	in.calls[name]++
@@ -178,14 +189,16 @@ func (in *Instrument) WriteSetting(ctx context.Context, name string, value any) 
 			return ctx.Err()
 		}
 	}
+	if b == FailReported {
+		// The backend reports that the write failed: a known outcome, so
+		// nothing changed.
+		return ErrReported
+	}
 	in.mu.Lock()
 	in.settings[name] = value
 	in.mu.Unlock()
 	if b == FailUnknown {
 		return ErrDropped
-	}
-	if b == FailReported {
-		return ErrReported
 	}
 	return nil
 }
@@ -200,8 +213,10 @@ func (in *Instrument) Start(name string, params map[string]any) (*Work, error) {
 	if b == Refuse {
 		return nil, ErrRefused
 	}
-	w := &Work{Action: name, Params: params, done: make(chan struct{}), cancel: make(chan struct{}), in: in}
+	w := &Work{Action: name, Params: params, done: make(chan struct{}), cancel: make(chan struct{})}
 	switch b {
+	// Work that ends at once is never registered, so finishing it needs no
+	// instrument lock (which Start holds).
 	case Normal:
 		w.finish(WorkSucceeded, map[string]any{"ok": true, "action": name}, nil)
 	case FailReported:
@@ -209,6 +224,7 @@ func (in *Instrument) Start(name string, params map[string]any) (*Work, error) {
 	case FailUnknown:
 		w.finish(WorkDropped, nil, ErrDropped)
 	case Block, IgnoreCancel:
+		w.in = in
 		in.work[w] = true
 		rel := in.releaseChan(name)
 		honour := b == Block
