@@ -79,7 +79,7 @@ func servePackage(t *testing.T, dir string) (string, *devicepkg.Device) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pkg.Close() })
-	dev, err := buildPackage(pkg, sim.Options{Speed: 20000, Tick: time.Millisecond})
+	dev, err := buildPackage(pkg, sim.Options{Speed: 20000, Tick: time.Millisecond}, (&app{stderr: io.Discard}).quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestParseValueAndArgs(t *testing.T) {
 func TestTokenFile(t *testing.T) {
 	pkg, _ := devicepkg.Load(tcPkg)
 	defer pkg.Close()
-	dev, _ := buildPackage(pkg, sim.Options{})
+	dev, _ := buildPackage(pkg, sim.Options{}, nil)
 	defer dev.Close()
 	hs := httptest.NewServer(transport.NewServer(dev, transport.Options{Token: "s3cret"}).Handler())
 	defer hs.Close()
@@ -476,7 +476,7 @@ func (l lax) Read(ctx context.Context, names []string) (*mhp.ReadResult, error) 
 }
 
 func TestConformanceCatchesABrokenServer(t *testing.T) {
-	d, closeDev, err := openTarget(context.Background(), "sim:thermocycler", sim.Options{})
+	d, closeDev, err := openTarget(context.Background(), "sim:thermocycler", sim.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

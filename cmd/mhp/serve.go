@@ -41,8 +41,13 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.usageError("serve: %v", err)
 	}
-	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	dev, closeDev, err := openTarget(ctx, p.args[0], sim.Options{Speed: speed})
+	// Over stdio the parent reads our stderr: warnings only.
+	level := slog.LevelInfo
+	if p.has("stdio") {
+		level = slog.LevelWarn
+	}
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	dev, closeDev, err := openTarget(ctx, p.args[0], sim.Options{Speed: speed}, log)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitNoPeer
@@ -53,7 +58,7 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	defer srv.Close()
 	id := describeID(ctx, dev)
 	if p.has("stdio") {
-		fmt.Fprintf(a.stderr, "mhp: serving %s on stdio\n", id)
+		log.Info("mhp serving on stdio", "device", id)
 		if err := srv.ServeStdio(ctx, a.stdin, a.stdout); err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 			return exitNoPeer
@@ -104,12 +109,13 @@ func describeID(ctx context.Context, dev mhp.Device) string {
 // openTarget builds and starts the device a serve target names: a device
 // package folder, sim:thermocycler / sim:arm, or an adapter config file.
 // The returned func closes it.
-func openTarget(ctx context.Context, target string, simOpts sim.Options) (mhp.Device, func() error, error) {
+func openTarget(ctx context.Context, target string, simOpts sim.Options, log *slog.Logger) (mhp.Device, func() error, error) {
 	if sim.IsDriver(target) {
 		cfg, err := sim.Config(target, simOpts)
 		if err != nil {
 			return nil, nil, err
 		}
+		cfg.Logger = log
 		return startDriver(ctx, cfg)
 	}
 	info, err := os.Stat(target)
@@ -121,7 +127,7 @@ func openTarget(ctx context.Context, target string, simOpts sim.Options) (mhp.De
 		if err != nil {
 			return nil, nil, err
 		}
-		dev, err := buildPackage(pkg, simOpts)
+		dev, err := buildPackage(pkg, simOpts, log)
 		if err != nil {
 			pkg.Close()
 			return nil, nil, err
@@ -149,11 +155,12 @@ func openTarget(ctx context.Context, target string, simOpts sim.Options) (mhp.De
 }
 
 // buildPackage builds a package's device on the bindings its card names.
-func buildPackage(pkg *devicepkg.Package, simOpts sim.Options) (*devicepkg.Device, error) {
+func buildPackage(pkg *devicepkg.Package, simOpts sim.Options, log *slog.Logger) (*devicepkg.Device, error) {
 	cfg, err := packageBindings(pkg, simOpts)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Logger = log
 	return devicepkg.Build(pkg, cfg)
 }
 
