@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sort"
 	"sync"
 
@@ -86,6 +87,18 @@ func transportError(method string, sent bool, format string, args ...any) *mhp.E
 		e.With("outcome", mhp.OutcomeUnknown)
 	}
 	return e
+}
+
+// encodeError is the refusal of params that cannot be put on the wire:
+// NaN and ±Inf are not JSON, so a value carrying one is InvalidValue (what
+// the device would answer), refused before anything is sent.
+func encodeError(method string, err error) *mhp.Error {
+	var uv *json.UnsupportedValueError
+	if errors.As(err, &uv) {
+		return mhp.Errorf(mhp.CodeInvalidValue, "%s: %s is not a finite number and cannot be sent", method, uv.Str).
+			With("value", uv.Str)
+	}
+	return mhp.Errorf(mhp.CodeInvalidParams, "%s: params not serialisable: %v", method, err)
 }
 
 // ReasonTransport is data.reason of the errors of calls that got no answer.

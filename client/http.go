@@ -104,7 +104,7 @@ func isSessionUnknown(err error) bool {
 func (c *httpConn) post(ctx context.Context, method string, params, out any) error {
 	b, err := json.Marshal(rpcRequest{JSONRPC: "2.0", ID: c.nextID.Add(1), Method: method, Params: params})
 	if err != nil {
-		return mhp.Errorf(mhp.CodeInvalidParams, "%s: params not serialisable: %v", method, err)
+		return encodeError(method, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/rpc", bytes.NewReader(b))
 	if err != nil {

@@ -126,7 +126,7 @@ func (c *streamConn) call(ctx context.Context, method string, params, out any) e
 	b, err := json.Marshal(rpcRequest{JSONRPC: "2.0", ID: id, Method: method, Params: params})
 	if err != nil {
 		forget()
-		return mhp.Errorf(mhp.CodeInvalidParams, "%s: params not serialisable: %v", method, err)
+		return encodeError(method, err)
 	}
 	c.wmu.Lock()
 	_, err = c.w.Write(append(b, '\n'))
