@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 
@@ -15,17 +16,24 @@ const (
 	ArmHolding    = "holding"
 	ArmPosition   = "position"
 	ArmOccupied   = "occupied"
+	ArmLocations  = "locations"
 	ArmSpeed      = "speed"
 	ArmPickPlate  = "pick_plate"
 	ArmPlacePlate = "place_plate"
 	ArmHome       = "home"
 )
 
-// Arm kinematics, simulated seconds at 100 % speed.
+// Arm kinematics.
 const (
-	// ArmTravel is the time to travel between two locations at full speed.
-	ArmTravel = 2.0
-	// ArmGrip is the time to lower, grip or release, and lift.
+	// ArmMaxSpeed is the travel speed at 100 %, mm per simulated second.
+	ArmMaxSpeed = 250.0
+	// ArmMinTravel is the shortest move, simulated seconds at 100 % (settling).
+	ArmMinTravel = 0.2
+	// ArmTravelFromUnknown is the move time at 100 % when the arm does not
+	// know where it is (after a stop mid-travel): it goes up first.
+	ArmTravelFromUnknown = 2.0
+	// ArmGrip is the time to lower, grip or release, and lift, simulated
+	// seconds at 100 %.
 	ArmGrip = 1.0
 	// ArmDefaultSpeed is the speed setting at start, percent.
 	ArmDefaultSpeed = 50.0
@@ -37,8 +45,30 @@ const (
 	PositionUnknown = "unknown" // after a stop mid-travel, until the next move
 )
 
-// DefaultLocations are the arm's named locations when ArmOptions gives none.
-var DefaultLocations = []string{"deck_A1", "deck_A2", "deck_B1", "deck_B2", "thermocycler"}
+// Point is a position in the arm's frame, in millimetres.
+type Point struct {
+	X float64 `json:"x"`
+	Y float64 `json:"y"`
+	Z float64 `json:"z"`
+}
+
+// Dist is the straight-line distance to q, mm.
+func (p Point) Dist(q Point) float64 {
+	return math.Sqrt((p.X-q.X)*(p.X-q.X) + (p.Y-q.Y)*(p.Y-q.Y) + (p.Z-q.Z)*(p.Z-q.Z))
+}
+
+// HomePoint is the home position, above the deck centre.
+func HomePoint() Point { return Point{0, 0, 250} }
+
+// DefaultLocations returns the arm's locations map when ArmOptions gives
+// none: four deck positions and the thermocycler's block.
+func DefaultLocations() map[string]Point {
+	return map[string]Point{
+		"deck_A1": {-130, -90, 0}, "deck_A2": {0, -90, 0},
+		"deck_B1": {-130, 90, 0}, "deck_B2": {0, 90, 0},
+		"thermocycler": {260, 0, 40},
+	}
+}
 
 // Guard is a cell-level check the arm runs before it moves a plate to or from
 // a location (the demo refuses to reach into a closed thermocycler). A
@@ -48,10 +78,11 @@ type Guard func(ctx context.Context, action, location string) error
 // ArmOptions configure a simulated plate arm.
 type ArmOptions struct {
 	Options
-	// Locations are the named places the arm can reach; default DefaultLocations.
-	Locations []string
-	// Plates are the locations holding a plate at start; default [deck_A1].
-	// Pass an empty non-nil slice for none.
+	// Locations maps the named places the arm can reach to their positions;
+	// default DefaultLocations().
+	Locations map[string]Point
+	// Plates are the locations holding a plate at start; default the first
+	// location in name order (deck_A1). Pass an empty non-nil slice for none.
 	Plates []string
 	// Guard, when set, is asked before every pick and place.
 	Guard Guard
@@ -62,8 +93,8 @@ type ArmOptions struct {
 type ArmSim struct {
 	o     ArmOptions
 	e     engine
-	locs  []string
-	known map[string]bool
+	locs  []string // names, sorted
+	known map[string]Point
 
 	mu       sync.Mutex
 	position string
@@ -77,16 +108,18 @@ func NewArm(opts ArmOptions) *ArmSim {
 	opts.Options = opts.Options.withDefaults("arm-01")
 	locs := opts.Locations
 	if len(locs) == 0 {
-		locs = DefaultLocations
+		locs = DefaultLocations()
 	}
+	a := &ArmSim{o: opts, e: newEngine(opts.Options), known: map[string]Point{}, occupied: map[string]bool{},
+		position: PositionHome, speed: ArmDefaultSpeed}
+	for name, pt := range locs {
+		a.known[name] = pt
+		a.locs = append(a.locs, name)
+	}
+	sort.Strings(a.locs)
 	plates := opts.Plates
 	if plates == nil {
-		plates = []string{"deck_A1"}
-	}
-	a := &ArmSim{o: opts, e: newEngine(opts.Options), locs: append([]string(nil), locs...),
-		known: map[string]bool{}, occupied: map[string]bool{}, position: PositionHome, speed: ArmDefaultSpeed}
-	for _, l := range locs {
-		a.known[l] = true
+		plates = a.locs[:1]
 	}
 	for _, p := range plates {
 		a.occupied[p] = true
@@ -142,13 +175,22 @@ func (a *ArmSim) Config() binding.Config {
 		Device: mhp.DeviceInfo{ID: a.o.ID, Class: "robot_arm", Make: "SimBio", Model: "PA-1",
 			Tags:        []string{"plate", "gripper", "sbs", "simulated"},
 			Description: "Simulated SBS plate arm that moves one plate between named deck locations and the thermocycler."},
-		Notes: "Simulated. Travel takes 2 s between locations at 100 % speed, plus 1 s to grip or release.",
+		Notes: "Simulated. Travels at 250 mm/s at 100 % speed, plus 1 s to grip or release.",
 		Clock: a.o.Clock,
 		Signals: []binding.Signal{
 			{Spec: mhp.Signal{Name: ArmHolding, Type: mhp.TypeBoolean, Notes: "True when the gripper holds a plate."},
 				Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: a.Holding()}, nil }},
 			{Spec: mhp.Signal{Name: ArmPosition, Type: mhp.TypeString, Notes: "A location, home, or unknown after a stop mid-travel."},
 				Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: a.Position()}, nil }},
+			{Spec: mhp.Signal{Name: ArmLocations, Type: mhp.TypeObject, Unit: "mm",
+				Notes: "The locations map: each location's position {x, y, z} in the arm's frame."},
+				Read: func(context.Context) (binding.Sample, error) {
+					out := make(map[string]any, len(a.known))
+					for n, p := range a.known {
+						out[n] = map[string]any{"x": p.X, "y": p.Y, "z": p.Z}
+					}
+					return binding.Sample{Value: out}, nil
+				}},
 			{Spec: mhp.Signal{Name: ArmOccupied, Type: mhp.TypeArray, Notes: "Locations with a plate, as the arm last saw them."},
 				Read: func(context.Context) (binding.Sample, error) {
 					occ := a.Occupied()
@@ -228,7 +270,7 @@ func (a *ArmSim) travel(ctx context.Context, job *binding.Job, dest string, p0, 
 		a.mu.Unlock()
 		return nil
 	}
-	total := ArmTravel * 100 / a.speed
+	total := a.travelTime(dest) * 100 / a.speed
 	a.position = "moving to " + dest
 	a.mu.Unlock()
 	return a.phase(ctx, job, total, p0, p1, dest)
@@ -289,12 +331,30 @@ func (a *ArmSim) home(ctx context.Context, job *binding.Job) (any, error) {
 	return map[string]any{"position": PositionHome, "holding": a.Holding()}, nil
 }
 
+// travelTime is the move from the current position to dest at 100 %,
+// simulated seconds; a.mu is held.
+func (a *ArmSim) travelTime(dest string) float64 {
+	point := func(name string) (Point, bool) {
+		if name == PositionHome {
+			return HomePoint(), true
+		}
+		p, ok := a.known[name]
+		return p, ok
+	}
+	from, ok1 := point(a.position)
+	to, ok2 := point(dest)
+	if !ok1 || !ok2 {
+		return ArmTravelFromUnknown
+	}
+	return math.Max(ArmMinTravel, from.Dist(to)/ArmMaxSpeed)
+}
+
 // estop halts the arm; the running job's context is cancelled by the driver
 // and the travel loop leaves the position unknown.
 func (a *ArmSim) estop(context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.position != PositionHome && !a.known[a.position] {
+	if _, ok := a.known[a.position]; !ok && a.position != PositionHome {
 		a.position = PositionUnknown
 	}
 	return nil

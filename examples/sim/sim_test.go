@@ -421,3 +421,43 @@ func TestArmCancelMidTravel(t *testing.T) {
 		t.Fatalf("after cancel: %s", arm)
 	}
 }
+
+func TestArmTravelTimeFollowsTheLocationsMap(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	arm := NewArm(ArmOptions{Options: Options{Clock: clk, Tick: 10 * time.Millisecond}})
+	d := newDriver(t, arm.Config())
+	if _, err := d.Write(ctx(t), mhp.WriteRequest{Name: ArmSpeed, Value: 100}); err != nil {
+		t.Fatal(err)
+	}
+	locs := read(t, d, ArmLocations).(map[string]any)
+	if len(locs) != 5 || locs["thermocycler"].(map[string]any)["x"] != 260.0 {
+		t.Fatalf("locations signal %v", locs)
+	}
+	j := invoke(t, d, ArmPickPlate, map[string]any{"location": "deck_A1"}, false)
+	// Drive the clock one tick at a time, each once the job waits on it.
+	elapsed := time.Duration(0)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		x, _ := d.Job(ctx(t), j.ID)
+		if x.State.Terminal() {
+			if x.State != mhp.JobDone {
+				t.Fatalf("pick ended %s", x.State)
+			}
+			break
+		}
+		if clk.Pending() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("job neither waits on the clock nor ends")
+			}
+			time.Sleep(50 * time.Microsecond)
+			continue
+		}
+		clk.Advance(10 * time.Millisecond)
+		elapsed += 10 * time.Millisecond
+	}
+	// home (0,0,250) to deck_A1 (-130,-90,0) is 296.1 mm at 250 mm/s, plus 1 s to grip.
+	want := HomePoint().Dist(Point{-130, -90, 0})/ArmMaxSpeed + ArmGrip
+	if got := elapsed.Seconds(); got < want-0.011 || got > want+0.011 {
+		t.Fatalf("pick took %.3f simulated s, want %.3f", got, want)
+	}
+}
