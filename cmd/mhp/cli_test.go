@@ -593,3 +593,33 @@ func TestRunScriptAgainstTheDemoLab(t *testing.T) {
 		t.Fatalf("bad lab entry: %+v", r)
 	}
 }
+
+func TestInterruptedWaitLeavesTheJobRunning(t *testing.T) {
+	url, dev := servePackage(t, tcPkg)
+	runCLI(t, url, "invoke", "close_lid", "--approved", "--wait")
+	a, _, errb := testApp()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- a.run(ctx, []string{url, "invoke", "run_protocol", `{"steps":[{"temp":95,"hold_s":3600}],"cycles":20}`, "--wait"})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		jobs, _ := dev.Jobs(context.Background(), mhp.JobsRequest{Active: true})
+		if len(jobs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no job started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel() // Ctrl-C
+	if code := <-done; code != exitRefused || !strings.Contains(errb.String(), "stopped waiting") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	jobs, _ := dev.Jobs(context.Background(), mhp.JobsRequest{Active: true})
+	if len(jobs) != 1 || jobs[0].CancelRequested {
+		t.Fatalf("the job did not run on: %+v", jobs)
+	}
+}

@@ -313,6 +313,11 @@ func invokeVerb(ctx context.Context, v *verbCtx) int {
 	}
 	end, err := v.waitWithProgress(ctx, job.ID, "")
 	if err != nil {
+		if ctx.Err() != nil {
+			// Interrupted: the job is the device's, it runs on.
+			fmt.Fprintf(v.stderr, "mhp: stopped waiting; job %s runs on (mhp TARGET job %s, mhp TARGET cancel %s)\n", job.ID, job.ID, job.ID)
+			return exitRefused
+		}
 		return v.fail(err, v.json)
 	}
 	return v.jobEnd(end)
