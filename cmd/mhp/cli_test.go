@@ -72,7 +72,7 @@ func runCLI(t *testing.T, args ...string) result {
 
 // servePackage serves a device package over HTTP (httptest, 127.0.0.1:0)
 // on fast simulated time.
-func servePackage(t *testing.T, dir string) (string, *devicepkg.Device) {
+func servePackage(t testing.TB, dir string) (string, *devicepkg.Device) {
 	t.Helper()
 	pkg, err := devicepkg.Load(dir)
 	if err != nil {
