@@ -1,0 +1,789 @@
+package madsci
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/clock"
+)
+
+// Deps are the seams of the adapter. Nil fields are filled from the config:
+// an HTTP Client for Node and Actions, the real clock.
+type Deps struct {
+	Node    Node
+	Actions Actions
+	// Clock is the driver's clock (binding.Config.Clock).
+	Clock clock.Clock
+	// RetryClock times Retry-After waits of the HTTP client; default real.
+	RetryClock clock.Clock
+	// HTTP is the transport of the HTTP client.
+	HTTP *http.Client
+}
+
+// New builds an unstarted driver for the node cfg names: it reads /info and
+// /state (and /openapi.json when the layout is auto) to make the items.
+func New(ctx context.Context, cfg Config, deps Deps) (*binding.Driver, error) {
+	bc, err := Binding(ctx, cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	return binding.New(bc)
+}
+
+// Binding builds the binding config of the node cfg names (New without the driver).
+func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return binding.Config{}, err
+	}
+	if deps.Node == nil || deps.Actions == nil {
+		c, err := NewClient(ClientOptions{URL: cfg.NodeURL, Layout: cfg.Layout, RequestTimeout: cfg.RequestTimeout,
+			MaxRetryAfter: cfg.MaxRetryAfter, MaxRetries: cfg.MaxRetries, HTTP: deps.HTTP, Clock: deps.RetryClock})
+		if err != nil {
+			return binding.Config{}, err
+		}
+		if cfg.Layout == LayoutAuto {
+			layout, err := c.Detect(ctx)
+			if err != nil {
+				return binding.Config{}, err
+			}
+			c.SetLayout(layout)
+		}
+		if deps.Node == nil {
+			deps.Node = c
+		}
+		if deps.Actions == nil {
+			deps.Actions = c
+		}
+	}
+	info, err := deps.Node.Info(ctx)
+	if err != nil {
+		return binding.Config{}, fmt.Errorf("madsci: reading %s/info: %w", cfg.NodeURL, err)
+	}
+	a := &adapter{cfg: cfg, node: deps.Node, acts: deps.Actions, info: info, running: map[string]string{}}
+	a.status = &cached[*NodeStatus]{ttl: cfg.SignalCache, fetch: deps.Node.Status}
+	a.state = &cached[map[string]any]{ttl: cfg.SignalCache, fetch: deps.Node.State}
+
+	bc := binding.Config{Clock: deps.Clock}
+	cfg.Apply(&bc)
+	if bc.Device.Make == "" {
+		bc.Device.Make = "MADSci"
+	}
+	if bc.Device.Model == "" {
+		bc.Device.Model = info.ModuleName
+	}
+	if bc.Device.Description == "" {
+		bc.Device.Description = info.NodeDescription
+	}
+	if bc.Notes == "" {
+		bc.Notes = fmt.Sprintf("MADSci node %q (%s %s) at %s; admin commands: %s.", info.NodeName, info.ModuleName,
+			info.ModuleVersion, cfg.NodeURL, strings.Join(info.Capabilities.AdminCommands, ", "))
+	}
+	if bc.Signals, err = a.signals(ctx); err != nil {
+		return binding.Config{}, err
+	}
+	if *cfg.ConfigSettings {
+		bc.Settings = a.settings()
+	}
+	if bc.Actions, err = a.actions(); err != nil {
+		return binding.Config{}, err
+	}
+	bc.EStop = a.estop
+	bc.Verify = a.verify
+	bc.Setup = func(ctx context.Context) error {
+		if _, err := a.node.Status(ctx); err != nil {
+			return fmt.Errorf("madsci: node %s unreachable: %w", cfg.NodeURL, err)
+		}
+		return nil
+	}
+	return bc, nil
+}
+
+type adapter struct {
+	cfg   Config
+	node  Node
+	acts  Actions
+	info  *NodeInfo
+	state *cached[map[string]any]
+	// status caches /status for signals only; decisions read it live.
+	status *cached[*NodeStatus]
+
+	mu      sync.Mutex
+	running map[string]string // MHP job id -> node action id
+}
+
+// cached serves one endpoint's reply for ttl.
+type cached[T any] struct {
+	ttl   time.Duration
+	fetch func(context.Context) (T, error)
+	mu    sync.Mutex
+	at    time.Time
+	val   T
+	ok    bool
+}
+
+func (c *cached[T]) get(ctx context.Context) (T, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ok && c.ttl > 0 && time.Since(c.at) < c.ttl {
+		return c.val, nil
+	}
+	v, err := c.fetch(ctx)
+	if err != nil {
+		c.ok = false
+		var zero T
+		return zero, err
+	}
+	c.val, c.at, c.ok = v, time.Now(), true
+	return v, nil
+}
+
+// Status signal names.
+const (
+	SignalBusy           = "node.busy"
+	SignalPaused         = "node.paused"
+	SignalLocked         = "node.locked"
+	SignalStopped        = "node.stopped"
+	SignalErrored        = "node.errored"
+	SignalDisconnected   = "node.disconnected"
+	SignalInitializing   = "node.initializing"
+	SignalReady          = "node.ready"
+	SignalRunningActions = "node.running_actions"
+)
+
+func (a *adapter) signals(ctx context.Context) ([]binding.Signal, error) {
+	var out []binding.Signal
+	add := func(spec mhp.Signal, read func(context.Context) (binding.Sample, error)) {
+		o, ok := a.cfg.Signals[spec.Name]
+		if ok {
+			if o.Hide {
+				return
+			}
+			if o.Type != "" {
+				spec.Type = o.Type
+			}
+			if o.Unit != "" {
+				spec.Unit = o.Unit
+			}
+			if o.Notes != "" {
+				spec.Notes = o.Notes
+			}
+		}
+		out = append(out, binding.Signal{Spec: spec, Read: read})
+	}
+	taken := map[string]bool{}
+	if *a.cfg.StatusSignals {
+		flags := []struct {
+			name string
+			get  func(*NodeStatus) bool
+		}{
+			{SignalBusy, func(s *NodeStatus) bool { return s.Busy }},
+			{SignalPaused, func(s *NodeStatus) bool { return s.Paused }},
+			{SignalLocked, func(s *NodeStatus) bool { return s.Locked }},
+			{SignalStopped, func(s *NodeStatus) bool { return s.Stopped }},
+			{SignalErrored, func(s *NodeStatus) bool { return s.Errored }},
+			{SignalDisconnected, func(s *NodeStatus) bool { return s.Disconnected }},
+			{SignalInitializing, func(s *NodeStatus) bool { return s.Initializing }},
+			{SignalReady, func(s *NodeStatus) bool { return s.IsReady() }},
+		}
+		for _, f := range flags {
+			get := f.get
+			add(mhp.Signal{Name: f.name, Type: mhp.TypeBoolean, Notes: "from the node's GET /status"},
+				func(ctx context.Context) (binding.Sample, error) {
+					st, err := a.status.get(ctx)
+					if err != nil {
+						return binding.Sample{}, binding.Unavailable("node /status: %v", err)
+					}
+					return binding.Sample{Value: get(st)}, nil
+				})
+			taken[f.name] = true
+		}
+		add(mhp.Signal{Name: SignalRunningActions, Type: mhp.TypeInteger, Notes: "number of actions the node runs"},
+			func(ctx context.Context) (binding.Sample, error) {
+				st, err := a.status.get(ctx)
+				if err != nil {
+					return binding.Sample{}, binding.Unavailable("node /status: %v", err)
+				}
+				return binding.Sample{Value: int64(len(st.RunningActions))}, nil
+			})
+		taken[SignalRunningActions] = true
+	}
+	state, err := a.node.State(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("madsci: reading /state: %w", err)
+	}
+	flat := flatten(state)
+	names := a.cfg.StateSignals
+	if len(names) == 0 {
+		names = sortedNames(flat)
+	}
+	for _, key := range names {
+		if taken[key] {
+			continue
+		}
+		taken[key] = true
+		typ := inferType(flat[key])
+		if _, ok := flat[key]; !ok {
+			typ = mhp.TypeAny
+		}
+		key := key
+		add(mhp.Signal{Name: key, Type: typ, Notes: "from the node's GET /state"},
+			func(ctx context.Context) (binding.Sample, error) {
+				st, err := a.state.get(ctx)
+				if err != nil {
+					return binding.Sample{}, binding.Unavailable("node /state: %v", err)
+				}
+				v, ok := flatten(st)[key]
+				if !ok || v == nil {
+					return binding.Sample{}, binding.Unavailable("node /state has no value for %s", key)
+				}
+				return binding.Sample{Value: v}, nil
+			})
+	}
+	return out, nil
+}
+
+func (a *adapter) settings() []binding.Setting {
+	shapes := configShapes(a.info.ConfigSchema)
+	var out []binding.Setting
+	for _, key := range sortedNames(a.info.Config) {
+		o := a.cfg.Settings[key]
+		if o.Hide {
+			continue
+		}
+		spec := mhp.Setting{Name: key, Approval: o.Approval, Interlocks: o.Interlocks, DuringJob: o.DuringJob, Notes: o.Notes,
+			Unit: o.Unit, Limits: o.Limits}
+		if sh, ok := shapes[key]; ok {
+			spec.Type = sh.Type
+			if spec.Limits == nil {
+				spec.Limits = sh.Limits
+			}
+			if spec.Notes == "" {
+				spec.Notes = sh.Notes
+			}
+		}
+		if spec.Type == "" {
+			spec.Type = inferType(a.info.Config[key])
+		}
+		if o.Type != "" {
+			spec.Type = o.Type
+		}
+		key := key
+		out = append(out, binding.Setting{Spec: spec, Write: func(ctx context.Context, v any) (binding.WriteStatus, error) {
+			err := a.node.SetConfig(ctx, key, v)
+			if err == nil {
+				return binding.Applied, nil
+			}
+			if _, ok := mhp.AsError(err); ok {
+				return binding.Applied, err
+			}
+			return binding.Sent, fmt.Errorf("madsci: config %s=%v: %w", key, v, err)
+		}})
+	}
+	return out
+}
+
+// actionPlan is what Run needs of one action besides the params.
+type actionPlan struct {
+	name      string
+	files     map[string]bool // file arg names
+	listFiles map[string]bool
+	timeout   time.Duration
+}
+
+func (a *adapter) actions() ([]binding.Action, error) {
+	caps := a.info.Capabilities
+	var out []binding.Action
+	for _, name := range sortedNames(a.info.Actions) {
+		def := a.info.Actions[name]
+		if def.Name == "" {
+			def.Name = name
+		}
+		o := a.cfg.Actions[name]
+		if o.Hide {
+			continue
+		}
+		plan := &actionPlan{name: def.Name, files: map[string]bool{}, listFiles: map[string]bool{}, timeout: o.Timeout}
+		if plan.timeout == 0 {
+			plan.timeout = a.cfg.ActionTimeout
+		}
+		spec := mhp.Action{Name: def.Name, Duration: mhp.DurationLong, Approval: o.Approval, Interlocks: o.Interlocks,
+			Notes: def.Description, Concurrent: !def.IsBlocking(),
+			Cancellable: caps.Has(AdminCancel), Pausable: caps.Has(AdminPause) && caps.Has(AdminResume)}
+		if o.Duration != "" {
+			spec.Duration = o.Duration
+		}
+		if o.Notes != "" {
+			spec.Notes = o.Notes
+		}
+		for _, b := range []struct {
+			o *bool
+			f *bool
+		}{{o.Cancellable, &spec.Cancellable}, {o.Pausable, &spec.Pausable}, {o.Concurrent, &spec.Concurrent}} {
+			if b.o != nil {
+				*b.f = *b.o
+			}
+		}
+		if *a.cfg.ReadyInterlock && def.IsBlocking() && !contains(spec.Interlocks, SignalReady) {
+			spec.Interlocks = append(spec.Interlocks, SignalReady)
+		}
+		addParam := func(arg ArgDef, sh *mhp.Shape, optional bool) {
+			if arg.Description != "" && sh.Notes == "" {
+				sh.Notes = arg.Description
+			}
+			if !arg.Required {
+				sh.Optional = true
+				if arg.Default != nil {
+					sh.Default = arg.Default
+				}
+			} else if optional && arg.Default != nil {
+				sh.Default = arg.Default
+			}
+			spec.Params = append(spec.Params, mhp.Param{Name: arg.Name, Shape: mergeShape(sh, o.Params[arg.Name])})
+		}
+		for _, an := range sortedNames(def.Args) {
+			arg := def.Args[an]
+			if arg.Name == "" {
+				arg.Name = an
+			}
+			sh, opt := shapeOfPython(arg.ArgumentType)
+			addParam(arg, sh, opt)
+		}
+		for _, ln := range sortedNames(def.Locations) {
+			arg := def.Locations[ln]
+			if arg.Name == "" {
+				arg.Name = ln
+			}
+			addParam(arg, locationShape(), false)
+		}
+		for _, fn := range sortedNames(def.Files) {
+			arg := def.Files[fn]
+			if arg.Name == "" {
+				arg.Name = fn
+			}
+			plan.files[arg.Name] = true
+			note := "path of a local file under the adapter's files_dir; uploaded to the node"
+			sh := &mhp.Shape{Type: mhp.TypeString, Notes: note}
+			if isListFile(arg.ArgumentType) {
+				plan.listFiles[arg.Name] = true
+				sh = &mhp.Shape{Type: mhp.TypeArray, Items: &mhp.Shape{Type: mhp.TypeString}, Notes: "paths of local files under the adapter's files_dir; uploaded to the node"}
+			}
+			arg.Default = nil
+			addParam(arg, sh, false)
+		}
+		for pn := range o.Params {
+			if _, ok := spec.Params.Get(pn); !ok {
+				return nil, fmt.Errorf("madsci: config overrides param %q of action %q, which the node does not declare", pn, name)
+			}
+		}
+		spec.Returns = o.Returns
+		if spec.Returns == nil {
+			spec.Returns = resultShape(def)
+		}
+		act := binding.Action{Spec: spec, Timeout: plan.timeout, FaultOnFailure: o.FaultOnFailure,
+			Run: func(ctx context.Context, job *binding.Job) (any, error) { return a.run(ctx, job, plan) }}
+		if len(plan.files) > 0 {
+			act.Validate = func(params map[string]any) error { _, err := a.localFiles(plan, params); return err }
+		}
+		if spec.Pausable {
+			act.Pause = func(ctx context.Context, job *binding.Job) error { return a.nodeWide(ctx, job, AdminPause) }
+			act.Resume = func(ctx context.Context, job *binding.Job) error { return a.nodeWide(ctx, job, AdminResume) }
+		}
+		out = append(out, act)
+	}
+	return out, nil
+}
+
+func resultShape(def ActionDef) *mhp.Shape {
+	s := &mhp.Shape{Type: mhp.TypeObject, Properties: map[string]*mhp.Shape{
+		"action_id":   {Type: mhp.TypeString},
+		"json_result": {Type: mhp.TypeAny},
+		"files":       {Type: mhp.TypeArray, Notes: "result file keys; fetch them from the node's /action/{action_id}/download"},
+		"datapoints":  {Type: mhp.TypeObject, Notes: "label -> datapoint id"},
+	}}
+	var labels []string
+	for _, l := range sortedNames(def.Results) {
+		r := def.Results[l]
+		labels = append(labels, fmt.Sprintf("%s (%s)", l, r.ResultType))
+	}
+	if len(labels) > 0 {
+		s.Notes = "node results: " + strings.Join(labels, ", ")
+	}
+	return s
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// localFiles resolves the file params to paths inside FilesDir; it refuses
+// paths outside it and missing files (nothing is sent).
+func (a *adapter) localFiles(plan *actionPlan, params map[string]any) (map[string][]string, error) {
+	out := map[string][]string{}
+	for arg := range plan.files {
+		v, ok := params[arg]
+		if !ok || v == nil {
+			continue
+		}
+		var list []string
+		switch x := v.(type) {
+		case string:
+			list = []string{x}
+		case []any:
+			for _, e := range x {
+				s, ok := e.(string)
+				if !ok {
+					return nil, mhp.Errorf(mhp.CodeInvalidValue, "%s: file paths must be strings", arg).With("field", arg)
+				}
+				list = append(list, s)
+			}
+		default:
+			return nil, mhp.Errorf(mhp.CodeInvalidValue, "%s: a file param names a local path", arg).With("field", arg)
+		}
+		if a.cfg.FilesDir == "" {
+			return nil, mhp.Errorf(mhp.CodeForbidden, "%s: file uploads are disabled (the adapter config has no files_dir)", arg).With("field", arg)
+		}
+		root, err := filepath.Abs(a.cfg.FilesDir)
+		if err != nil {
+			return nil, mhp.Errorf(mhp.CodeInvalidValue, "files_dir: %v", err)
+		}
+		for _, p := range list {
+			full := p
+			if !filepath.IsAbs(full) {
+				full = filepath.Join(root, full)
+			}
+			full = filepath.Clean(full)
+			if resolved, err := filepath.EvalSymlinks(full); err == nil {
+				full = resolved
+			}
+			if rr, err := filepath.EvalSymlinks(root); err == nil {
+				root = rr
+			}
+			rel, err := filepath.Rel(root, full)
+			if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				return nil, mhp.Errorf(mhp.CodeForbidden, "%s: %q is outside the adapter's files_dir", arg, p).With("field", arg)
+			}
+			fi, err := os.Stat(full)
+			if err != nil || !fi.Mode().IsRegular() {
+				return nil, mhp.Errorf(mhp.CodeInvalidValue, "%s: %q is not a readable file under files_dir", arg, p).With("field", arg)
+			}
+			out[arg] = append(out[arg], full)
+		}
+	}
+	return out, nil
+}
+
+func (a *adapter) track(jobID, actionID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if actionID == "" {
+		delete(a.running, jobID)
+		return
+	}
+	a.running[jobID] = actionID
+}
+
+func (a *adapter) actionOf(jobID string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running[jobID]
+}
+
+// run submits the action and follows it to the node's terminal state.
+func (a *adapter) run(ctx context.Context, job *binding.Job, plan *actionPlan) (any, error) {
+	args := map[string]any{}
+	for k, v := range job.Params() {
+		if !plan.files[k] && v != nil {
+			args[k] = v
+		}
+	}
+	files, err := a.localFiles(plan, job.Params())
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.acts.Submit(ctx, Submission{Action: plan.name, Args: args, Files: files, ListFiles: plan.listFiles})
+	if err != nil {
+		return nil, err
+	}
+	a.track(job.ID(), res.ActionID)
+	defer a.track(job.ID(), "")
+	return a.follow(ctx, job, plan, res)
+}
+
+// follow polls until the node reports a terminal state. When ctx ends by a
+// cancel (or estop) the node's cancel is sent if it is safe, and polling goes
+// on under its own deadline; when ctx ends by timeout, the outcome is unknown.
+func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan, res *ActionResult) (any, error) {
+	id := res.ActionID
+	pollCtx := ctx
+	var stops []context.CancelFunc
+	defer func() {
+		for _, f := range stops {
+			f()
+		}
+	}()
+	cancelling, cancelSent := false, false
+	failures, unknowns := 0, 0
+	delay := a.cfg.PollInterval
+	lastStatus := ""
+	for {
+		st := res.Status
+		if st != lastStatus {
+			lastStatus = st
+			job.Progress(0, map[string]any{"node_status": st, "action_id": id})
+		}
+		if st != StatusUnknown {
+			unknowns = 0
+		}
+		switch st {
+		case StatusSucceeded:
+			return resultOf(res), nil
+		case StatusFailed:
+			return nil, binding.Failed(fmt.Errorf("madsci action %s (%s) failed: %s", plan.name, id, messages(res.Errors)),
+				map[string]any{"node_errors": errorData(res.Errors), "action_id": id, "node_status": st})
+		case StatusCancelled:
+			return nil, binding.ErrCancelled
+		case StatusNotReady:
+			return nil, mhp.Errorf(mhp.CodeDeviceBusy, "madsci node was not ready; action %s (%s) never ran: %s", plan.name, id, messages(res.Errors)).
+				With("outcome", mhp.OutcomeNotStarted).With("node_errors", errorData(res.Errors)).With("action_id", id)
+		case StatusPaused:
+			ns, err := a.node.Status(pollCtx)
+			if err == nil && !ns.Running(id) {
+				// The node ended the action paused: it will not continue.
+				if cancelling {
+					return nil, binding.ErrCancelled
+				}
+				return nil, binding.Failed(fmt.Errorf("madsci action %s (%s) ended paused and is no longer running; MADSci does not continue it", plan.name, id),
+					map[string]any{"node_status": st, "action_id": id, "node_errors": errorData(res.Errors)})
+			}
+		case StatusUnknown:
+			unknowns++
+			if unknowns >= a.cfg.UnknownPolls {
+				return nil, fmt.Errorf("madsci action %s (%s): the node reported status unknown %d times: %s", plan.name, id, unknowns, messages(res.Errors))
+			}
+		case StatusRunning, StatusNotStarted:
+		default:
+			return nil, fmt.Errorf("madsci action %s (%s): the node reported status %q, which is not an action status", plan.name, id, st)
+		}
+
+		if ctx.Err() != nil && !cancelling {
+			if !job.CancelRequested() {
+				return nil, fmt.Errorf("madsci action %s (%s): no terminal state before the deadline (last status %s)", plan.name, id, st)
+			}
+			cancelling = true
+			base := context.WithoutCancel(ctx)
+			var deadline time.Time
+			cancelSent = a.sendCancel(base, id)
+			if cancelSent {
+				deadline = time.Now().Add(a.cfg.CancelWait)
+			} else if d, ok := ctx.Deadline(); ok {
+				deadline = d
+			} else {
+				deadline = time.Now().Add(a.cfg.ActionTimeout)
+			}
+			var stop context.CancelFunc
+			pollCtx, stop = context.WithDeadline(base, deadline)
+			stops = append(stops, stop)
+			job.Progress(0, map[string]any{"node_status": st, "action_id": id, "cancel_sent": cancelSent})
+			delay = a.cfg.PollInterval
+		}
+		if err := sleepReal(pollCtx, delay); err != nil {
+			if !cancelling {
+				continue // ctx ended: handle the cancel or timeout at the top
+			}
+			return nil, a.lostTrack(plan, id, cancelling, cancelSent, st)
+		}
+		if delay = delay * 3 / 2; delay > a.cfg.PollMax {
+			delay = a.cfg.PollMax
+		}
+		if ctx.Err() != nil && !cancelling {
+			continue // handle the cancel or timeout before polling again
+		}
+		next, err := a.poll(pollCtx, plan.name, id)
+		if err != nil {
+			if pollCtx.Err() != nil {
+				if !cancelling {
+					continue
+				}
+				return nil, a.lostTrack(plan, id, cancelling, cancelSent, st)
+			}
+			failures++
+			if failures >= a.cfg.PollFailures {
+				return nil, fmt.Errorf("madsci action %s (%s): node unreachable mid-action (%d polls failed, last status %s): %w", plan.name, id, failures, st, err)
+			}
+			continue
+		}
+		failures = 0
+		res = next
+	}
+}
+
+func (a *adapter) lostTrack(plan *actionPlan, id string, cancelling, cancelSent bool, st string) error {
+	switch {
+	case cancelSent:
+		return fmt.Errorf("madsci action %s (%s): the node reported no end state within %v of the cancel (last status %s)", plan.name, id, a.cfg.CancelWait, st)
+	case cancelling:
+		return fmt.Errorf("madsci action %s (%s): cancel not sent (the node's cancel is node-wide or not implemented) and no terminal state before the deadline (last status %s)", plan.name, id, st)
+	}
+	return fmt.Errorf("madsci action %s (%s): no terminal state before the deadline (last status %s)", plan.name, id, st)
+}
+
+// poll reads the status, and the result once the status settles.
+func (a *adapter) poll(ctx context.Context, action, id string) (*ActionResult, error) {
+	st, err := a.acts.ActionStatus(ctx, action, id)
+	if err != nil {
+		return nil, err
+	}
+	if Terminal(st) || st == StatusPaused || st == StatusUnknown {
+		return a.acts.ActionResult(ctx, action, id)
+	}
+	return &ActionResult{ActionID: id, Status: st}, nil
+}
+
+// sendCancel posts the node's cancel only when it is implemented and our
+// action is the node's only running action (the command is node-wide).
+func (a *adapter) sendCancel(ctx context.Context, id string) bool {
+	if !a.info.Capabilities.Has(AdminCancel) {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
+	defer cancel()
+	st, err := a.node.Status(cctx)
+	if err != nil || !st.OnlyRunning(id) {
+		return false
+	}
+	r, err := a.node.Admin(cctx, AdminCancel)
+	return err == nil && r.Success
+}
+
+// nodeWide sends pause or resume for a job's action when it is the node's
+// only running action.
+func (a *adapter) nodeWide(ctx context.Context, job *binding.Job, cmd string) error {
+	id := a.actionOf(job.ID())
+	if id == "" {
+		return mhp.Errorf(mhp.CodeDeviceBusy, "madsci: job %s has no running node action to %s", job.ID(), cmd)
+	}
+	st, err := a.node.Status(ctx)
+	if err != nil {
+		return mhp.Errorf(mhp.CodeServerError, "madsci: %s not sent: node /status: %v", cmd, err)
+	}
+	if cmd == AdminPause && !st.OnlyRunning(id) {
+		return mhp.Errorf(mhp.CodeNotSupported, "madsci: %s not sent: the node's %s is node-wide and the node runs %d actions (%v)",
+			cmd, cmd, len(st.RunningActions), st.RunningActions)
+	}
+	r, err := a.node.Admin(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("madsci: admin %s: %w", cmd, err)
+	}
+	if !r.Success {
+		return mhp.Errorf(mhp.CodeServerError, "madsci node refused %s: %s", cmd, messages(r.Errors)).With("node_errors", errorData(r.Errors))
+	}
+	return nil
+}
+
+// estop posts safety_stop when the node implements it. Otherwise it sends
+// the node's cancel and lock (so nothing new starts) and reports that no
+// e-stop exists.
+func (a *adapter) estop(ctx context.Context) error {
+	caps := a.info.Capabilities
+	if caps.Has(AdminSafetyStop) {
+		r, err := a.node.Admin(ctx, AdminSafetyStop)
+		if err != nil {
+			return fmt.Errorf("madsci: safety_stop: %w", err)
+		}
+		if !r.Success {
+			return fmt.Errorf("madsci: the node refused safety_stop: %s", messages(r.Errors))
+		}
+		return nil
+	}
+	var sent []string
+	for _, cmd := range []string{AdminCancel, AdminLock} {
+		if cmd == AdminCancel && !caps.Has(cmd) {
+			continue
+		}
+		if r, err := a.node.Admin(ctx, cmd); err == nil && r.Success {
+			sent = append(sent, cmd)
+		}
+	}
+	return fmt.Errorf("madsci: the node does not implement safety_stop (admin_commands: [%s]); sent instead: [%s]; motion is not known to have stopped",
+		strings.Join(caps.AdminCommands, ", "), strings.Join(sent, ", "))
+}
+
+// verify resets the node (when configured) and waits until it is not
+// stopped, errored or initializing.
+func (a *adapter) verify(ctx context.Context) error {
+	if *a.cfg.ResetNode {
+		r, err := a.node.Admin(ctx, AdminReset)
+		if err != nil {
+			return fmt.Errorf("madsci: reset: %w", err)
+		}
+		if !r.Success {
+			return fmt.Errorf("madsci: the node refused reset: %s", messages(r.Errors))
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, a.cfg.ResetWait)
+	defer cancel()
+	delay := a.cfg.PollInterval
+	for {
+		st, err := a.node.Status(wctx)
+		if err == nil && !st.Stopped && !st.Errored && !st.Initializing && !st.Disconnected {
+			a.status.mu.Lock()
+			a.status.ok = false
+			a.status.mu.Unlock()
+			if _, err := a.node.State(wctx); err != nil {
+				return fmt.Errorf("madsci: node /state after reset: %w", err)
+			}
+			return nil
+		}
+		if err := sleepReal(wctx, delay); err != nil {
+			if st != nil {
+				return fmt.Errorf("madsci: the node did not recover within %v: %s", a.cfg.ResetWait, strings.Join(st.NotReadyReasons(), ", "))
+			}
+			return fmt.Errorf("madsci: the node did not answer /status within %v", a.cfg.ResetWait)
+		}
+		if delay = delay * 3 / 2; delay > a.cfg.PollMax {
+			delay = a.cfg.PollMax
+		}
+	}
+}
+
+// resultOf is the job result of a succeeded action.
+func resultOf(r *ActionResult) map[string]any {
+	out := map[string]any{"action_id": r.ActionID, "json_result": r.JSONResult}
+	if r.Files != nil {
+		out["files"] = r.Files
+	}
+	if len(r.Datapoints) > 0 {
+		dp := map[string]any{}
+		for k, v := range r.Datapoints {
+			dp[k] = v
+		}
+		out["datapoints"] = dp
+	}
+	return out
+}
+
+// sleepReal waits d in real time (the node runs in real time), or until ctx ends.
+func sleepReal(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,206 @@
+package madsci
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
+)
+
+// Kind is the adapter kind of madsci config files (`adapter: madsci`).
+const Kind = "madsci"
+
+// Config is a madsci config file:
+//
+//	adapter: madsci
+//	device: {id: liquidhandler-01, class: liquid_handler}
+//	node_url: http://127.0.0.1:2000
+//	layout: auto
+//	files_dir: ./protocols
+//	actions:
+//	  run_protocol: {approval: confirm, timeout: 2h}
+//
+// Zero values take the defaults documented on each field (see Defaults).
+type Config struct {
+	adapters.Common `yaml:",inline"`
+
+	// NodeURL is the node's base URL; default http://127.0.0.1:2000.
+	NodeURL string `yaml:"node_url"`
+	// Layout is auto (detect from /openapi.json), v5 (create/upload/start)
+	// or legacy (v0.1-v0.4 single POST /action); default auto.
+	Layout string `yaml:"layout,omitempty"`
+	// RequestTimeout bounds every HTTP request; default 10s.
+	RequestTimeout time.Duration `yaml:"request_timeout,omitempty"`
+	// PollInterval is the first wait between status polls of a running
+	// action; it grows by half each poll up to PollMax. Default 1s (nodes
+	// rate-limit remote clients), PollMax default 5s.
+	PollInterval time.Duration `yaml:"poll_interval,omitempty"`
+	PollMax      time.Duration `yaml:"poll_max,omitempty"`
+	// ActionTimeout bounds an action with no timeout of its own; default 1h.
+	// No terminal state by then -> outcome unknown -> fault.
+	ActionTimeout time.Duration `yaml:"action_timeout,omitempty"`
+	// CancelWait bounds how long a cancelled job keeps polling for the
+	// node's end state after the node's cancel was sent; default 60s.
+	CancelWait time.Duration `yaml:"cancel_wait,omitempty"`
+	// ResetWait bounds the wait for the node to recover after its reset; default 60s.
+	ResetWait time.Duration `yaml:"reset_wait,omitempty"`
+	// MaxRetryAfter caps a 429/503 Retry-After wait; default 30s.
+	// MaxRetries bounds the retries of one request; default 5.
+	MaxRetryAfter time.Duration `yaml:"max_retry_after,omitempty"`
+	MaxRetries    int           `yaml:"max_retries,omitempty"`
+	// PollFailures is how many polls in a row may fail (node unreachable)
+	// before the outcome is declared unknown; default 3.
+	PollFailures int `yaml:"poll_failures,omitempty"`
+	// UnknownPolls is how many polls in a row may answer "unknown" before
+	// the outcome is declared unknown; default 5.
+	UnknownPolls int `yaml:"unknown_polls,omitempty"`
+	// SignalCache is how long one /status or /state reply serves signal
+	// reads; default 250ms (0 disables with a negative value).
+	SignalCache time.Duration `yaml:"signal_cache,omitempty"`
+	// FilesDir is the folder file params must name files in (relative paths
+	// are taken inside it). Without it, actions with file args are refused.
+	FilesDir string `yaml:"files_dir,omitempty"`
+	// StatusSignals exposes the /status booleans as node.* signals; default true.
+	StatusSignals *bool `yaml:"status_signals,omitempty"`
+	// StateSignals limits the /state keys (flattened with ".") served as
+	// signals; empty means every key the first /state reply has.
+	StateSignals []string `yaml:"state_signals,omitempty"`
+	// ReadyInterlock adds the node.ready signal as an interlock of every
+	// blocking action, so the gates refuse while the node is not ready;
+	// default true (needs status_signals).
+	ReadyInterlock *bool `yaml:"ready_interlock,omitempty"`
+	// ResetNode posts the node's reset admin command on safety/reset; default true.
+	ResetNode *bool `yaml:"reset_node,omitempty"`
+	// Settings exposes the node's /info config as settings; default true.
+	ConfigSettings *bool `yaml:"config_settings,omitempty"`
+
+	// Signals, Settings and Actions override what the node describes, by name.
+	Signals  map[string]SignalOverride  `yaml:"signals,omitempty"`
+	Settings map[string]SettingOverride `yaml:"settings,omitempty"`
+	Actions  map[string]ActionOverride  `yaml:"actions,omitempty"`
+}
+
+// SignalOverride adjusts one signal.
+type SignalOverride struct {
+	Type  string `yaml:"type,omitempty"`
+	Unit  string `yaml:"unit,omitempty"`
+	Notes string `yaml:"notes,omitempty"`
+	Hide  bool   `yaml:"hide,omitempty"`
+}
+
+// SettingOverride adjusts one setting (a node config key).
+type SettingOverride struct {
+	Type       string       `yaml:"type,omitempty"`
+	Unit       string       `yaml:"unit,omitempty"`
+	Limits     *mhp.Limits  `yaml:"limits,omitempty"`
+	Approval   mhp.Approval `yaml:"approval,omitempty"`
+	Interlocks []string     `yaml:"interlocks,omitempty"`
+	DuringJob  bool         `yaml:"during_job,omitempty"`
+	Notes      string       `yaml:"notes,omitempty"`
+	Hide       bool         `yaml:"hide,omitempty"`
+}
+
+// ActionOverride adjusts one action.
+type ActionOverride struct {
+	Approval   mhp.Approval `yaml:"approval,omitempty"`
+	Duration   string       `yaml:"duration,omitempty"`
+	Interlocks []string     `yaml:"interlocks,omitempty"`
+	// Timeout bounds the action; default Config.ActionTimeout.
+	Timeout time.Duration `yaml:"timeout,omitempty"`
+	// Params are merged over the node's: a set field replaces the node's.
+	Params      map[string]*mhp.Shape `yaml:"params,omitempty"`
+	Returns     *mhp.Shape            `yaml:"returns,omitempty"`
+	Notes       string                `yaml:"notes,omitempty"`
+	Cancellable *bool                 `yaml:"cancellable,omitempty"`
+	Pausable    *bool                 `yaml:"pausable,omitempty"`
+	Concurrent  *bool                 `yaml:"concurrent,omitempty"`
+	// FaultOnFailure latches the device in fault when the node reports the
+	// action failed (a failed action leaves a MADSci node errored).
+	FaultOnFailure bool `yaml:"fault_on_failure,omitempty"`
+	Hide           bool `yaml:"hide,omitempty"`
+}
+
+// Defaults returns c with every zero option at its default.
+func (c Config) Defaults() Config {
+	if c.Adapter == "" {
+		c.Adapter = Kind
+	}
+	if c.NodeURL == "" {
+		c.NodeURL = "http://127.0.0.1:2000"
+	}
+	if c.Layout == "" {
+		c.Layout = LayoutAuto
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.RequestTimeout, 10*time.Second)
+	def(&c.PollInterval, time.Second)
+	def(&c.PollMax, 5*time.Second)
+	def(&c.ActionTimeout, time.Hour)
+	def(&c.CancelWait, time.Minute)
+	def(&c.ResetWait, time.Minute)
+	def(&c.MaxRetryAfter, 30*time.Second)
+	def(&c.SignalCache, 250*time.Millisecond)
+	if c.PollMax < c.PollInterval {
+		c.PollMax = c.PollInterval
+	}
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 5
+	}
+	if c.PollFailures == 0 {
+		c.PollFailures = 3
+	}
+	if c.UnknownPolls == 0 {
+		c.UnknownPolls = 5
+	}
+	t := true
+	for _, b := range []**bool{&c.StatusSignals, &c.ReadyInterlock, &c.ResetNode, &c.ConfigSettings} {
+		if *b == nil {
+			*b = &t
+		}
+	}
+	return c
+}
+
+// Validate reports the first problem of a defaulted config.
+func (c Config) Validate() error {
+	if c.Adapter != Kind {
+		return fmt.Errorf("madsci: adapter is %q, want %q", c.Adapter, Kind)
+	}
+	if c.Device.ID == "" {
+		return fmt.Errorf("madsci: device.id is required")
+	}
+	u, err := url.Parse(c.NodeURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("madsci: node_url %q is not an http(s) URL", c.NodeURL)
+	}
+	switch c.Layout {
+	case LayoutAuto, LayoutV5, LayoutLegacy:
+	default:
+		return fmt.Errorf("madsci: layout %q is not auto, v5 or legacy", c.Layout)
+	}
+	for name, d := range map[string]time.Duration{"request_timeout": c.RequestTimeout, "poll_interval": c.PollInterval,
+		"poll_max": c.PollMax, "action_timeout": c.ActionTimeout, "cancel_wait": c.CancelWait, "reset_wait": c.ResetWait,
+		"max_retry_after": c.MaxRetryAfter} {
+		if d <= 0 {
+			return fmt.Errorf("madsci: %s must be positive, got %v", name, d)
+		}
+	}
+	if c.MaxRetries < 0 || c.PollFailures < 1 || c.UnknownPolls < 1 {
+		return fmt.Errorf("madsci: max_retries must be >= 0, poll_failures and unknown_polls >= 1")
+	}
+	if *c.ReadyInterlock && !*c.StatusSignals {
+		return fmt.Errorf("madsci: ready_interlock needs status_signals")
+	}
+	for name, a := range c.Actions {
+		if a.Timeout < 0 {
+			return fmt.Errorf("madsci: action %q: timeout %v is negative", name, a.Timeout)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,883 @@
+// Package madscitest is a fake MADSci node for tests: an httptest server
+// speaking the node REST API (the v0.5+ create/upload/start layout, or the
+// v0.1-v0.4 single-call layout) with the shapes and quirks of the real
+// RestNode, backed by a *conformance.Instrument so the conformance suite
+// drives it like every other fake backend.
+//
+// Reproduced quirks: GET /action/{id}/status says "unknown" between create and
+// start; an unknown id at start answers HTTP 200 with status failed and
+// error_type NotFound; GET /action/{unknown}/result answers status unknown
+// with a new random action_id (ActionHistoryNotFound); starting on a node
+// that is not ready (busy with a blocking action, locked, errored, paused,
+// stopped) gives status not_ready (NodeNotReady); a failed action leaves the
+// node errored (every later start not_ready until reset) when ErrorOnFailure
+// is set; admin commands outside admin_commands answer success:false
+// AdminCommandNotImplemented; cancel, pause and safety_stop are node-wide;
+// pause ends the running action with status paused (PauseEndsAction, the
+// upstream example) or holds it; the description omits "stopped".
+//
+// Test controls: RateLimit (429 with Retry-After), Vanish (every connection
+// is dropped), EndNext (force the next start of an action to a status),
+// SetAdminCommands, and the Instrument's Script/Release.
+package madscitest
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/madsci"
+)
+
+// Options shape a fake node.
+type Options struct {
+	// Layout is madsci.LayoutV5 (default) or madsci.LayoutLegacy.
+	Layout string
+	// AdminCommands lists the admin commands the node implements; nil means
+	// all of safety_stop, reset, pause, resume, cancel, shutdown, lock, unlock.
+	AdminCommands []string
+	// PauseHolds makes pause hold the running action (status paused, still
+	// running, resumed by resume) instead of ending it (the upstream example).
+	PauseHolds bool
+	// ErrorOnFailure makes a failed action leave the node errored, as the
+	// real node does; off by default so the conformance suite can go on.
+	ErrorOnFailure bool
+}
+
+// UploadedFile is one file the node received for an action.
+type UploadedFile struct {
+	Arg, Name string
+	Data      []byte
+}
+
+// ActionRecord is what the node knows of one action.
+type ActionRecord struct {
+	ID, Name string
+	Args     map[string]any
+	Files    []UploadedFile
+	Blocking bool
+
+	started bool
+	status  string // forced or terminal status; "" while the work decides
+	running bool   // counted in running_actions
+	held    bool   // paused but still running (PauseHolds)
+	work    *conformance.Work
+	errors  []madsci.NodeError
+	result  any
+	at      time.Time
+}
+
+// Node is a fake MADSci node.
+type Node struct {
+	// In is the simulated instrument behind the node.
+	In *conformance.Instrument
+	// URL is the node's base URL.
+	URL string
+
+	srv  *httptest.Server
+	opts Options
+
+	mu            sync.Mutex
+	info          madsci.NodeInfo
+	admin         map[string]bool
+	paused        bool
+	locked        bool
+	stopped       bool
+	errored       bool
+	errs          []madsci.NodeError
+	actions       map[string]*ActionRecord
+	endNext       map[string]string
+	stateKeys     []string
+	extraState    map[string]any
+	limitLeft     int
+	retryAfter    string
+	limited       int
+	vanished      bool
+	requests      map[string]int
+	startRequests int
+}
+
+// AllAdminCommands is every admin command of the node API.
+var AllAdminCommands = []string{"safety_stop", "reset", "pause", "resume", "cancel", "shutdown", "lock", "unlock"}
+
+// New starts a fake node on 127.0.0.1 with the conformance fixture's
+// items: state temperature and door_closed, config setpoint, mode,
+// confirm_level, forbidden_level and fan, the fixture's actions (monitor
+// non-blocking) and "transfer", which takes a file arg "protocol", a list
+// file arg "extras" and a float arg "volume". Close it with Close.
+func New(opts Options) *Node {
+	if opts.Layout == "" {
+		opts.Layout = madsci.LayoutV5
+	}
+	n := &Node{In: conformance.NewInstrument(), opts: opts, actions: map[string]*ActionRecord{}, endNext: map[string]string{},
+		extraState: map[string]any{}, requests: map[string]int{},
+		stateKeys: []string{conformance.SignalTemperature, conformance.SignalDoorClosed}}
+	f := false
+	arg := func(name, typ string, required bool, def any) madsci.ArgDef {
+		return madsci.ArgDef{Name: name, ArgumentType: typ, Required: required, Default: def, Description: name + " argument"}
+	}
+	n.info = madsci.NodeInfo{
+		NodeName: "fake_node", NodeID: newID(), NodeDescription: "fake MADSci node for tests", NodeType: "device",
+		ModuleName: "fake_module", ModuleVersion: "0.7.1",
+		Actions: map[string]madsci.ActionDef{
+			conformance.ActionRun: {Name: conformance.ActionRun, Description: "run for duration_s",
+				Args: map[string]madsci.ArgDef{"duration_s": arg("duration_s", "float", true, nil)}},
+			conformance.ActionQuick:   {Name: conformance.ActionQuick, Description: "quick action"},
+			conformance.ActionMonitor: {Name: conformance.ActionMonitor, Description: "non-blocking monitor", Blocking: &f},
+			conformance.ActionProfile: {Name: conformance.ActionProfile, Args: map[string]madsci.ArgDef{
+				"steps": arg("steps", "list[dict]", true, nil), "cycles": arg("cycles", "int", false, 1)}},
+			conformance.ActionConfirm:   {Name: conformance.ActionConfirm},
+			conformance.ActionForbidden: {Name: conformance.ActionForbidden},
+			"transfer": {Name: "transfer", Description: "transfer using a protocol file",
+				Args:    map[string]madsci.ArgDef{"volume": arg("volume", "float", true, nil), "note": arg("note", "Optional[str]", false, nil)},
+				Files:   map[string]madsci.ArgDef{"protocol": arg("protocol", "Path", true, nil), "extras": arg("extras", "list[Path]", false, nil)},
+				Results: map[string]madsci.ResultDef{"report": {ResultLabel: "report", ResultType: "file"}}},
+		},
+		ConfigSchema: json.RawMessage(`{"type":"object","properties":{` +
+			`"setpoint":{"type":"number","title":"Setpoint"},"mode":{"type":"string"},"confirm_level":{"type":"number"},` +
+			`"forbidden_level":{"type":"number"},"fan":{"type":"boolean"}}}`),
+	}
+	n.SetAdminCommands(opts.AdminCommands)
+	mux := http.NewServeMux()
+	n.routes(mux)
+	n.srv = httptest.NewServer(n.middleware(mux))
+	n.URL = n.srv.URL
+	return n
+}
+
+// Close stops the server and releases every blocked work.
+func (n *Node) Close() {
+	n.In.ReleaseAll()
+	n.srv.CloseClientConnections()
+	n.srv.Close()
+}
+
+// SetAdminCommands sets the implemented admin commands (nil = all).
+func (n *Node) SetAdminCommands(cmds []string) {
+	if cmds == nil {
+		cmds = AllAdminCommands
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.admin = map[string]bool{}
+	for _, c := range cmds {
+		n.admin[c] = true
+	}
+	n.info.Capabilities.AdminCommands = append([]string(nil), cmds...)
+}
+
+// RateLimit makes the next count requests answer 429 with the Retry-After header.
+func (n *Node) RateLimit(count int, retryAfter string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.limitLeft, n.retryAfter = count, retryAfter
+}
+
+// Limited counts the 429 replies sent.
+func (n *Node) Limited() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.limited
+}
+
+// Vanish makes the node drop every connection (and refuse new ones to
+// answer) until Return.
+func (n *Node) Vanish() {
+	n.mu.Lock()
+	n.vanished = true
+	n.mu.Unlock()
+	n.srv.CloseClientConnections()
+}
+
+// Return undoes Vanish.
+func (n *Node) Return() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.vanished = false
+}
+
+// EndNext makes the next start of action end at once with status (not_ready,
+// failed, cancelled, paused, unknown, ...) without running the instrument's
+// work; "unknown" stays unknown.
+func (n *Node) EndNext(action, status string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.endNext[action] = status
+}
+
+// SetFlags sets status booleans.
+func (n *Node) SetFlags(locked, errored, stopped, paused bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.locked, n.errored, n.stopped, n.paused = locked, errored, stopped, paused
+}
+
+// SetState adds a free-form /state key.
+func (n *Node) SetState(key string, value any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.extraState[key] = value
+}
+
+// Action returns the record of an action id.
+func (n *Node) Action(id string) (ActionRecord, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	a, ok := n.actions[id]
+	if !ok {
+		return ActionRecord{}, false
+	}
+	return *a, true
+}
+
+// Last returns the latest action record of the named action.
+func (n *Node) Last(name string) (ActionRecord, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var best *ActionRecord
+	for _, a := range n.actions {
+		if a.Name == name && (best == nil || a.at.After(best.at)) {
+			best = a
+		}
+	}
+	if best == nil {
+		return ActionRecord{}, false
+	}
+	return *best, true
+}
+
+// Requests counts the requests of a "METHOD /path" pattern as routed
+// (e.g. "POST /admin/{cmd}" counted as "POST /admin/cancel").
+func (n *Node) Requests(key string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.requests[key]
+}
+
+func (n *Node) middleware(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.mu.Lock()
+		if n.vanished {
+			n.mu.Unlock()
+			drop(w)
+			return
+		}
+		n.requests[r.Method+" "+r.URL.Path]++
+		if n.limitLeft > 0 {
+			n.limitLeft--
+			n.limited++
+			ra := n.retryAfter
+			n.mu.Unlock()
+			w.Header().Set("Retry-After", ra)
+			w.Header().Set("X-RateLimit-Limit", "50")
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			writeJSON(w, http.StatusTooManyRequests, map[string]any{"detail": "Rate limit exceeded"})
+			return
+		}
+		n.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// drop closes the connection without a reply.
+func drop(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			c.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (n *Node) routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /openapi.json", n.openapi)
+	mux.HandleFunc("GET /info", n.getInfo)
+	mux.HandleFunc("GET /status", n.getStatus)
+	mux.HandleFunc("GET /state", n.getState)
+	mux.HandleFunc("POST /config", n.postConfig)
+	mux.HandleFunc("POST /admin/{cmd}", n.postAdmin)
+	mux.HandleFunc("GET /action", n.getHistory)
+	if n.opts.Layout == madsci.LayoutLegacy {
+		mux.HandleFunc("POST /action", n.legacySend)
+		mux.HandleFunc("GET /action/{id}", n.legacyResult)
+		return
+	}
+	mux.HandleFunc("GET /action/{id}/status", n.statusByID)
+	mux.HandleFunc("GET /action/{id}/result", n.resultByID)
+	mux.HandleFunc("POST /action/{name}", n.create)
+	mux.HandleFunc("POST /action/{name}/{id}/upload/{arg}", n.upload)
+	mux.HandleFunc("POST /action/{name}/{id}/start", n.start)
+	mux.HandleFunc("GET /action/{name}/{id}/status", n.statusByID)
+	mux.HandleFunc("GET /action/{name}/{id}/result", n.resultByID)
+}
+
+func (n *Node) openapi(w http.ResponseWriter, r *http.Request) {
+	paths := map[string]any{
+		"/info": map[string]any{"get": map[string]any{}}, "/status": map[string]any{"get": map[string]any{}},
+		"/state": map[string]any{"get": map[string]any{}}, "/admin/{admin_command}": map[string]any{"post": map[string]any{}},
+	}
+	if n.opts.Layout == madsci.LayoutLegacy {
+		paths["/action"] = map[string]any{"post": map[string]any{}, "get": map[string]any{}}
+		paths["/action/{action_id}"] = map[string]any{"get": map[string]any{}}
+	} else {
+		paths["/action"] = map[string]any{"get": map[string]any{}}
+		for name := range n.info.Actions {
+			paths["/action/"+name] = map[string]any{"post": map[string]any{}}
+			paths["/action/"+name+"/{action_id}/start"] = map[string]any{"post": map[string]any{}}
+		}
+		paths["/action/{action_id}/status"] = map[string]any{"get": map[string]any{}}
+	}
+	writeJSON(w, 200, map[string]any{"openapi": "3.1.0", "paths": paths})
+}
+
+func (n *Node) getInfo(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	info := n.info
+	info.NodeURL = n.URL
+	n.mu.Unlock()
+	info.Config = map[string]any{}
+	for _, k := range []string{conformance.SettingSetpoint, conformance.SettingMode, conformance.SettingConfirmed,
+		conformance.SettingForbidden, conformance.SettingFan} {
+		v, _ := n.In.Written(k)
+		info.Config[k] = v
+	}
+	writeJSON(w, 200, info)
+}
+
+// refresh settles the status of started actions from their work. Call with mu held.
+func (n *Node) refresh() {
+	for _, a := range n.actions {
+		if !a.started || a.status != "" || a.work == nil {
+			continue
+		}
+		state, result, err := a.work.State()
+		switch state {
+		case conformance.WorkSucceeded:
+			a.status, a.result, a.running = madsci.StatusSucceeded, result, false
+		case conformance.WorkCancelled:
+			a.status, a.running = madsci.StatusCancelled, false
+		case conformance.WorkFailed:
+			a.status, a.running = madsci.StatusFailed, false
+			a.errors = append(a.errors, madsci.NodeError{Message: errString(err), ErrorType: "RuntimeError", LoggedAt: now()})
+			if n.opts.ErrorOnFailure {
+				n.errored = true
+				n.errs = append(n.errs, a.errors...)
+			}
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "failed"
+	}
+	return err.Error()
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+func (n *Node) statusLocked() madsci.NodeStatus {
+	n.refresh()
+	st := madsci.NodeStatus{Paused: n.paused, Locked: n.locked, Stopped: n.stopped, Errored: n.errored,
+		RunningActions: []string{}, Errors: n.errs, ConfigValues: map[string]any{}}
+	for _, a := range n.sortedActions() {
+		if a.running {
+			st.RunningActions = append(st.RunningActions, a.ID)
+			if a.Blocking {
+				st.Busy = true
+			}
+		}
+	}
+	ready := st.IsReady()
+	st.Ready = &ready
+	// Upstream quirk: "stopped" is missing from the description.
+	var why []string
+	for _, b := range []struct {
+		on   bool
+		name string
+	}{{st.Busy, "busy"}, {st.Paused, "paused"}, {st.Locked, "locked"}, {st.Errored, "errored"}} {
+		if b.on {
+			why = append(why, "Node is "+b.name)
+		}
+	}
+	if len(why) == 0 {
+		st.Description = "Node is ready"
+	} else {
+		st.Description = strings.Join(why, "; ")
+	}
+	return st
+}
+
+func (n *Node) sortedActions() []*ActionRecord {
+	out := make([]*ActionRecord, 0, len(n.actions))
+	for _, a := range n.actions {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
+	return out
+}
+
+func (n *Node) getStatus(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	st := n.statusLocked()
+	n.mu.Unlock()
+	writeJSON(w, 200, st)
+}
+
+func (n *Node) getState(w http.ResponseWriter, r *http.Request) {
+	out := map[string]any{}
+	n.mu.Lock()
+	keys := append([]string(nil), n.stateKeys...)
+	for k, v := range n.extraState {
+		out[k] = v
+	}
+	n.mu.Unlock()
+	for _, k := range keys {
+		if v, err := n.In.ReadSignal(k); err == nil {
+			out[k] = v
+		}
+	}
+	writeJSON(w, 200, out)
+}
+
+func (n *Node) postConfig(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeJSON(w, 422, map[string]any{"detail": err.Error()})
+		return
+	}
+	for k, v := range body {
+		if _, ok := n.In.Written(k); !ok {
+			http.Error(w, "Internal Server Error", 500)
+			return
+		}
+		switch err := n.In.WriteSetting(r.Context(), k, v); {
+		case err == nil:
+		case err == conformance.ErrDropped:
+			drop(w)
+			return
+		case err == conformance.ErrRefused || err == conformance.ErrReported:
+			writeJSON(w, 200, madsci.AdminReply{Errors: []madsci.NodeError{{Message: err.Error(), ErrorType: "ValueError"}}})
+			return
+		default:
+			drop(w) // the request ended (context) before the write settled
+			return
+		}
+	}
+	writeJSON(w, 200, map[string]any{"success": true})
+}
+
+func (n *Node) postAdmin(w http.ResponseWriter, r *http.Request) {
+	cmd := r.PathValue("cmd")
+	known := false
+	for _, c := range append(AllAdminCommands, "get_location") {
+		known = known || c == cmd
+	}
+	if !known {
+		writeJSON(w, 422, map[string]any{"detail": []any{map[string]any{"type": "enum", "loc": []any{"path", "admin_command"}, "msg": "Input should be a valid admin command"}}})
+		return
+	}
+	n.mu.Lock()
+	if !n.admin[cmd] {
+		n.mu.Unlock()
+		writeJSON(w, 200, madsci.AdminReply{Errors: []madsci.NodeError{{Message: "Admin command " + cmd + " not implemented", ErrorType: "AdminCommandNotImplemented"}}})
+		return
+	}
+	n.refresh()
+	var running []*ActionRecord
+	for _, a := range n.actions {
+		if a.running {
+			running = append(running, a)
+		}
+	}
+	reply := madsci.AdminReply{Success: true}
+	switch cmd {
+	case "cancel":
+		for _, a := range running {
+			if a.work != nil {
+				a.work.Cancel()
+			} else {
+				a.status, a.running = madsci.StatusCancelled, false
+			}
+		}
+	case "pause":
+		n.paused = true
+		for _, a := range running {
+			if n.opts.PauseHolds {
+				a.held = true
+				continue
+			}
+			a.status, a.running = madsci.StatusPaused, false
+			if a.work != nil {
+				a.work.Cancel()
+			}
+		}
+	case "resume":
+		n.paused = false
+		for _, a := range running {
+			a.held = false
+		}
+	case "safety_stop":
+		n.mu.Unlock()
+		err := n.In.Stop()
+		n.mu.Lock()
+		if err != nil {
+			reply = madsci.AdminReply{Errors: []madsci.NodeError{{Message: err.Error(), ErrorType: "RuntimeError"}}}
+		} else {
+			n.stopped = true
+		}
+	case "reset":
+		n.errored, n.locked, n.paused, n.stopped = false, false, false, false
+	case "lock":
+		n.locked = true
+	case "unlock":
+		n.locked = false
+	case "shutdown":
+	}
+	n.mu.Unlock()
+	writeJSON(w, 200, reply)
+}
+
+func (n *Node) getHistory(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.refresh()
+	out := map[string]any{}
+	for _, a := range n.actions {
+		if a.started {
+			out[a.ID] = []any{n.resultLocked(a)}
+		}
+	}
+	writeJSON(w, 200, out)
+}
+
+// statusOf is an action's status. Call with mu held.
+func (a *ActionRecord) statusOf() string {
+	switch {
+	case !a.started:
+		return madsci.StatusUnknown // pending actions are not in the history
+	case a.status != "":
+		return a.status
+	case a.held:
+		return madsci.StatusPaused
+	}
+	return madsci.StatusRunning
+}
+
+func (n *Node) resultLocked(a *ActionRecord) madsci.ActionResult {
+	res := madsci.ActionResult{ActionID: a.ID, Status: a.statusOf(), Errors: a.errors, HistoryCreatedAt: now()}
+	if a.statusOf() == madsci.StatusSucceeded {
+		res.JSONResult = a.result
+		if a.Name == "transfer" {
+			res.Files = []string{"report"}
+			res.Datapoints = map[string]string{"report": newID()}
+		}
+	}
+	if res.Errors == nil {
+		res.Errors = []madsci.NodeError{}
+	}
+	return res
+}
+
+func (n *Node) statusByID(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	n.refresh()
+	a, ok := n.actions[r.PathValue("id")]
+	st := madsci.StatusUnknown
+	if ok {
+		st = a.statusOf()
+	}
+	n.mu.Unlock()
+	writeJSON(w, 200, st)
+}
+
+func (n *Node) resultByID(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	n.refresh()
+	a, ok := n.actions[r.PathValue("id")]
+	var res madsci.ActionResult
+	if ok && a.started {
+		res = n.resultLocked(a)
+	} else {
+		// Quirk: a new random id and ActionHistoryNotFound.
+		res = madsci.ActionResult{ActionID: newID(), Status: madsci.StatusUnknown,
+			Errors: []madsci.NodeError{{Message: "Action history not found", ErrorType: "ActionHistoryNotFound"}}}
+	}
+	n.mu.Unlock()
+	writeJSON(w, 200, res)
+}
+
+// checkArgs validates args against the action's typed signature (422 shape).
+func (n *Node) checkArgs(def madsci.ActionDef, args map[string]any) []any {
+	var detail []any
+	for name, arg := range def.Args {
+		v, ok := args[name]
+		if !ok || v == nil {
+			if arg.Required {
+				detail = append(detail, map[string]any{"type": "missing", "loc": []any{"body", "args", name}, "msg": "Field required", "input": args})
+			}
+			continue
+		}
+		bad := false
+		switch arg.ArgumentType {
+		case "float":
+			_, isNum := v.(float64)
+			bad = !isNum
+		case "int":
+			f, isNum := v.(float64)
+			bad = !isNum || f != float64(int64(f))
+		case "str", "Optional[str]":
+			_, isStr := v.(string)
+			bad = !isStr
+		case "list[dict]":
+			_, isList := v.([]any)
+			bad = !isList
+		}
+		if bad {
+			detail = append(detail, map[string]any{"type": "type_error", "loc": []any{"body", "args", name}, "msg": "Input should be a valid " + arg.ArgumentType, "input": v})
+		}
+	}
+	return detail
+}
+
+func (n *Node) create(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	n.mu.Lock()
+	def, ok := n.info.Actions[name]
+	n.mu.Unlock()
+	if !ok {
+		writeJSON(w, 404, map[string]any{"detail": "Not Found"})
+		return
+	}
+	var body struct {
+		Args map[string]any `json:"args"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeJSON(w, 422, map[string]any{"detail": []any{map[string]any{"type": "json_invalid", "msg": err.Error()}}})
+		return
+	}
+	if d := n.checkArgs(def, body.Args); len(d) > 0 {
+		writeJSON(w, 422, map[string]any{"detail": d})
+		return
+	}
+	a := &ActionRecord{ID: newID(), Name: name, Args: body.Args, Blocking: def.IsBlocking(), at: time.Now()}
+	n.mu.Lock()
+	n.actions[a.ID] = a
+	n.mu.Unlock()
+	writeJSON(w, 200, map[string]any{"action_id": a.ID})
+}
+
+func (n *Node) upload(w http.ResponseWriter, r *http.Request) {
+	id, arg := r.PathValue("id"), r.PathValue("arg")
+	n.mu.Lock()
+	a, ok := n.actions[id]
+	var def madsci.ActionDef
+	if ok {
+		def = n.info.Actions[a.Name]
+	}
+	n.mu.Unlock()
+	if !ok {
+		writeJSON(w, 404, map[string]any{"detail": "Action not found"})
+		return
+	}
+	if _, ok := def.Files[arg]; !ok {
+		writeJSON(w, 422, map[string]any{"detail": "unknown file argument " + arg})
+		return
+	}
+	files, err := readParts(r, "file", "files")
+	if err != nil || len(files) == 0 {
+		writeJSON(w, 422, map[string]any{"detail": fmt.Sprintf("no file in upload: %v", err)})
+		return
+	}
+	for i := range files {
+		files[i].Arg = arg
+	}
+	n.mu.Lock()
+	a.Files = append(a.Files, files...)
+	n.mu.Unlock()
+	reply := map[string]any{"status": "uploaded", "file_arg": arg}
+	if len(files) > 1 {
+		reply["file_count"] = len(files)
+	}
+	writeJSON(w, 200, reply)
+}
+
+func readParts(r *http.Request, fields ...string) ([]UploadedFile, error) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, err
+	}
+	var out []UploadedFile
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !containsStr(fields, p.FormName()) {
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(p, 32<<20))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, UploadedFile{Name: p.FileName(), Data: data})
+	}
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) start(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	n.mu.Lock()
+	n.startRequests++
+	a, ok := n.actions[id]
+	if !ok || a.started {
+		n.mu.Unlock()
+		msg := "Action " + id + " not found"
+		writeJSON(w, 200, madsci.ActionResult{ActionID: id, Status: madsci.StatusFailed,
+			Errors: []madsci.NodeError{{Message: msg, ErrorType: "NotFound", LoggedAt: now()}}})
+		return
+	}
+	n.mu.Unlock()
+	res, dropped := n.begin(a)
+	if dropped {
+		drop(w)
+		return
+	}
+	writeJSON(w, 200, res)
+}
+
+// begin starts a created action and answers its result.
+func (n *Node) begin(a *ActionRecord) (madsci.ActionResult, bool) {
+	n.mu.Lock()
+	st := n.statusLocked()
+	a.started, a.at = true, time.Now()
+	if forced, ok := n.endNext[a.Name]; ok {
+		delete(n.endNext, a.Name)
+		a.status = forced
+		if forced == madsci.StatusFailed {
+			a.errors = []madsci.NodeError{{Message: "forced failure", ErrorType: "RuntimeError", LoggedAt: now()}}
+		}
+		if forced == madsci.StatusNotReady {
+			a.errors = []madsci.NodeError{{Message: "Node is not ready: forced", ErrorType: "NodeNotReady", LoggedAt: now()}}
+		}
+		res := n.resultLocked(a)
+		n.mu.Unlock()
+		return res, false
+	}
+	notReady := st.Paused || st.Locked || st.Errored || st.Stopped || (a.Blocking && st.Busy)
+	if notReady {
+		a.status = madsci.StatusNotReady
+		a.errors = []madsci.NodeError{{Message: "Node is not ready: " + st.Description, ErrorType: "NodeNotReady", LoggedAt: now()}}
+		res := n.resultLocked(a)
+		n.mu.Unlock()
+		return res, false
+	}
+	n.mu.Unlock()
+	work, err := n.In.Start(a.Name, a.Args)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err != nil {
+		a.status = madsci.StatusNotReady
+		a.errors = []madsci.NodeError{{Message: "Node is not ready: " + err.Error(), ErrorType: "NodeNotReady", LoggedAt: now()}}
+		return n.resultLocked(a), false
+	}
+	a.work, a.running = work, true
+	if state, _, _ := work.State(); state == conformance.WorkDropped {
+		// The instrument lost the link after the command: nobody will ever
+		// know the outcome; the reply never comes.
+		a.status, a.running = madsci.StatusUnknown, false
+		return madsci.ActionResult{}, true
+	}
+	n.refresh()
+	return n.resultLocked(a), false
+}
+
+func (n *Node) legacySend(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	name := q.Get("action_name")
+	n.mu.Lock()
+	def, ok := n.info.Actions[name]
+	n.mu.Unlock()
+	if !ok {
+		writeJSON(w, 200, madsci.ActionResult{ActionID: newID(), Status: madsci.StatusFailed,
+			Errors: []madsci.NodeError{{Message: "Action " + name + " not implemented", ErrorType: "NotImplemented"}}})
+		return
+	}
+	var args map[string]any
+	if s := q.Get("args"); s != "" {
+		if err := json.Unmarshal([]byte(s), &args); err != nil {
+			writeJSON(w, 422, map[string]any{"detail": "args is not JSON"})
+			return
+		}
+	}
+	if d := n.checkArgs(def, args); len(d) > 0 {
+		writeJSON(w, 422, map[string]any{"detail": d})
+		return
+	}
+	id := q.Get("action_id")
+	if id == "" {
+		id = newID()
+	}
+	a := &ActionRecord{ID: id, Name: name, Args: args, Blocking: def.IsBlocking(), at: time.Now()}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/") {
+		files, err := readParts(r, "files")
+		if err != nil {
+			writeJSON(w, 422, map[string]any{"detail": err.Error()})
+			return
+		}
+		for i := range files {
+			files[i].Arg = files[i].Name // v0.1-v0.4: the file name is the arg name
+		}
+		a.Files = files
+	}
+	n.mu.Lock()
+	n.actions[a.ID] = a
+	n.mu.Unlock()
+	res, dropped := n.begin(a)
+	if dropped {
+		drop(w)
+		return
+	}
+	writeJSON(w, 200, res)
+}
+
+func (n *Node) legacyResult(w http.ResponseWriter, r *http.Request) {
+	n.resultByID(w, r)
+}
+
+// newID is a 26-character ULID-like id.
+func newID() string {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	var b [26]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b[:])
+}

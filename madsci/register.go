@@ -1,0 +1,34 @@
+package madsci
+
+import (
+	"context"
+
+	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
+)
+
+// Register adds the "madsci" kind to r.
+func Register(r *adapters.Registry) error {
+	return r.Register(Kind, Factory)
+}
+
+// Factory builds a driver from a madsci config file. It reads the node's
+// /info and /state, so the node must be reachable.
+func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
+	cfg, err := Load(src)
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, cfg, Deps{})
+}
+
+// Load decodes a config file strictly and resolves files_dir against the
+// file's folder.
+func Load(src adapters.Source) (Config, error) {
+	var cfg Config
+	if err := src.Decode(&cfg); err != nil {
+		return Config{}, err
+	}
+	cfg.FilesDir = src.Resolve(cfg.FilesDir)
+	return cfg, nil
+}
