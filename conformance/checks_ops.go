@@ -461,6 +461,19 @@ func estopChecks() []check {
 			}
 			c.wantState(mhp.StateEStop, "estop latches")
 		}},
+		{name: "estop/cancels_jobs_even_when_stop_fails", run: func(c *C) {
+			// The backend's stop command fails, so only the driver's own
+			// cancel of every job can end the (cancel-honouring) work.
+			j := c.startBlocked(c.Dev, ActionRun)
+			c.B.FailStop(true)
+			r := c.estop(c.Dev, "conformance: stop command fails")
+			if r.Stopped || r.State != mhp.StateEStop || !contains(r.Cancelled, j.ID) {
+				c.Fatalf("estop answer %+v, want stopped:false, estop, job %s cancelled", r, j.ID)
+			}
+			if got := c.waitTerminal(j.ID); got.State != mhp.JobCancelled {
+				c.Fatalf("job ended %s after estop, want cancelled", got.State)
+			}
+		}},
 		{name: "estop/refuses_actuation_allows_reads", run: func(c *C) {
 			c.estop(c.Dev, "conformance")
 			c.refused(c.Dev, mhp.CodeEStopActive, wr(SettingSetpoint, 50.0), inv(ActionQuick, nil), wr(SettingFan, true))

@@ -179,6 +179,10 @@ func workOutcome(work *Work) (any, error) {
 	}
 }
 
+// MemoryClockStart is where a MemoryHarness device clock starts, in Unix
+// seconds (2030-01-01 UTC): far from the wall clock on purpose.
+const MemoryClockStart = 1_893_456_000
+
 // Session ids of the two sessions a MemoryHarness fixture gives.
 const (
 	MemorySessionA = "session-a"
@@ -192,7 +196,9 @@ const (
 func MemoryHarness(t *testing.T, opt Options) *Fixture {
 	t.Helper()
 	in := NewInstrument()
-	clk := clock.NewManual(time.Now())
+	// The device clock starts far from the wall clock, so a timestamp taken
+	// from the wrong clock shows.
+	clk := clock.NewManual(time.Unix(MemoryClockStart, 0))
 	d, err := MemoryDriver(in, opt, clk)
 	if err != nil {
 		t.Fatalf("MemoryDriver: %v", err)

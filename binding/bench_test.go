@@ -1,0 +1,98 @@
+package binding_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/binding"
+)
+
+// benchDevice is a driver with one setting behind all six gates: state,
+// approval (auto), a real interlock signal read live, limits 0..100, the
+// lease (held by the writing session) and busy. It returns the driver, the
+// caller's context and the setting's Write hook for direct calls.
+func benchDevice(b *testing.B) (*binding.Driver, context.Context, func(context.Context, any) (binding.WriteStatus, error)) {
+	b.Helper()
+	var stored atomic.Value
+	write := func(ctx context.Context, v any) (binding.WriteStatus, error) {
+		stored.Store(v)
+		return binding.Applied, nil
+	}
+	drv, err := binding.New(binding.Config{
+		Device: mhp.DeviceInfo{ID: "bench-01", Class: "bench"},
+		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "door_closed", Type: mhp.TypeBoolean},
+			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: true}, nil }}},
+		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "setpoint", Type: mhp.TypeNumber, Unit: "degC",
+			Limits: mhp.Range(0, 100), Approval: mhp.ApprovalAuto, Interlocks: []string{"door_closed"}},
+			Write: write}},
+		EStop: func(context.Context) error { return nil },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { drv.Close() })
+	ctx := mhp.WithSession(context.Background(), "bench")
+	if _, err := drv.Acquire(ctx, time.Hour); err != nil {
+		b.Fatal(err)
+	}
+	return drv, ctx, write
+}
+
+// BenchmarkWriteGated is settings/write through all six gates (interlock read
+// live, limits checked, lease held) into the binding's Write hook.
+func BenchmarkWriteGated(b *testing.B) {
+	drv, ctx, _ := benchDevice(b)
+	req := mhp.WriteRequest{Name: "setpoint", Value: 42.0}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := drv.Write(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWriteDirect is the same binding's Write hook called directly: the
+// baseline of BenchmarkWriteGated.
+func BenchmarkWriteDirect(b *testing.B) {
+	_, ctx, write := benchDevice(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := write(ctx, 42.0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkWriteGatedVsDirect times both in the same run and reports the
+// gated/direct ratio and the nanoseconds the gates add per write.
+func BenchmarkWriteGatedVsDirect(b *testing.B) {
+	drv, ctx, write := benchDevice(b)
+	req := mhp.WriteRequest{Name: "setpoint", Value: 42.0}
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := write(ctx, 42.0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	direct := time.Since(start)
+	start = time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := drv.Write(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	gated := time.Since(start)
+	n := float64(b.N)
+	b.ReportMetric(float64(direct.Nanoseconds())/n, "direct-ns/op")
+	b.ReportMetric(float64(gated.Nanoseconds())/n, "gated-ns/op")
+	b.ReportMetric(float64(gated-direct)/n, "added-ns/op")
+	if direct > 0 {
+		b.ReportMetric(float64(gated)/float64(direct), "gated/direct")
+	}
+}
