@@ -30,7 +30,8 @@
 //     decoded strictly: an unknown member, a member of the wrong type or a
 //     missing required member is -32602 with data.field naming it (an
 //     unknown member is refused rather than ignored so that a misspelt
-//     "dryRun" cannot turn a dry run into a real write). resources/* answer
+//     "dry_run" cannot turn a dry run into a real write; member names match
+//     case-insensitively, as in encoding/json, so "dryrun" reads as dryRun). resources/* answer
 //     NotSupported unless the device is an mhp.ResourceProvider;
 //     methods/list and methods/find answer empty lists and methods/get,
 //     diff, save and delete NotSupported (capability methods is false).

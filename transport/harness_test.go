@@ -6,10 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"log/slog"
 	"testing"
 	"time"
 
