@@ -71,6 +71,9 @@ func (c *C) refused(dev mhp.Device, code mhp.Code, attempts ...attempt) {
 		if !ok || e.Code != code {
 			c.Fatalf("%s: want %s, got %v", a.label, code, err)
 		}
+		if e.TS <= 0 {
+			c.Fatalf("%s: %s carries no ts", a.label, code)
+		}
 	}
 	c.noCallsSince(snap, fmt.Sprintf("every request was refused with %s", code))
 	if after := c.state(); after != before {
@@ -247,7 +250,7 @@ func valueChecks() []check {
 	out = append(out,
 		check{name: "values/valid_write_applied", run: func(c *C) {
 			r := c.mustWrite(c.Dev, SettingSetpoint, 37.5)
-			if !r.OK || r.Name != SettingSetpoint || !sameValue(r.Value, 37.5) || !r.Applied {
+			if !r.OK || r.Name != SettingSetpoint || !sameValue(r.Value, 37.5) || !r.Applied || r.Status != mhp.WriteApplied {
 				c.Fatalf("write answer %+v, want ok, name setpoint, value 37.5, applied", r)
 			}
 			c.wantWritten(SettingSetpoint, 37.5, "the write was applied")

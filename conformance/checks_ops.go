@@ -678,6 +678,31 @@ func notifyChecks() []check {
 				c.Fatalf("an unsubscribed signal was pushed: %v", n.Params)
 			}
 		}},
+		{name: "notify/unsubscribe_stops_updates", run: func(c *C) {
+			rec := c.record(c.Dev)
+			ctx, cancel := c.call()
+			defer cancel()
+			_, err := c.Dev.Subscribe(ctx, nil) // every signal
+			c.ok(err, "signals/subscribe")
+			c.ok(c.Dev.Unsubscribe(ctx, []string{SignalDoorClosed}), "signals/unsubscribe")
+			// Change the unsubscribed signal first, then the subscribed one:
+			// once the later change is pushed, the earlier one would have been.
+			c.B.SetSignal(SignalDoorClosed, false)
+			c.B.SetSignal(SignalTemperature, 55.5)
+			tick := func() {
+				if c.F.Advance != nil {
+					c.F.Advance(100 * time.Millisecond)
+				}
+			}
+			rec.wait(c, "signals/update temperature=55.5", func(n mhp.Notification) bool {
+				return n.Method == mhp.NotifySignalsUpdate && n.Params["name"] == SignalTemperature && sameValue(n.Params["value"], 55.5)
+			}, tick)
+			if n, found := rec.find(func(n mhp.Notification) bool {
+				return n.Method == mhp.NotifySignalsUpdate && n.Params["name"] == SignalDoorClosed && n.Params["value"] == false
+			}); found {
+				c.Fatalf("an unsubscribed signal was still pushed: %v", n.Params)
+			}
+		}},
 		{name: "notify/subscribe_unknown_name", run: func(c *C) {
 			ctx, cancel := c.call()
 			defer cancel()

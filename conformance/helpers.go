@@ -28,6 +28,9 @@ func ExpectCode(t testing.TB, err error, code mhp.Code) *mhp.Error {
 	if e.Message == "" {
 		t.Errorf("%s has an empty message; it must name what was refused and why", code)
 	}
+	if e.TS <= 0 {
+		t.Errorf("%s carries no ts (the device clock at the refusal): %v", code, e)
+	}
 	return e
 }
 
