@@ -71,6 +71,8 @@ Other:
   mhp validate DIR                             check a device package
   mhp conformance TARGET                       wire-level conformance checks
   mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
+  mhp serve-directory [MANIFEST] [--http ADDR] [--probe HOST,...] [--browse]
+      a directory of devices (directory/search, directory/get); --http defaults to 127.0.0.1:18900
   mhp version
 
 Exit status: 0 ok; 1 refused, job failed, problems found; 2 usage; 3 unreachable.
@@ -159,6 +161,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.conformanceCmd(ctx, args[1:])
 	case cmd == "run":
 		return a.runCmd(ctx, args[1:])
+	case cmd == "serve-directory":
+		return a.serveDirectoryCmd(ctx, args[1:])
 	case isTarget(cmd):
 		return a.deviceCmd(ctx, cmd, args[1:])
 	default:

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/client"
+	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/transport"
+)
+
+// DefaultDirectoryAddr is where `mhp serve-directory` listens without --http.
+const DefaultDirectoryAddr = "127.0.0.1:18900"
+
+var directoryFlags = flagSpec{"http": true, "probe": true, "browse": false}
+
+// serveDirectoryCmd runs `mhp serve-directory MANIFEST [--http ADDR] [--probe HOST,...] [--browse]`.
+func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
+	p, err := parseArgs(args, directoryFlags)
+	if err != nil {
+		return a.usageError("serve-directory: %v", err)
+	}
+	if len(p.args) > 1 || (len(p.args) == 0 && !p.has("probe") && !p.has("browse")) {
+		return a.usageError("serve-directory: usage: mhp serve-directory [MANIFEST] [--http ADDR] [--probe HOST,...] [--browse]")
+	}
+	token, err := a.token(p)
+	if err != nil {
+		return a.usageError("serve-directory: %v", err)
+	}
+	pool := &connPool{opts: client.Options{ClientName: "mhp-directory", Token: token, Logger: a.quietLogger()}, conns: map[string]*client.Device{}}
+	defer pool.close()
+	idx := directory.NewIndex(nil)
+	var targets []string
+	if len(p.args) == 1 {
+		m, err := directory.LoadManifest(p.args[0])
+		if err != nil {
+			fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
+			return exitRefused
+		}
+		for _, c := range m.Devices {
+			idx.Add(c)
+		}
+		targets = append(targets, m.Targets...)
+	}
+	if hosts := p.flags["probe"]; hosts != "" {
+		for _, c := range directory.Probe(ctx, strings.Split(hosts, ","), directory.Ports(), time.Second) {
+			idx.Add(c)
+		}
+	}
+	if p.has("browse") {
+		found, err := directory.Browse(ctx, 2*time.Second)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "mhp serve-directory: mDNS browse: %v\n", err)
+		}
+		targets = append(targets, found...)
+	}
+	for _, r := range directory.Crawl(ctx, idx, pool, targets) {
+		if r.Err != nil {
+			fmt.Fprintf(a.stderr, "mhp serve-directory: %s: not indexed: %v\n", r.Target, r.Err)
+		}
+	}
+	dir, err := directory.New(directory.Config{Index: idx, Pinger: pool})
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
+		return exitUsage
+	}
+	addr := DefaultDirectoryAddr
+	if v := p.flags["http"]; v != "" {
+		addr = v
+	}
+	ln, err := transport.Listen(addr)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
+		return exitNoPeer
+	}
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintf(a.stderr, "mhp: directory of %d devices on %s (POST /rpc: directory/search, directory/get)\n", idx.Len(), url)
+	if a.ready != nil {
+		a.ready([]string{url})
+	}
+	var h http.Handler = dir.Handler()
+	if token != "" {
+		h = requireToken(token, h)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
+		return exitNoPeer
+	}
+	return exitOK
+}
+
+func requireToken(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// connPool keeps one client connection per device target for the
+// directory's cards and pings; a connection that fails is dropped and
+// redialled on the next ping.
+type connPool struct {
+	opts  client.Options
+	mu    sync.Mutex
+	conns map[string]*client.Device
+}
+
+func (p *connPool) get(ctx context.Context, target string) (*client.Device, error) {
+	p.mu.Lock()
+	d, ok := p.conns[target]
+	p.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	d, err := client.Dial(ctx, target, p.opts)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if prev, ok := p.conns[target]; ok {
+		d.Close()
+		return prev, nil
+	}
+	p.conns[target] = d
+	return d, nil
+}
+
+func (p *connPool) drop(target string, d *client.Device) {
+	p.mu.Lock()
+	if p.conns[target] == d {
+		delete(p.conns, target)
+	}
+	p.mu.Unlock()
+	d.Close()
+}
+
+// DescribeCard implements directory.Describer.
+func (p *connPool) DescribeCard(ctx context.Context, target string) (*mhp.Description, error) {
+	d, err := p.get(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := d.Describe(ctx, mhp.DescribeRequest{Detail: mhp.DetailCard})
+	if err != nil {
+		p.drop(target, d)
+	}
+	return desc, err
+}
+
+// Ping implements directory.Pinger.
+func (p *connPool) Ping(ctx context.Context, target string) (mhp.DeviceState, error) {
+	d, err := p.get(ctx, target)
+	if err != nil {
+		return "", err
+	}
+	res, err := d.Ping(ctx)
+	if err != nil {
+		p.drop(target, d)
+		return "", err
+	}
+	return res.State, nil
+}
+
+func (p *connPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for t, d := range p.conns {
+		d.Close()
+		delete(p.conns, t)
+	}
+}
