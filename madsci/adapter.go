@@ -90,6 +90,7 @@ func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error)
 	if bc.Signals, err = a.signals(ctx); err != nil {
 		return binding.Config{}, err
 	}
+	a.signalList = bc.Signals
 	if *cfg.ConfigSettings {
 		bc.Settings = a.settings()
 	}
@@ -116,6 +117,9 @@ type adapter struct {
 	// status caches /status for signals only; decisions read it live.
 	status *cached[*NodeStatus]
 
+	// signalList is read whole by verify.
+	signalList []binding.Signal
+
 	mu      sync.Mutex
 	running map[string]string // MHP job id -> node action id
 }
@@ -128,6 +132,12 @@ type cached[T any] struct {
 	at    time.Time
 	val   T
 	ok    bool
+}
+
+func (c *cached[T]) invalidate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ok = false
 }
 
 func (c *cached[T]) get(ctx context.Context) (T, error) {
@@ -254,7 +264,7 @@ func (a *adapter) signals(ctx context.Context) ([]binding.Signal, error) {
 func (a *adapter) settings() []binding.Setting {
 	shapes := configShapes(a.info.ConfigSchema)
 	var out []binding.Setting
-	for _, key := range sortedNames(a.info.Config) {
+	for _, key := range a.info.ConfigNames() {
 		o := a.cfg.Settings[key]
 		if o.Hide {
 			continue
@@ -302,7 +312,7 @@ type actionPlan struct {
 func (a *adapter) actions() ([]binding.Action, error) {
 	caps := a.info.Capabilities
 	var out []binding.Action
-	for _, name := range sortedNames(a.info.Actions) {
+	for _, name := range a.info.ActionNames() {
 		def := a.info.Actions[name]
 		if def.Name == "" {
 			def.Name = name
@@ -550,6 +560,9 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 		}
 		switch st {
 		case StatusSucceeded:
+			if a.cfg.Result == ResultJSON {
+				return res.JSONResult, nil
+			}
 			return resultOf(res), nil
 		case StatusFailed:
 			return nil, binding.Failed(fmt.Errorf("madsci action %s (%s) failed: %s", plan.name, id, messages(res.Errors)),
@@ -740,11 +753,16 @@ func (a *adapter) verify(ctx context.Context) error {
 	for {
 		st, err := a.node.Status(wctx)
 		if err == nil && !st.Stopped && !st.Errored && !st.Initializing && !st.Disconnected {
-			a.status.mu.Lock()
-			a.status.ok = false
-			a.status.mu.Unlock()
-			if _, err := a.node.State(wctx); err != nil {
-				return fmt.Errorf("madsci: node /state after reset: %w", err)
+			a.status.invalidate()
+			a.state.invalidate()
+			var bad []string
+			for _, sig := range a.signalList {
+				if _, err := sig.Read(wctx); err != nil {
+					bad = append(bad, fmt.Sprintf("%s (%v)", sig.Spec.Name, err))
+				}
+			}
+			if len(bad) > 0 {
+				return fmt.Errorf("madsci: signals unreadable after reset: %s", strings.Join(bad, "; "))
 			}
 			return nil
 		}

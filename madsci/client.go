@@ -144,6 +144,14 @@ func jsonBody(v any) body {
 // do sends one request, retrying 429 and 503 after Retry-After (capped at
 // MaxRetryAfter, at most MaxRetries times), and returns the 2xx body.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, mk body) ([]byte, error) {
+	return c.doWith(ctx, ctx, method, path, query, mk)
+}
+
+// doWith is do with the request under ctx and the Retry-After waits under
+// wait: a start is sent under a context a cancel cannot cut (its reply tells
+// whether the action started), while the waits before it may be cut, since
+// nothing has started then.
+func (c *Client) doWith(ctx, waitCtx context.Context, method, path string, query url.Values, mk body) ([]byte, error) {
 	u := *c.base
 	u.Path = c.base.Path + path
 	if query != nil {
@@ -162,8 +170,8 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 			if attempt > c.o.MaxRetries {
 				return nil, &RateLimitedError{Path: path, Status: status, RetryAfter: wait, Attempts: attempt}
 			}
-			if err := sleep(ctx, c.o.Clock, wait); err != nil {
-				return nil, err
+			if err := sleep(waitCtx, c.o.Clock, wait); err != nil {
+				return nil, &RateLimitedError{Path: path, Status: status, RetryAfter: wait, Attempts: attempt}
 			}
 			continue
 		}
@@ -344,7 +352,9 @@ func shortBody(s string) string {
 	return s
 }
 
-// Submit implements Actions.
+// Submit implements Actions. The start request itself is not cut by ctx
+// (each request is still bounded by RequestTimeout): once it is sent, only
+// the node's reply tells whether the action started.
 func (c *Client) Submit(ctx context.Context, s Submission) (*ActionResult, error) {
 	if c.o.Layout == LayoutLegacy {
 		return c.submitLegacy(ctx, s)
@@ -391,7 +401,7 @@ func (c *Client) submitV5(ctx context.Context, s Submission) (*ActionResult, err
 		}
 	}
 	// Start: from here a lost reply leaves the outcome unknown.
-	data, err = c.do(ctx, http.MethodPost, "/action/"+name+"/"+id+"/start", nil, nil)
+	data, err = c.doWith(context.WithoutCancel(ctx), ctx, http.MethodPost, "/action/"+name+"/"+id+"/start", nil, nil)
 	if err != nil {
 		if r := refusal(err, "starting action "+s.Action); r != nil {
 			return nil, r.With("action_id", created.ActionID)
@@ -427,7 +437,7 @@ func (c *Client) submitLegacy(ctx context.Context, s Submission) (*ActionResult,
 	if len(s.Files) > 0 {
 		mk = legacyFilesBody(s.Files)
 	}
-	data, err := c.do(ctx, http.MethodPost, "/action", q, mk)
+	data, err := c.doWith(context.WithoutCancel(ctx), ctx, http.MethodPost, "/action", q, mk)
 	if err != nil {
 		if r := refusal(err, "action "+s.Action); r != nil {
 			return nil, r

@@ -76,11 +76,22 @@ type Config struct {
 	// Settings exposes the node's /info config as settings; default true.
 	ConfigSettings *bool `yaml:"config_settings,omitempty"`
 
+	// Result is the form of a done job's result: "envelope" (default:
+	// {action_id, json_result, files?, datapoints?}) or "json_result" (the
+	// action's raw return value only).
+	Result string `yaml:"result,omitempty"`
+
 	// Signals, Settings and Actions override what the node describes, by name.
 	Signals  map[string]SignalOverride  `yaml:"signals,omitempty"`
 	Settings map[string]SettingOverride `yaml:"settings,omitempty"`
 	Actions  map[string]ActionOverride  `yaml:"actions,omitempty"`
 }
+
+// Result forms.
+const (
+	ResultEnvelope = "envelope"
+	ResultJSON     = "json_result"
+)
 
 // SignalOverride adjusts one signal.
 type SignalOverride struct {
@@ -109,7 +120,9 @@ type ActionOverride struct {
 	Interlocks []string     `yaml:"interlocks,omitempty"`
 	// Timeout bounds the action; default Config.ActionTimeout.
 	Timeout time.Duration `yaml:"timeout,omitempty"`
-	// Params are merged over the node's: a set field replaces the node's.
+	// Params adjust the node's params: an override with a type replaces
+	// the node's shape; without one, its set fields (unit, limits, default,
+	// notes, ...) replace the node's.
 	Params      map[string]*mhp.Shape `yaml:"params,omitempty"`
 	Returns     *mhp.Shape            `yaml:"returns,omitempty"`
 	Notes       string                `yaml:"notes,omitempty"`
@@ -132,6 +145,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.Layout == "" {
 		c.Layout = LayoutAuto
+	}
+	if c.Result == "" {
+		c.Result = ResultEnvelope
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -183,6 +199,9 @@ func (c Config) Validate() error {
 	case LayoutAuto, LayoutV5, LayoutLegacy:
 	default:
 		return fmt.Errorf("madsci: layout %q is not auto, v5 or legacy", c.Layout)
+	}
+	if c.Result != ResultEnvelope && c.Result != ResultJSON {
+		return fmt.Errorf("madsci: result %q is not envelope or json_result", c.Result)
 	}
 	for name, d := range map[string]time.Duration{"request_timeout": c.RequestTimeout, "poll_interval": c.PollInterval,
 		"poll_max": c.PollMax, "action_timeout": c.ActionTimeout, "cancel_wait": c.CancelWait, "reset_wait": c.ResetWait,

@@ -253,11 +253,12 @@ func mergeShape(base, o *mhp.Shape) *mhp.Shape {
 		c := *o
 		return &c
 	}
-	out := *base
 	if o.Type != "" {
-		out.Type = o.Type
-		out.Items, out.Properties, out.Required = o.Items, o.Properties, o.Required
+		// A typed override replaces the node's shape whole.
+		c := *o
+		return &c
 	}
+	out := *base
 	if o.Unit != "" {
 		out.Unit = o.Unit
 	}

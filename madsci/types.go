@@ -1,6 +1,7 @@
 package madsci
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -159,6 +160,11 @@ type NodeInfo struct {
 	Actions         map[string]ActionDef `json:"actions"`
 	Config          map[string]any       `json:"config,omitempty"`
 	ConfigSchema    json.RawMessage      `json:"config_schema,omitempty"`
+
+	// ActionOrder and ConfigOrder are the key orders of actions and config
+	// on the wire (filled by UnmarshalJSON, used by MarshalJSON).
+	ActionOrder []string `json:"-"`
+	ConfigOrder []string `json:"-"`
 }
 
 // ActionResult is RestActionResult (v0.5+) or ActionResult (v0.1-v0.4).
@@ -239,4 +245,127 @@ type Submission struct {
 	// ListFiles names the file args that take a list (uploaded as repeated
 	// "files" fields rather than one "file").
 	ListFiles map[string]bool
+}
+
+// ActionNames lists the actions in the node's order (the order of the
+// /info object, which is the order the node declared them), falling back
+// to sorted names.
+func (n *NodeInfo) ActionNames() []string { return orderOf(n.ActionOrder, n.Actions) }
+
+// ConfigNames lists the config keys in the node's order.
+func (n *NodeInfo) ConfigNames() []string { return orderOf(n.ConfigOrder, n.Config) }
+
+func orderOf[V any](order []string, m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	seen := map[string]bool{}
+	for _, k := range order {
+		if _, ok := m[k]; ok && !seen[k] {
+			out = append(out, k)
+			seen[k] = true
+		}
+	}
+	for _, k := range sortedNames(m) {
+		if !seen[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+type nodeInfoAlias NodeInfo
+
+// UnmarshalJSON decodes /info and keeps the key order of actions and config.
+func (n *NodeInfo) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, (*nodeInfoAlias)(n)); err != nil {
+		return err
+	}
+	var raw struct {
+		Actions json.RawMessage `json:"actions"`
+		Config  json.RawMessage `json:"config"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	n.ActionOrder = objectKeys(raw.Actions)
+	n.ConfigOrder = objectKeys(raw.Config)
+	return nil
+}
+
+// MarshalJSON encodes /info with actions and config in ActionOrder and
+// ConfigOrder (the fake node serves them in declaration order).
+func (n NodeInfo) MarshalJSON() ([]byte, error) {
+	base, err := json.Marshal(nodeInfoAlias(n))
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(base, &m); err != nil {
+		return nil, err
+	}
+	ordered := func(keys []string, get func(string) any) (json.RawMessage, error) {
+		var buf bytes.Buffer
+		buf.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			kb, _ := json.Marshal(k)
+			vb, err := json.Marshal(get(k))
+			if err != nil {
+				return nil, err
+			}
+			buf.Write(kb)
+			buf.WriteByte(':')
+			buf.Write(vb)
+		}
+		buf.WriteByte('}')
+		return buf.Bytes(), nil
+	}
+	if m["actions"], err = ordered(n.ActionNames(), func(k string) any { return n.Actions[k] }); err != nil {
+		return nil, err
+	}
+	if n.Config != nil {
+		if m["config"], err = ordered(n.ConfigNames(), func(k string) any { return n.Config[k] }); err != nil {
+			return nil, err
+		}
+	}
+	// Keep the field order stable: node fields first, then the rest sorted.
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i, k := range sortedNames(m) {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		buf.Write(kb)
+		buf.WriteByte(':')
+		buf.Write(m[k])
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// objectKeys lists the keys of a JSON object in order.
+func objectKeys(raw json.RawMessage) []string {
+	if len(raw) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		k, _ := t.(string)
+		keys = append(keys, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return keys
+		}
+	}
+	return keys
 }

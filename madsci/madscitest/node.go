@@ -141,6 +141,10 @@ func New(opts Options) *Node {
 				Files:   map[string]madsci.ArgDef{"protocol": arg("protocol", "Path", true, nil), "extras": arg("extras", "list[Path]", false, nil)},
 				Results: map[string]madsci.ResultDef{"report": {ResultLabel: "report", ResultType: "file"}}},
 		},
+		ActionOrder: []string{conformance.ActionRun, conformance.ActionQuick, conformance.ActionMonitor, conformance.ActionProfile,
+			conformance.ActionConfirm, conformance.ActionForbidden, "transfer"},
+		ConfigOrder: []string{conformance.SettingSetpoint, conformance.SettingMode, conformance.SettingConfirmed,
+			conformance.SettingForbidden, conformance.SettingFan},
 		ConfigSchema: json.RawMessage(`{"type":"object","properties":{` +
 			`"setpoint":{"type":"number","title":"Setpoint"},"mode":{"type":"string"},"confirm_level":{"type":"number"},` +
 			`"forbidden_level":{"type":"number"},"fan":{"type":"boolean"}}}`),
