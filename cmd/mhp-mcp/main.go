@@ -30,7 +30,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "mhp-mcp:", err)
 		os.Exit(1)
 	}
@@ -41,7 +41,8 @@ type origins []string
 func (o *origins) String() string     { return strings.Join(*o, ",") }
 func (o *origins) Set(v string) error { *o = append(*o, v); return nil }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// run is the command; ready, when set, is told the MCP URL once HTTP listens.
+func run(ctx context.Context, args []string, stderr io.Writer, ready func(url string)) error {
 	fs := flag.NewFlagSet("mhp-mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dirURL := fs.String("directory", "", "directory server URL (directory/search finds devices)")
@@ -109,7 +110,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", b.HTTPHandler(mcpbridge.HTTPOptions{Token: token, AllowedOrigins: allow}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	slog.New(slog.NewTextHandler(stderr, nil)).Info("mhp-mcp serving", "url", "http://"+ln.Addr().String()+"/mcp", "token", token != "")
+	url := "http://" + ln.Addr().String() + "/mcp"
+	slog.New(slog.NewTextHandler(stderr, nil)).Info("mhp-mcp serving", "url", url, "token", token != "")
+	if ready != nil {
+		ready(url)
+	}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
