@@ -97,6 +97,9 @@ func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error)
 	if bc.Actions, err = a.actions(); err != nil {
 		return binding.Config{}, err
 	}
+	if err := a.checkOverrides(bc); err != nil {
+		return binding.Config{}, err
+	}
 	bc.EStop = a.estop
 	bc.Verify = a.verify
 	bc.Setup = func(ctx context.Context) error {
@@ -106,6 +109,37 @@ func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error)
 		return nil
 	}
 	return bc, nil
+}
+
+// checkOverrides refuses overrides that name nothing the node has, so a
+// typo never silently drops a limit or an approval.
+func (a *adapter) checkOverrides(bc binding.Config) error {
+	have := map[string]bool{}
+	for _, s := range bc.Signals {
+		have["signal:"+s.Spec.Name] = true
+	}
+	for k := range a.info.Config {
+		have["setting:"+k] = true
+	}
+	for k := range a.info.Actions {
+		have["action:"+k] = true
+	}
+	for _, k := range sortedNames(a.cfg.Signals) {
+		if !have["signal:"+k] && !a.cfg.Signals[k].Hide {
+			return fmt.Errorf("madsci: config overrides signal %q, which the node does not serve", k)
+		}
+	}
+	for _, k := range sortedNames(a.cfg.Settings) {
+		if !have["setting:"+k] {
+			return fmt.Errorf("madsci: config overrides setting %q, which is not in the node's config", k)
+		}
+	}
+	for _, k := range sortedNames(a.cfg.Actions) {
+		if !have["action:"+k] {
+			return fmt.Errorf("madsci: config overrides action %q, which the node does not declare", k)
+		}
+	}
+	return nil
 }
 
 type adapter struct {

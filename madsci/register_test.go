@@ -1,0 +1,75 @@
+package madsci_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/madsci"
+	"github.com/openmhp/mhp-go/madsci/madscitest"
+)
+
+// TestExampleConfigServesFakeNode builds the example config through the
+// registry against the fake node.
+func TestExampleConfigServesFakeNode(t *testing.T) {
+	n := madscitest.New(madscitest.Options{})
+	defer n.Close()
+	path := filepath.Join("..", "examples", "madsci-node", "node.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), "http://127.0.0.1:2000", n.URL, 1)
+	// The example overrides actions of a plate reader; the fake has others.
+	text = text[:strings.Index(text, "\nsettings:")] + "\n"
+	r := adapters.NewRegistry()
+	if err := madsci.Register(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := madsci.Register(r); err == nil {
+		t.Fatal("registering madsci twice succeeded")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := r.Build(ctx, adapters.Source{Path: path, Dir: filepath.Dir(path), Data: []byte(text)})
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	defer d.Close()
+	desc := d.Descriptor()
+	if desc.ID != "platereader-01" || len(desc.Actions) == 0 {
+		t.Fatalf("descriptor %+v", desc.DeviceInfo)
+	}
+	run, _ := desc.Action("run")
+	if len(run.Interlocks) != 1 || run.Interlocks[0] != madsci.SignalReady {
+		t.Fatalf("run interlocks %v, want node.ready", run.Interlocks)
+	}
+}
+
+func TestConfigRejectsTypos(t *testing.T) {
+	src := adapters.Source{Path: "x.yaml", Data: []byte("adapter: madsci\ndevice: {id: a}\nnode_ulr: http://x\n")}
+	if _, err := madsci.Load(src); err == nil || !strings.Contains(err.Error(), "node_ulr") {
+		t.Fatalf("typo accepted: %v", err)
+	}
+	bad := madsci.Config{NodeURL: "ftp://x"}
+	bad.Device.ID = "a"
+	if err := bad.Defaults().Validate(); err == nil {
+		t.Fatal("ftp node_url accepted")
+	}
+}
+
+func TestOverrideOfUnknownActionRefused(t *testing.T) {
+	n := madscitest.New(madscitest.Options{})
+	defer n.Close()
+	cfg := baseConfig(n.URL, "")
+	cfg.Device.ID = "a"
+	cfg.Actions = map[string]madsci.ActionOverride{"rnu": {Approval: "confirm"}}
+	_, err := madsci.New(context.Background(), cfg, madsci.Deps{})
+	if err == nil || !strings.Contains(err.Error(), "rnu") {
+		t.Fatalf("override of a missing action: %v", err)
+	}
+}
