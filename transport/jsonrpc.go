@@ -53,7 +53,7 @@ var nullID = json.RawMessage("null")
 // *mhp.Error: -32700 for malformed JSON, -32600 for a frame that is JSON but
 // not a request.
 func DecodeFrame(b []byte) (*Request, *mhp.Error) {
-	b = bytes.TrimSpace(b)
+	b = trimJSONSpace(b)
 	if len(b) == 0 {
 		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "empty frame")
 	}
@@ -95,7 +95,7 @@ func DecodeFrame(b []byte) (*Request, *mhp.Error) {
 		return idOrNull(), mhp.Errorf(mhp.CodeInvalidRequest, `"method" must be a non-empty string`).With("field", "method")
 	}
 	if p, ok := raw["params"]; ok {
-		p = bytes.TrimSpace(p)
+		p = trimJSONSpace(p)
 		switch {
 		case string(p) == "null":
 		case len(p) > 0 && p[0] == '{':
@@ -107,9 +107,13 @@ func DecodeFrame(b []byte) (*Request, *mhp.Error) {
 	return req, nil
 }
 
+// trimJSONSpace trims the four whitespace bytes of JSON (not \v, \f or
+// Unicode spaces, which make a frame malformed).
+func trimJSONSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
+
 // checkID accepts a string, a number or null as the id.
 func checkID(id json.RawMessage) *mhp.Error {
-	id = bytes.TrimSpace(id)
+	id = trimJSONSpace(id)
 	if len(id) == 0 {
 		return mhp.Errorf(mhp.CodeInvalidRequest, "id is empty").With("field", "id")
 	}

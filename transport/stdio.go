@@ -110,7 +110,7 @@ func (c *streamConn) tooLong(n int) {
 }
 
 func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGroup) {
-	if len(bytes.TrimSpace(line)) == 0 {
+	if len(trimJSONSpace(line)) == 0 {
 		return // blank lines are ignored
 	}
 	req, derr := DecodeFrame(line)
