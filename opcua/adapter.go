@@ -276,7 +276,9 @@ func (a *adapter) close() error {
 func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 	var typed []string
 	for _, s := range a.cfg.Settings {
-		typed = append(typed, s.Node)
+		if s.DataType == "" {
+			typed = append(typed, s.Node)
+		}
 	}
 	if a.cfg.EStop != nil {
 		for _, w := range a.cfg.EStop.Write {
@@ -557,10 +559,13 @@ func (a *adapter) typeOf(ctx context.Context, node string) (ua.TypeID, error) {
 }
 
 // write converts and writes one value, classifying the outcome; it never retries.
-func (a *adapter) write(ctx context.Context, what, node string, value any) (*ua.Variant, error) {
-	t, err := a.typeOf(ctx, node)
-	if err != nil {
-		return nil, err
+func (a *adapter) write(ctx context.Context, what, node string, forced ua.TypeID, value any) (*ua.Variant, error) {
+	t := forced
+	if t == 0 {
+		var err error
+		if t, err = a.typeOf(ctx, node); err != nil {
+			return nil, err
+		}
 	}
 	v, err := toVariant(what, value, t)
 	if err != nil {
@@ -584,7 +589,7 @@ func (a *adapter) writeSetting(item SettingItem) func(context.Context, any) (bin
 	readBack := item.ReadBack == nil || *item.ReadBack
 	return func(ctx context.Context, value any) (binding.WriteStatus, error) {
 		what := fmt.Sprintf("setting %s: write %v to %s", item.Name, value, item.Node)
-		v, err := a.write(ctx, what, item.Node, value)
+		v, err := a.write(ctx, what, item.Node, typeNames[item.DataType], value)
 		if err != nil {
 			if _, refused := mhp.AsError(err); refused {
 				return binding.Applied, err
@@ -765,7 +770,7 @@ func (a *adapter) estop(ctx context.Context) error {
 		}
 	}
 	for _, w := range a.cfg.EStop.Write {
-		if _, err := a.write(ctx, "estop: write "+w.Node, w.Node, normalise(w.Value)); err != nil {
+		if _, err := a.write(ctx, "estop: write "+w.Node, w.Node, 0, normalise(w.Value)); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -114,6 +114,11 @@ type SignalItem struct {
 type SettingItem struct {
 	mhp.Setting `yaml:",inline"`
 	Node        string `yaml:"node"`
+	// DataType forces the variant type of writes (Boolean, SByte, Byte,
+	// Int16, UInt16, Int32, UInt32, Int64, UInt64, Float, Double, String,
+	// DateTime, LocalizedText) when the node's DataType is abstract or
+	// custom; default: the DataType read from the server at connect.
+	DataType string `yaml:"data_type,omitempty"`
 	// ReadBack reads the value after a Good write to confirm it (applied);
 	// default true. Off: a Good write is still "applied" (the server said so).
 	ReadBack *bool `yaml:"read_back,omitempty"`
@@ -250,6 +255,9 @@ func (c *Config) Validate() error {
 		if err := node("setting "+s.Name, s.Node); err != nil {
 			return err
 		}
+		if _, ok := typeNames[s.DataType]; s.DataType != "" && !ok {
+			return fmt.Errorf("opcua: setting %s: data_type %q is not a built-in type this adapter writes", s.Name, s.DataType)
+		}
 	}
 	for _, a := range c.Actions {
 		n := 0
@@ -370,6 +378,14 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	return c
+}
+
+// typeNames are the built-in types a setting's data_type may force.
+var typeNames = map[string]ua.TypeID{
+	"Boolean": ua.TypeIDBoolean, "SByte": ua.TypeIDSByte, "Byte": ua.TypeIDByte, "Int16": ua.TypeIDInt16,
+	"UInt16": ua.TypeIDUint16, "Int32": ua.TypeIDInt32, "UInt32": ua.TypeIDUint32, "Int64": ua.TypeIDInt64,
+	"UInt64": ua.TypeIDUint64, "Float": ua.TypeIDFloat, "Double": ua.TypeIDDouble, "String": ua.TypeIDString,
+	"DateTime": ua.TypeIDDateTime, "LocalizedText": ua.TypeIDLocalizedText,
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -1,0 +1,616 @@
+// Package fakeua is the fake OPC UA backend of the opcua adapter's tests:
+// gopcua's server package in process on 127.0.0.1 (security None,
+// anonymous), with its own Write and Call handlers, serving the
+// conformance fixture from a *conformance.Instrument.
+//
+// Address space (namespace 1 = Namespace, string ids):
+//   - signals: temperature (Double), door_closed (Boolean); an unavailable
+//     signal reads BadNoCommunication;
+//   - settings: setpoint, confirm_level, forbidden_level (Double), mode
+//     (String), fan (Boolean); writes go through Instrument.WriteSetting;
+//   - extra nodes: ro_counter (Int32, read only), small (Int16, the server
+//     refuses values outside 0..100 with BadOutOfRange);
+//   - methods on object Device: quick, profile (steps String JSON, cycles
+//     Int32), confirm_action, forbidden_action, estop; outputs (ok, action);
+//   - LADS-style functional units FU_run and FU_monitor (FunctionalUnitState
+//     with CurrentState/Id in the LADS namespace, Start/Stop/Abort, and
+//     RunningStateMachine/CurrentState/Id).
+//
+// Instrument behaviours become OPC UA answers: Refuse -> BadInvalidState,
+// FailReported -> BadDeviceFailure (methods) or Aborted (functional units),
+// FailUnknown -> the secure channel is closed with the reply pending,
+// Block -> the reply (or the end of the run) waits for Release without
+// blocking the server.
+package fakeua
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"net"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/gopcua/opcua/id"
+	"github.com/gopcua/opcua/server"
+	"github.com/gopcua/opcua/ua"
+	"github.com/gopcua/opcua/uasc"
+
+	"github.com/openmhp/mhp-go/conformance"
+)
+
+// Namespace is the namespace URI of the fake's nodes (index 1).
+const Namespace = "urn:openmhp:fakeua"
+
+// LADSNamespace is registered as index 2 so that state ids carry the real LADS URI.
+const LADSNamespace = "http://opcfoundation.org/UA/LADS/"
+
+// Hold is how long the fake keeps a functional unit in each transient
+// state, so that a subscription (which reports the latest value per
+// publishing interval) sees every state.
+const Hold = 150 * time.Millisecond
+
+// syncWindow is how long a handler waits for the instrument before it
+// answers from another goroutine.
+const syncWindow = 50 * time.Millisecond
+
+// Setting node types of the fixture.
+var settingTypes = map[string]uint32{
+	conformance.SettingSetpoint: id.Double, conformance.SettingConfirmed: id.Double, conformance.SettingForbidden: id.Double,
+	conformance.SettingMode: id.String, conformance.SettingFan: id.Boolean,
+}
+
+// Server is a running fake.
+type Server struct {
+	// URL is the endpoint, opc.tcp://127.0.0.1:<port>.
+	URL string
+	// In is the instrument the fake answers from.
+	In *conformance.Instrument
+
+	srv  *server.Server
+	ns   *server.NodeNameSpace
+	lads *server.NodeNameSpace
+
+	mu       sync.Mutex
+	extra    map[string]any // ro_counter, small
+	snapshot map[string]string
+	units    map[string]*unit
+	channels map[*uasc.SecureChannel]bool
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+type unit struct {
+	name     string // the fixture action
+	state    uint32 // LADS id
+	runState uint32
+	work     *conformance.Work
+}
+
+// NodeID returns the node id of a fake node by name ("ns=1;s=<name>").
+func NodeID(name string) string { return "ns=1;s=" + name }
+
+// Start starts a fake on 127.0.0.1 with a free port.
+func Start(in *conformance.Instrument) (*Server, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := &Server{In: in, extra: map[string]any{"ro_counter": int32(7), "small": int16(10)},
+		snapshot: map[string]string{}, units: map[string]*unit{}, channels: map[*uasc.SecureChannel]bool{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	s.srv = server.New(
+		server.EndPoint("127.0.0.1", port),
+		server.EnableSecurity("None", ua.MessageSecurityModeNone),
+		server.EnableAuthMode(ua.UserTokenTypeAnonymous),
+		server.ServerName("mhp-go fakeua"),
+	)
+	s.ns = server.NewNodeNameSpace(s.srv, Namespace)
+	s.lads = server.NewNodeNameSpace(s.srv, LADSNamespace)
+	s.build()
+	s.srv.RegisterHandler(id.WriteRequest_Encoding_DefaultBinary, s.handleWrite)
+	s.srv.RegisterHandler(id.CallRequest_Encoding_DefaultBinary, s.handleCall)
+	if err := s.srv.Start(context.Background()); err != nil {
+		return nil, err
+	}
+	s.URL = fmt.Sprintf("opc.tcp://127.0.0.1:%d", port)
+	go s.watch()
+	return s, nil
+}
+
+// Close stops the fake.
+func (s *Server) Close() error {
+	select {
+	case <-s.stop:
+		return nil
+	default:
+	}
+	close(s.stop)
+	<-s.done
+	return s.srv.Close()
+}
+
+// DropConnections closes every secure channel that made a request.
+func (s *Server) DropConnections() {
+	s.mu.Lock()
+	chans := make([]*uasc.SecureChannel, 0, len(s.channels))
+	for c := range s.channels {
+		chans = append(chans, c)
+	}
+	s.channels = map[*uasc.SecureChannel]bool{}
+	s.mu.Unlock()
+	for _, c := range chans {
+		_ = c.Close()
+	}
+}
+
+func (s *Server) nid(name string) *ua.NodeID { return ua.NewStringNodeID(s.ns.ID(), name) }
+
+func (s *Server) ladsID(n uint32) *ua.NodeID { return ua.NewNumericNodeID(s.lads.ID(), n) }
+
+func attrs(class ua.NodeClass, name string) server.Attributes {
+	return server.Attributes{
+		ua.AttributeIDNodeClass:   server.DataValueFromValue(uint32(class)),
+		ua.AttributeIDBrowseName:  server.DataValueFromValue(&ua.QualifiedName{Name: name}),
+		ua.AttributeIDDisplayName: server.DataValueFromValue(&ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: name}),
+	}
+}
+
+func (s *Server) object(parent *server.Node, name, key string) *server.Node {
+	n := server.NewNode(s.nid(key), attrs(ua.NodeClassObject, name), nil, nil)
+	s.ns.AddNode(n)
+	if parent != nil {
+		parent.AddRef(n, server.RefTypeIDHasComponent, true)
+	}
+	return n
+}
+
+func (s *Server) variable(parent *server.Node, name, key string, dataType uint32, access byte, val func() *ua.DataValue) *server.Node {
+	a := attrs(ua.NodeClassVariable, name)
+	a[ua.AttributeIDDataType] = server.DataValueFromValue(ua.NewNumericExpandedNodeID(0, dataType))
+	a[ua.AttributeIDAccessLevel] = server.DataValueFromValue(access)
+	a[ua.AttributeIDUserAccessLevel] = server.DataValueFromValue(access)
+	n := server.NewNode(s.nid(key), a, nil, val)
+	s.ns.AddNode(n)
+	if parent != nil {
+		parent.AddRef(n, server.RefTypeIDHasComponent, true)
+	}
+	return n
+}
+
+func (s *Server) method(parent *server.Node, name, key string, args []*ua.Argument) *server.Node {
+	m := server.NewNode(s.nid(key), attrs(ua.NodeClassMethod, name), nil, nil)
+	s.ns.AddNode(m)
+	parent.AddRef(m, server.RefTypeIDHasComponent, true)
+	if args != nil {
+		eos := make([]*ua.ExtensionObject, len(args))
+		for i, a := range args {
+			eos[i] = ua.NewExtensionObject(a)
+		}
+		v := s.variable(nil, "InputArguments", key+".InputArguments", id.Argument, 1, func() *ua.DataValue { return server.DataValueFromValue(eos) })
+		m.AddRef(v, server.RefTypeIDHasComponent, true)
+	}
+	return m
+}
+
+func good(v any) *ua.DataValue {
+	return &ua.DataValue{EncodingMask: ua.DataValueValue | ua.DataValueSourceTimestamp | ua.DataValueServerTimestamp,
+		Value: ua.MustVariant(v), SourceTimestamp: time.Now(), ServerTimestamp: time.Now()}
+}
+
+func bad(sc ua.StatusCode) *ua.DataValue {
+	return &ua.DataValue{EncodingMask: ua.DataValueStatusCode | ua.DataValueServerTimestamp, Status: sc, ServerTimestamp: time.Now()}
+}
+
+// build makes the address space.
+func (s *Server) build() {
+	root := s.ns.Objects()
+	dev := s.object(root, "Device", "Device")
+	for _, name := range []string{conformance.SignalTemperature, conformance.SignalDoorClosed} {
+		name := name
+		dt := uint32(id.Double)
+		if name == conformance.SignalDoorClosed {
+			dt = id.Boolean
+		}
+		s.variable(dev, name, name, dt, 1, func() *ua.DataValue {
+			v, err := s.In.ReadSignal(name)
+			if err != nil {
+				return bad(ua.StatusBadNoCommunication)
+			}
+			return good(v)
+		})
+	}
+	for name, dt := range settingTypes {
+		name := name
+		s.variable(dev, name, name, dt, 3, func() *ua.DataValue {
+			v, ok := s.In.Written(name)
+			if !ok {
+				return bad(ua.StatusBadNoData)
+			}
+			return good(v)
+		})
+	}
+	s.variable(dev, "ro_counter", "ro_counter", id.Int32, 1, func() *ua.DataValue { return good(s.extraValue("ro_counter")) })
+	s.variable(dev, "small", "small", id.Int16, 3, func() *ua.DataValue { return good(s.extraValue("small")) })
+	noArgs := []*ua.Argument{}
+	s.method(dev, "quick", conformance.ActionQuick, noArgs)
+	s.method(dev, "confirm_action", conformance.ActionConfirm, noArgs)
+	s.method(dev, "forbidden_action", conformance.ActionForbidden, noArgs)
+	s.method(dev, "estop", "estop", noArgs)
+	s.method(dev, "profile", conformance.ActionProfile, []*ua.Argument{
+		{Name: "steps", DataType: ua.NewNumericNodeID(0, id.String), ValueRank: -1, Description: &ua.LocalizedText{}},
+		{Name: "cycles", DataType: ua.NewNumericNodeID(0, id.Int32), ValueRank: -1, Description: &ua.LocalizedText{}},
+	})
+	for _, action := range []string{conformance.ActionRun, conformance.ActionMonitor} {
+		s.buildUnit(root, action)
+	}
+}
+
+func (s *Server) extraValue(name string) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.extra[name]
+}
+
+// buildUnit makes FU_<action>: FunctionalUnitState {CurrentState {Id},
+// Start, Stop, Abort, RunningStateMachine {CurrentState {Id}}}.
+func (s *Server) buildUnit(root *server.Node, action string) {
+	u := &unit{name: action, state: 5085, runState: 5120}
+	s.units[action] = u
+	key := "FU_" + action
+	fu := s.object(root, key, key)
+	sm := s.object(fu, "FunctionalUnitState", key+".FunctionalUnitState")
+	cs := s.variable(sm, "CurrentState", key+".FunctionalUnitState.CurrentState", id.LocalizedText, 1, func() *ua.DataValue {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return good(&ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: ladsName(u.state)})
+	})
+	s.variable(cs, "Id", key+".FunctionalUnitState.CurrentState.Id", id.NodeID, 1, func() *ua.DataValue {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return good(s.ladsID(u.state))
+	})
+	s.method(sm, "Start", key+".Start", []*ua.Argument{{Name: "Properties", DataType: ua.NewNumericNodeID(0, id.KeyValuePair), ValueRank: 1, Description: &ua.LocalizedText{}}})
+	s.method(sm, "Stop", key+".Stop", nil)
+	s.method(sm, "Abort", key+".Abort", nil)
+	rsm := s.object(sm, "RunningStateMachine", key+".RunningStateMachine")
+	rcs := s.variable(rsm, "CurrentState", key+".RunningStateMachine.CurrentState", id.LocalizedText, 1, func() *ua.DataValue {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return good(&ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: ladsName(u.runState)})
+	})
+	s.variable(rcs, "Id", key+".RunningStateMachine.CurrentState.Id", id.NodeID, 1, func() *ua.DataValue {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return good(s.ladsID(u.runState))
+	})
+}
+
+func ladsName(n uint32) string {
+	return map[uint32]string{5085: "Stopped", 5099: "Running", 5100: "Stopping", 5159: "Aborting", 5160: "Aborted",
+		5120: "Idle", 5168: "Execute", 5128: "Complete"}[n]
+}
+
+// setUnit changes a unit's states and notifies subscribers.
+func (s *Server) setUnit(u *unit, state, runState uint32) {
+	s.mu.Lock()
+	if state != 0 {
+		u.state = state
+	}
+	if runState != 0 {
+		u.runState = runState
+	}
+	s.mu.Unlock()
+	key := "FU_" + u.name
+	for _, n := range []string{".FunctionalUnitState.CurrentState", ".FunctionalUnitState.CurrentState.Id", ".RunningStateMachine.CurrentState", ".RunningStateMachine.CurrentState.Id"} {
+		s.srv.ChangeNotification(s.nid(key + n))
+	}
+}
+
+// watch notifies subscribers of instrument changes (the suite changes the
+// Instrument directly).
+func (s *Server) watch() {
+	defer close(s.done)
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	names := []string{conformance.SignalTemperature, conformance.SignalDoorClosed}
+	for n := range settingTypes {
+		names = append(names, n)
+	}
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		for _, n := range names {
+			var cur string
+			if v, err := s.In.ReadSignal(n); err != nil {
+				cur = "unavailable"
+			} else {
+				cur = fmt.Sprintf("%T:%v", v, v)
+			}
+			s.mu.Lock()
+			changed := s.snapshot[n] != cur
+			s.snapshot[n] = cur
+			s.mu.Unlock()
+			if changed {
+				s.srv.ChangeNotification(s.nid(n))
+			}
+		}
+	}
+}
+
+func header(handle uint32, sc ua.StatusCode) *ua.ResponseHeader {
+	return &ua.ResponseHeader{Timestamp: time.Now(), RequestHandle: handle, ServiceResult: sc,
+		ServiceDiagnostics: &ua.DiagnosticInfo{}, StringTable: []string{}, AdditionalHeader: ua.NewExtensionObject(nil)}
+}
+
+func (s *Server) track(sc *uasc.SecureChannel) {
+	s.mu.Lock()
+	s.channels[sc] = true
+	s.mu.Unlock()
+}
+
+// reply sends a response later, from another goroutine.
+func (s *Server) reply(sc *uasc.SecureChannel, reqID uint32, resp ua.Response) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := sc.SendResponseWithContext(ctx, reqID, resp); err != nil {
+		log.Printf("fakeua: late reply: %v", err)
+	}
+}
+
+var variantKind = map[uint32]reflect.Kind{id.Double: reflect.Float64, id.String: reflect.String, id.Boolean: reflect.Bool}
+
+// handleWrite checks types and writes through the instrument.
+func (s *Server) handleWrite(sc *uasc.SecureChannel, r ua.Request, reqID uint32) (ua.Response, error) {
+	req, ok := r.(*ua.WriteRequest)
+	if !ok {
+		return nil, ua.StatusBadRequestTypeInvalid
+	}
+	s.track(sc)
+	if len(req.NodesToWrite) != 1 {
+		return nil, ua.StatusBadTooManyOperations
+	}
+	w := req.NodesToWrite[0]
+	respond := func(code ua.StatusCode) *ua.WriteResponse {
+		return &ua.WriteResponse{ResponseHeader: header(req.RequestHeader.RequestHandle, ua.StatusOK), Results: []ua.StatusCode{code}, DiagnosticInfos: []*ua.DiagnosticInfo{}}
+	}
+	name := ""
+	if w.NodeID.Namespace() == s.ns.ID() {
+		name = w.NodeID.StringID()
+	}
+	if w.AttributeID != ua.AttributeIDValue || w.Value == nil || w.Value.Value == nil {
+		return respond(ua.StatusBadWriteNotSupported), nil
+	}
+	val := w.Value.Value.Value()
+	switch name {
+	case "ro_counter", conformance.SignalTemperature, conformance.SignalDoorClosed:
+		return respond(ua.StatusBadNotWritable), nil
+	case "small":
+		x, ok := val.(int16)
+		if !ok {
+			return respond(ua.StatusBadTypeMismatch), nil
+		}
+		if x < 0 || x > 100 {
+			return respond(ua.StatusBadOutOfRange), nil
+		}
+		s.mu.Lock()
+		s.extra["small"] = x
+		s.mu.Unlock()
+		s.srv.ChangeNotification(s.nid("small"))
+		return respond(ua.StatusOK), nil
+	}
+	dt, ok := settingTypes[name]
+	if !ok {
+		return respond(ua.StatusBadNodeIDUnknown), nil
+	}
+	if reflect.ValueOf(val).Kind() != variantKind[dt] {
+		return respond(ua.StatusBadTypeMismatch), nil
+	}
+	answer := func(err error) ua.Response {
+		switch err {
+		case nil:
+			s.srv.ChangeNotification(s.nid(name))
+			return respond(ua.StatusOK)
+		case conformance.ErrRefused:
+			return respond(ua.StatusBadInvalidState)
+		case conformance.ErrReported:
+			return respond(ua.StatusBadDeviceFailure)
+		default: // ErrDropped: the link drops with the reply pending
+			_ = sc.Close()
+			return nil
+		}
+	}
+	// Answer in the server's goroutine when the write ends at once:
+	// gopcua's channel does not order sends from several goroutines, so
+	// late replies are kept for writes that block.
+	done := make(chan error, 1)
+	go func() { done <- s.In.WriteSetting(context.Background(), name, val) }()
+	select {
+	case err := <-done:
+		return answer(err), nil
+	case <-time.After(syncWindow):
+	}
+	go func() {
+		if resp := answer(<-done); resp != nil {
+			s.reply(sc, reqID, resp)
+		}
+	}()
+	return nil, nil
+}
+
+// handleCall runs methods and functional units through the instrument.
+func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) (ua.Response, error) {
+	req, ok := r.(*ua.CallRequest)
+	if !ok {
+		return nil, ua.StatusBadRequestTypeInvalid
+	}
+	s.track(sc)
+	if len(req.MethodsToCall) != 1 {
+		return nil, ua.StatusBadTooManyOperations
+	}
+	m := req.MethodsToCall[0]
+	respond := func(res *ua.CallMethodResult) *ua.CallResponse {
+		if res.InputArgumentResults == nil {
+			res.InputArgumentResults = []ua.StatusCode{}
+		}
+		if res.InputArgumentDiagnosticInfos == nil {
+			res.InputArgumentDiagnosticInfos = []*ua.DiagnosticInfo{}
+		}
+		if res.OutputArguments == nil {
+			res.OutputArguments = []*ua.Variant{}
+		}
+		return &ua.CallResponse{ResponseHeader: header(req.RequestHeader.RequestHandle, ua.StatusOK),
+			Results: []*ua.CallMethodResult{res}, DiagnosticInfos: []*ua.DiagnosticInfo{}}
+	}
+	status := func(code ua.StatusCode) *ua.CallResponse { return respond(&ua.CallMethodResult{StatusCode: code}) }
+	if m.MethodID.Namespace() != s.ns.ID() {
+		return status(ua.StatusBadMethodInvalid), nil
+	}
+	key := m.MethodID.StringID()
+	switch key {
+	case "estop":
+		if err := s.In.Stop(); err != nil {
+			return status(ua.StatusBadDeviceFailure), nil
+		}
+		return status(ua.StatusOK), nil
+	case conformance.ActionQuick, conformance.ActionConfirm, conformance.ActionForbidden, conformance.ActionProfile:
+		params := map[string]any{}
+		if key == conformance.ActionProfile {
+			if len(m.InputArguments) != 2 {
+				return status(ua.StatusBadArgumentsMissing), nil
+			}
+			steps, ok1 := m.InputArguments[0].Value().(string)
+			cycles, ok2 := m.InputArguments[1].Value().(int32)
+			if !ok1 || !ok2 {
+				return respond(&ua.CallMethodResult{StatusCode: ua.StatusBadInvalidArgument, InputArgumentResults: []ua.StatusCode{ua.StatusBadTypeMismatch, ua.StatusBadTypeMismatch}}), nil
+			}
+			var list []any
+			if err := json.Unmarshal([]byte(steps), &list); err != nil {
+				return status(ua.StatusBadInvalidArgument), nil
+			}
+			params["steps"], params["cycles"] = list, int64(cycles)
+		} else if len(m.InputArguments) != 0 {
+			return status(ua.StatusBadTooManyArguments), nil
+		}
+		w, err := s.In.Start(key, params)
+		if err != nil {
+			return status(ua.StatusBadInvalidState), nil
+		}
+		answer := func() ua.Response {
+			st, res, _ := w.State()
+			switch st {
+			case conformance.WorkSucceeded:
+				out := []*ua.Variant{ua.MustVariant(true), ua.MustVariant(key)}
+				if m, ok := res.(map[string]any); ok {
+					if okv, ok := m["ok"].(bool); ok {
+						out[0] = ua.MustVariant(okv)
+					}
+				}
+				return respond(&ua.CallMethodResult{StatusCode: ua.StatusOK, OutputArguments: out})
+			case conformance.WorkFailed:
+				return status(ua.StatusBadDeviceFailure)
+			case conformance.WorkCancelled:
+				return status(ua.StatusBadRequestCancelledByClient)
+			default:
+				_ = sc.Close()
+				return nil
+			}
+		}
+		select {
+		case <-w.Done():
+			return answer(), nil
+		default:
+		}
+		go func() {
+			<-w.Done()
+			if resp := answer(); resp != nil {
+				s.reply(sc, reqID, resp)
+			}
+		}()
+		return nil, nil
+	}
+	for action, u := range s.units {
+		prefix := "FU_" + action + "."
+		switch key {
+		case prefix + "Start":
+			return s.startUnit(sc, u, m, status), nil
+		case prefix + "Stop", prefix + "Abort":
+			s.mu.Lock()
+			w, running := u.work, u.state == 5099
+			s.mu.Unlock()
+			if !running || w == nil {
+				return status(ua.StatusBadInvalidState), nil
+			}
+			w.Cancel()
+			return status(ua.StatusOK), nil
+		}
+	}
+	return status(ua.StatusBadMethodInvalid), nil
+}
+
+// startUnit starts a functional unit's run and follows its work.
+func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequest, status func(ua.StatusCode) *ua.CallResponse) *ua.CallResponse {
+	s.mu.Lock()
+	busy := u.state != 5085
+	s.mu.Unlock()
+	if busy {
+		return status(ua.StatusBadInvalidState)
+	}
+	params := map[string]any{}
+	if len(m.InputArguments) == 1 {
+		if eos, ok := m.InputArguments[0].Value().([]*ua.ExtensionObject); ok {
+			for _, eo := range eos {
+				if kv, ok := eo.Value.(*ua.KeyValuePair); ok && kv.Key != nil {
+					var v any
+					if kv.Value != nil {
+						v = kv.Value.Value()
+					}
+					params[kv.Key.Name] = v
+				}
+			}
+		}
+	}
+	w, err := s.In.Start(u.name, params)
+	if err != nil {
+		return status(ua.StatusBadInvalidState)
+	}
+	s.mu.Lock()
+	u.work = w
+	s.mu.Unlock()
+	s.setUnit(u, 5099, 5168)
+	go func() {
+		time.Sleep(Hold) // let subscribers see Running
+		<-w.Done()
+		st, _, _ := w.State()
+		switch st {
+		case conformance.WorkSucceeded:
+			s.setUnit(u, 0, 5128)
+			time.Sleep(Hold)
+			s.setUnit(u, 5085, 5120)
+		case conformance.WorkCancelled:
+			s.setUnit(u, 5100, 0)
+			time.Sleep(Hold)
+			s.setUnit(u, 5085, 5120)
+		case conformance.WorkFailed:
+			s.setUnit(u, 5159, 0)
+			time.Sleep(Hold)
+			s.setUnit(u, 5160, 5120)
+			time.Sleep(Hold)
+			s.setUnit(u, 5085, 0) // cleared by the device
+		default: // dropped: the link goes, the unit ends without a trace
+			s.DropConnections()
+			s.setUnit(u, 5085, 5120)
+		}
+		s.mu.Lock()
+		u.work = nil
+		s.mu.Unlock()
+	}()
+	return status(ua.StatusOK)
+}
