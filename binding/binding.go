@@ -63,7 +63,10 @@ type Sample struct {
 	Time time.Time
 }
 
-// Signal binds a readable value.
+// Signal binds a readable value. Read must honour its context's deadline:
+// the driver reads interlocks live on every write and invoke, under a
+// deadline, and a read that outlives Config.InterlockTimeout counts as
+// unavailable (the interlock is open).
 type Signal struct {
 	Spec mhp.Signal
 	// Read returns the current value; wrap ErrUnavailable when there is none.
@@ -89,6 +92,8 @@ const (
 type Setting struct {
 	Spec  mhp.Setting
 	Write func(ctx context.Context, value any) (WriteStatus, error)
+
+	shape *mhp.Shape // Spec's value shape, made once by New
 }
 
 // Action binds invokable work. Run executes in its own goroutine under a

@@ -45,8 +45,11 @@ type Driver struct {
 	lease        *leaseRec
 	sessions     map[string]*sessionRec
 	lastSweep    time.Time
-	inflight     map[*inflightWrite]struct{}
+	inflight     map[uint64]inflightWrite // writes in progress, cancelled by estop or their deadline
+	inflightSeq  uint64
+	sweeper      clock.Timer // armed while writes are in progress
 	listeners    map[int]func(mhp.Notification)
+	listenerList []func(mhp.Notification) // listeners in registration order
 	nextListener int
 	lastValues   map[string]any
 	poller       clock.Timer
@@ -70,12 +73,42 @@ type leaseRec struct {
 	wd       clock.Timer
 }
 
+// inflightWrite is a write talking to the backend.
+type inflightWrite struct {
+	cancel   context.CancelFunc
+	deadline time.Time
+}
+
+// sweepWrites cancels writes past their HookTimeout. One timer serves every
+// write: it is armed when a write starts and none is pending, and re-armed
+// for the earliest deadline left, so a quick write costs no timer of its own.
+func (d *Driver) sweepWrites() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sweeper = nil
+	if d.closed {
+		return
+	}
+	now := d.now()
+	var next time.Time
+	for _, w := range d.inflight {
+		if !now.Before(w.deadline) {
+			w.cancel()
+			continue
+		}
+		if next.IsZero() || w.deadline.Before(next) {
+			next = w.deadline
+		}
+	}
+	if !next.IsZero() {
+		d.sweeper = d.clk.AfterFunc(next.Sub(now), d.sweepWrites)
+	}
+}
+
 type sessionRec struct {
 	lastSeen time.Time
 	subs     map[string]bool
 }
-
-type inflightWrite struct{ cancel context.CancelFunc }
 
 // New validates cfg and builds the driver.
 func New(cfg Config) (*Driver, error) {
@@ -92,7 +125,7 @@ func New(cfg Config) (*Driver, error) {
 		writeSem:   make(chan struct{}, 1),
 		jobs:       map[string]*jobRec{},
 		sessions:   map[string]*sessionRec{},
-		inflight:   map[*inflightWrite]struct{}{},
+		inflight:   map[uint64]inflightWrite{},
 		listeners:  map[int]func(mhp.Notification){},
 		lastValues: map[string]any{},
 		watchdog:   time.Duration(cfg.Safety.WatchdogS * float64(time.Second)),
@@ -108,6 +141,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	for i := range cfg.Settings {
 		s := &cfg.Settings[i]
+		s.shape = s.Spec.Shape()
 		d.settings[s.Spec.Name] = s
 		d.desc.Settings = append(d.desc.Settings, s.Spec)
 	}
@@ -146,6 +180,12 @@ func (d *Driver) Close() error {
 	}
 	if d.poller != nil {
 		d.poller.Stop()
+	}
+	if d.sweeper != nil {
+		d.sweeper.Stop()
+	}
+	for _, w := range d.inflight {
+		w.cancel()
 	}
 	d.stopLeaseTimers()
 	d.mu.Unlock()
@@ -198,12 +238,30 @@ func (d *Driver) Listen(fn func(mhp.Notification)) func() {
 	id := d.nextListener
 	d.nextListener++
 	d.listeners[id] = fn
+	d.rebuildListenersLocked()
 	d.mu.Unlock()
 	return func() {
 		d.mu.Lock()
 		delete(d.listeners, id)
+		d.rebuildListenersLocked()
 		d.mu.Unlock()
 	}
+}
+
+// rebuildListenersLocked refreshes the ordered listener list that
+// publishing reads; the list is replaced, never modified, so a publish in
+// flight keeps its own.
+func (d *Driver) rebuildListenersLocked() {
+	ids := make([]int, 0, len(d.listeners))
+	for id := range d.listeners {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	fns := make([]func(mhp.Notification), len(ids))
+	for i, id := range ids {
+		fns[i] = d.listeners[id]
+	}
+	d.listenerList = fns
 }
 
 // publishLocked must be called with mu held; it releases mu and publishes in order.
@@ -211,15 +269,7 @@ func (d *Driver) publishLocked(method string, params map[string]any) {
 	params["state"] = d.stateLocked()
 	params["ts"] = mhp.UnixSeconds(d.now())
 	n := mhp.Notification{Method: method, Params: params}
-	fns := make([]func(mhp.Notification), 0, len(d.listeners))
-	ids := make([]int, 0, len(d.listeners))
-	for id := range d.listeners {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
-	for _, id := range ids {
-		fns = append(fns, d.listeners[id])
-	}
+	fns := d.listenerList
 	d.pubMu.Lock()
 	d.mu.Unlock()
 	defer d.pubMu.Unlock()
@@ -233,6 +283,13 @@ func (d *Driver) publishLocked(method string, params map[string]any) {
 // touch records a request from the session: it feeds the watchdog and keeps
 // the session alive.
 func (d *Driver) touch(ctx context.Context) string {
+	s, _ := d.touchAt(ctx)
+	return s
+}
+
+// touchAt is touch that also returns the time it read, for callers that
+// need the time of the request.
+func (d *Driver) touchAt(ctx context.Context) (string, time.Time) {
 	s := mhp.SessionFrom(ctx)
 	now := d.now()
 	d.mu.Lock()
@@ -256,7 +313,7 @@ func (d *Driver) touch(ctx context.Context) string {
 			}
 		}
 	}
-	return s
+	return s, now
 }
 
 // leaseHolderLocked returns the current unexpired holder, dropping an expired lease.
@@ -264,7 +321,15 @@ func (d *Driver) leaseHolderLocked() string {
 	if d.lease == nil {
 		return ""
 	}
-	if !d.now().Before(d.lease.expires) {
+	return d.leaseHolderAtLocked(d.now())
+}
+
+// leaseHolderAtLocked is leaseHolderLocked at a time the caller already read.
+func (d *Driver) leaseHolderAtLocked(now time.Time) string {
+	if d.lease == nil {
+		return ""
+	}
+	if !now.Before(d.lease.expires) {
 		d.stopLeaseTimers()
 		d.lease = nil
 		return ""
@@ -284,9 +349,9 @@ func (d *Driver) stopLeaseTimers() {
 	}
 }
 
-// leaseGateLocked is gate 5 for session s; it returns nil or NotLeased.
-func (d *Driver) leaseGateLocked(s string) *mhp.Error {
-	holder := d.leaseHolderLocked()
+// leaseGateLocked is gate 5 for session s at time now; it returns nil or NotLeased.
+func (d *Driver) leaseGateLocked(s string, now time.Time) *mhp.Error {
+	holder := d.leaseHolderAtLocked(now)
 	if holder != "" && holder != s {
 		return d.errorf(mhp.CodeNotLeased, "another session holds the lease").With("holder", holder).With("gate", "lease")
 	}
@@ -475,35 +540,26 @@ func (d *Driver) Limits(ctx context.Context) (*mhp.LimitsReport, error) {
 	return r, nil
 }
 
-// readSignal reads one signal with the interlock timeout; the value is
-// checked finite so it can go on the wire.
+// readSignal reads one signal under ctx, which carries the caller's
+// deadline (Signal.Read must honour it). The value is checked finite so it
+// can go on the wire.
 func (d *Driver) readSignal(ctx context.Context, s *Signal) (Sample, error) {
-	rctx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
-	defer cancel()
-	type res struct {
-		s   Sample
-		err error
+	v, err := s.Read(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Sample{}, Unavailable("no answer within the deadline: %v", err)
+		}
+		return Sample{}, err
 	}
-	ch := make(chan res, 1)
-	go func() {
-		v, err := s.Read(rctx)
-		ch <- res{v, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return Sample{}, r.err
+	switch x := v.Value.(type) {
+	case nil:
+		return Sample{}, Unavailable("no value")
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return Sample{}, Unavailable("non-finite value %v", x)
 		}
-		if f, ok := r.s.Value.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
-			return Sample{}, Unavailable("non-finite value %v", f)
-		}
-		if r.s.Value == nil {
-			return Sample{}, Unavailable("no value")
-		}
-		return r.s, nil
-	case <-rctx.Done():
-		return Sample{}, Unavailable("no answer within %s", d.cfg.InterlockTimeout)
 	}
+	return v, nil
 }
 
 // Read implements mhp.Device: signals/read. Unreadable signals read null with a reason.
@@ -524,8 +580,10 @@ func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, err
 		}
 	}
 	out := &mhp.ReadResult{Values: make(map[string]any, len(list))}
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
+	defer cancel()
 	for _, s := range list {
-		v, err := d.readSignal(ctx, s)
+		v, err := d.readSignal(rctx, s)
 		if err != nil {
 			out.Values[s.Spec.Name] = nil
 			if out.Unavailable == nil {
@@ -627,8 +685,10 @@ func (d *Driver) poll() {
 		}
 	}
 	sort.Strings(names)
+	pctx, cancel := context.WithTimeout(context.Background(), d.cfg.InterlockTimeout)
+	defer cancel()
 	for _, n := range names {
-		v, err := d.readSignal(context.Background(), d.signals[n])
+		v, err := d.readSignal(pctx, d.signals[n])
 		var val any
 		if err == nil {
 			val = v.Value
@@ -706,8 +766,13 @@ func (d *Driver) approvalGate(kind, name string, level mhp.Approval, approved, d
 	return nil
 }
 
-// interlockGate is gate 3: every named signal read live must be exactly true.
-func (d *Driver) interlockGate(ctx context.Context, locks []string) *mhp.Error {
+// interlockGate is gate 3: every named signal read live must be exactly
+// true, and the reads must all be done within InterlockTimeout of start
+// (a value read too late is too old to act on).
+func (d *Driver) interlockGate(ctx context.Context, locks []string, start time.Time) *mhp.Error {
+	if len(locks) == 0 {
+		return nil
+	}
 	for _, l := range locks {
 		s := d.signals[l]
 		v, err := d.readSignal(ctx, s)
@@ -720,12 +785,16 @@ func (d *Driver) interlockGate(ctx context.Context, locks []string) *mhp.Error {
 				With("interlock", l).With("value", v.Value).With("gate", "interlocks")
 		}
 	}
+	if took := d.now().Sub(start); took > d.cfg.InterlockTimeout {
+		return d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took %s, longer than %s",
+			locks, took, d.cfg.InterlockTimeout).With("interlock", locks[0]).With("gate", "interlocks")
+	}
 	return nil
 }
 
 // leaseAndBusyLocked are gates 5 and 6; in a dry run they become notes.
-func (d *Driver) leaseAndBusyLocked(s string, busy bool, busyMsg string, dry bool, notes *mhp.DryRunNotes) *mhp.Error {
-	if e := d.leaseGateLocked(s); e != nil {
+func (d *Driver) leaseAndBusyLocked(s string, now time.Time, busy bool, busyMsg func() string, dry bool, notes *mhp.DryRunNotes) *mhp.Error {
+	if e := d.leaseGateLocked(s, now); e != nil {
 		if !dry {
 			return e
 		}
@@ -737,7 +806,7 @@ func (d *Driver) leaseAndBusyLocked(s string, busy bool, busyMsg string, dry boo
 	}
 	if busy {
 		if !dry {
-			return d.errorf(mhp.CodeDeviceBusy, "%s", busyMsg).With("gate", "busy")
+			return d.errorf(mhp.CodeDeviceBusy, "%s", busyMsg()).With("gate", "busy")
 		}
 		notes.BusyNow = true
 	}
@@ -748,7 +817,7 @@ func (d *Driver) leaseAndBusyLocked(s string, busy bool, busyMsg string, dry boo
 
 // Write implements mhp.Device: settings/write through the six gates.
 func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
-	s := d.touch(ctx)
+	s, now := d.touchAt(ctx)
 	set, ok := d.settings[req.Name]
 	if !ok {
 		return nil, d.errorf(mhp.CodeUnknownName, "no setting %q", req.Name).With("kind", "setting").With("name", req.Name)
@@ -762,32 +831,47 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 			return nil, d.errorf(mhp.CodeDeviceBusy, "settings/write %s: gave up waiting for an earlier write: %v", req.Name, ctx.Err())
 		}
 	}
-	notes := &mhp.DryRunNotes{}
-	value, e := d.writeGates(ctx, s, set, req, notes)
+	// One deadline (HookTimeout, kept by the write sweeper) covers the live
+	// interlock reads and the hook; estop cancels it too. The caller going
+	// away does not cut a write half way.
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	d.mu.Lock()
+	if e := d.stateGateLocked(); e != nil {
+		d.mu.Unlock()
+		return nil, e
+	}
+	d.inflightSeq++
+	key := d.inflightSeq
+	d.inflight[key] = inflightWrite{cancel: cancel, deadline: now.Add(d.cfg.HookTimeout)}
+	if d.sweeper == nil && !d.closed {
+		d.sweeper = d.clk.AfterFunc(d.cfg.HookTimeout, d.sweepWrites)
+	}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.inflight, key)
+		d.mu.Unlock()
+	}()
+	var notes mhp.DryRunNotes
+	value, e := d.writeGates(hctx, s, now, set, req, &notes)
 	if e != nil {
 		return nil, e
 	}
 	if req.DryRun {
 		res := &mhp.WriteResult{OK: true, Name: req.Name, Value: value, DryRun: true, WouldWrite: value}
 		if !notes.Empty() {
-			res.Notes = notes
+			res.Notes = &notes
 		}
 		return res, nil
 	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.HookTimeout)
-	defer cancel()
-	fl := &inflightWrite{cancel: cancel}
 	d.mu.Lock()
 	if e := d.stateGateLocked(); e != nil { // estop may have come while the gates read interlocks
 		d.mu.Unlock()
 		return nil, e
 	}
-	d.inflight[fl] = struct{}{}
 	d.mu.Unlock()
 	status, err := set.Write(hctx, value)
-	d.mu.Lock()
-	delete(d.inflight, fl)
-	d.mu.Unlock()
 	if err != nil {
 		if me, ok := mhp.AsError(err); ok && !me.OutcomeUnknown() {
 			return nil, d.stamp(me)
@@ -801,11 +885,15 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 		res.Status = mhp.WriteSent
 	}
 	d.mu.Lock()
+	if len(d.listeners) == 0 {
+		d.mu.Unlock()
+		return res, nil
+	}
 	d.publishLocked(mhp.NotifySettingsChanged, map[string]any{"name": req.Name, "value": value, "by": s, "applied": res.Applied})
 	return res, nil
 }
 
-func (d *Driver) writeGates(ctx context.Context, s string, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (any, *mhp.Error) {
+func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (any, *mhp.Error) {
 	d.mu.Lock()
 	e := d.stateGateLocked()
 	d.mu.Unlock()
@@ -815,17 +903,19 @@ func (d *Driver) writeGates(ctx context.Context, s string, set *Setting, req mhp
 	if e := d.approvalGate("setting", req.Name, set.Spec.Approval, req.Approved, req.DryRun, notes); e != nil {
 		return nil, e
 	}
-	if e := d.interlockGate(ctx, set.Spec.Interlocks); e != nil {
+	if e := d.interlockGate(ctx, set.Spec.Interlocks, now); e != nil {
 		return nil, e
 	}
-	value, ce := set.Spec.Shape().Check(req.Name, req.Value)
+	value, ce := set.shape.Check(req.Name, req.Value)
 	if ce != nil {
 		return nil, d.stamp(ce.With("gate", "limits"))
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	busy := d.active > 0 && !set.Spec.DuringJob
-	if e := d.leaseAndBusyLocked(s, busy, fmt.Sprintf("setting %q cannot be written while a job runs (during_job is false)", req.Name), req.DryRun, notes); e != nil {
+	if e := d.leaseAndBusyLocked(s, now, busy, func() string {
+		return fmt.Sprintf("setting %q cannot be written while a job runs (during_job is false)", req.Name)
+	}, req.DryRun, notes); e != nil {
 		return nil, e
 	}
 	return value, nil
@@ -891,8 +981,8 @@ func (d *Driver) estopAs(ctx context.Context, by, reason string) (*mhp.EStopResu
 		}
 	}
 	sort.Strings(cancelled)
-	for fl := range d.inflight {
-		fl.cancel()
+	for _, w := range d.inflight {
+		w.cancel()
 	}
 	d.mu.Unlock()
 
@@ -958,9 +1048,11 @@ func (d *Driver) verify(ctx context.Context) error {
 		defer cancel()
 		return d.cfg.Verify(vctx)
 	}
+	vctx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
+	defer cancel()
 	for i := range d.cfg.Signals {
 		s := &d.cfg.Signals[i]
-		if _, err := d.readSignal(ctx, s); err != nil {
+		if _, err := d.readSignal(vctx, s); err != nil {
 			return fmt.Errorf("signal %s unreadable: %w", s.Spec.Name, err)
 		}
 	}
@@ -972,7 +1064,7 @@ func (d *Driver) verify(ctx context.Context) error {
 // Invoke implements mhp.Device: actions/invoke through the six gates; the
 // job is returned queued and runs in its own goroutine.
 func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.InvokeResult, error) {
-	s := d.touch(ctx)
+	s, now := d.touchAt(ctx)
 	act, ok := d.actions[req.Name]
 	if !ok {
 		return nil, d.errorf(mhp.CodeUnknownName, "no action %q", req.Name).With("kind", "action").With("name", req.Name)
@@ -987,8 +1079,13 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	if e := d.approvalGate("action", req.Name, act.Spec.Approval, req.Approved, req.DryRun, notes); e != nil {
 		return nil, e
 	}
-	if e := d.interlockGate(ctx, act.Spec.Interlocks); e != nil {
-		return nil, e
+	if len(act.Spec.Interlocks) > 0 {
+		ictx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
+		e := d.interlockGate(ictx, act.Spec.Interlocks, now)
+		cancel()
+		if e != nil {
+			return nil, e
+		}
 	}
 	params, ce := act.Spec.Params.Check(req.Name, req.Params)
 	if ce != nil {
@@ -1004,7 +1101,9 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	}
 	d.mu.Lock()
 	busy := d.active > 0 && !act.Spec.Concurrent
-	if e := d.leaseAndBusyLocked(s, busy, fmt.Sprintf("action %q is not concurrent and %d job(s) are active", req.Name, d.active), req.DryRun, notes); e != nil {
+	if e := d.leaseAndBusyLocked(s, now, busy, func() string {
+		return fmt.Sprintf("action %q is not concurrent and %d job(s) are active", req.Name, d.active)
+	}, req.DryRun, notes); e != nil {
 		d.mu.Unlock()
 		return nil, e
 	}
