@@ -50,7 +50,9 @@ type Command struct {
 }
 
 // IsObservable reports whether the command is observable.
-func (c *Command) IsObservable() bool { return strings.EqualFold(strings.TrimSpace(c.Observable), "Yes") }
+func (c *Command) IsObservable() bool {
+	return strings.EqualFold(strings.TrimSpace(c.Observable), "Yes")
+}
 
 // Property is a feature's property.
 type Property struct {
@@ -63,7 +65,9 @@ type Property struct {
 }
 
 // IsObservable reports whether the property is observable.
-func (p *Property) IsObservable() bool { return strings.EqualFold(strings.TrimSpace(p.Observable), "Yes") }
+func (p *Property) IsObservable() bool {
+	return strings.EqualFold(strings.TrimSpace(p.Observable), "Yes")
+}
 
 // Metadata is a feature's metadata declaration.
 type Metadata struct {
@@ -121,24 +125,24 @@ type Constrained struct {
 // Constraints are the constraints of a constrained type; numeric bounds are
 // kept as the FDL's strings.
 type Constraints struct {
-	Length                   *int     `xml:"Length"`
-	MinimalLength            *int     `xml:"MinimalLength"`
-	MaximalLength            *int     `xml:"MaximalLength"`
-	Set                      []string `xml:"Set>Value"`
-	Pattern                  *string  `xml:"Pattern"`
-	MaximalExclusive         *string  `xml:"MaximalExclusive"`
-	MaximalInclusive         *string  `xml:"MaximalInclusive"`
-	MinimalExclusive         *string  `xml:"MinimalExclusive"`
-	MinimalInclusive         *string  `xml:"MinimalInclusive"`
-	Unit                     *Unit    `xml:"Unit"`
-	ContentType              *struct {
+	Length           *int     `xml:"Length"`
+	MinimalLength    *int     `xml:"MinimalLength"`
+	MaximalLength    *int     `xml:"MaximalLength"`
+	Set              []string `xml:"Set>Value"`
+	Pattern          *string  `xml:"Pattern"`
+	MaximalExclusive *string  `xml:"MaximalExclusive"`
+	MaximalInclusive *string  `xml:"MaximalInclusive"`
+	MinimalExclusive *string  `xml:"MinimalExclusive"`
+	MinimalInclusive *string  `xml:"MinimalInclusive"`
+	Unit             *Unit    `xml:"Unit"`
+	ContentType      *struct {
 		Type    string `xml:"Type"`
 		Subtype string `xml:"Subtype"`
 	} `xml:"ContentType"`
-	ElementCount             *int     `xml:"ElementCount"`
-	MinimalElementCount      *int     `xml:"MinimalElementCount"`
-	MaximalElementCount      *int     `xml:"MaximalElementCount"`
-	FullyQualifiedIdentifier *string  `xml:"FullyQualifiedIdentifier"`
+	ElementCount             *int    `xml:"ElementCount"`
+	MinimalElementCount      *int    `xml:"MinimalElementCount"`
+	MaximalElementCount      *int    `xml:"MaximalElementCount"`
+	FullyQualifiedIdentifier *string `xml:"FullyQualifiedIdentifier"`
 	Schema                   *struct {
 		Type string `xml:"Type"`
 		URL  string `xml:"Url"`

@@ -28,11 +28,11 @@ const (
 
 // Framework error types of FrameworkError.errorType.
 const (
-	FrameworkCommandExecutionNotAccepted  = 0
-	FrameworkInvalidCommandExecutionUUID  = 1
-	FrameworkCommandExecutionNotFinished  = 2
-	FrameworkInvalidMetadata              = 3
-	FrameworkNoMetadataAllowed            = 4
+	FrameworkCommandExecutionNotAccepted = 0
+	FrameworkInvalidCommandExecutionUUID = 1
+	FrameworkCommandExecutionNotFinished = 2
+	FrameworkInvalidMetadata             = 3
+	FrameworkNoMetadataAllowed           = 4
 )
 
 var frameworkErrorNames = map[int32]string{
@@ -194,7 +194,9 @@ func (fw *Framework) Message(name string) protoreflect.MessageDescriptor {
 }
 
 // New returns an empty dynamic framework message.
-func (fw *Framework) New(name string) *dynamicpb.Message { return dynamicpb.NewMessage(fw.Message(name)) }
+func (fw *Framework) New(name string) *dynamicpb.Message {
+	return dynamicpb.NewMessage(fw.Message(name))
+}
 
 // UUID returns a CommandExecutionUUID message.
 func (fw *Framework) UUID(id string) *dynamicpb.Message {

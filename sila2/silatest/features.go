@@ -207,7 +207,9 @@ func (t *Thermostat) End(o Outcome, d time.Duration) error {
 // Handlers serves TemperatureController from the thermostat.
 func (t *Thermostat) Handlers() Handlers {
 	fq := "org.silastandard/examples/TemperatureController/v1/DefinedExecutionError/"
-	defined := func(id, msg string) error { return &sila2.Error{Kind: sila2.KindDefined, Identifier: fq + id, Message: msg} }
+	defined := func(id, msg string) error {
+		return &sila2.Error{Kind: sila2.KindDefined, Identifier: fq + id, Message: msg}
+	}
 	return Handlers{
 		Subscriptions: map[string]func(context.Context, func(any) error) error{
 			"CurrentTemperature": func(ctx context.Context, send func(any) error) error {

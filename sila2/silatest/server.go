@@ -53,6 +53,10 @@ type Handlers struct {
 	// Observable run observable commands; the Exec reports progress and
 	// intermediate responses and says when a cancel arrived.
 	Observable map[string]func(ctx context.Context, x *Exec) (map[string]any, error)
+	// Accept, when set for an observable command, runs in the initiating
+	// call before the confirmation: its error refuses the command (nothing
+	// runs); its value is handed to the handler as Exec.Accepted.
+	Accept map[string]func(ctx context.Context, params map[string]any) (any, error)
 }
 
 // Options configure a Server.
@@ -502,6 +506,8 @@ type Exec struct {
 	Params map[string]any
 	// UUID is the command execution UUID.
 	UUID string
+	// Accepted is what the command's Accept hook returned.
+	Accepted any
 
 	srv      *Server
 	mu       sync.Mutex
@@ -583,7 +589,15 @@ func (s *Server) start(stream grpc.ServerStream, r route, in *dynamicpb.Message)
 		return frameworkErr(sila2.FrameworkCommandExecutionNotAccepted, "command %s has no handler", r.item)
 	}
 	s.count(r.f, r.item)
-	x := &Exec{Params: vals, UUID: newUUID(), srv: s, changed: make(chan struct{}), cancel: make(chan struct{}), stopped: make(chan struct{}), done: make(chan struct{}),
+	var accepted any
+	if acc := r.f.h.Accept[r.item]; acc != nil {
+		v, err := acc(stream.Context(), vals)
+		if err != nil {
+			return err
+		}
+		accepted = v
+	}
+	x := &Exec{Params: vals, Accepted: accepted, UUID: newUUID(), srv: s, changed: make(chan struct{}), cancel: make(chan struct{}), stopped: make(chan struct{}), done: make(chan struct{}),
 		info: sila2.ExecInfo{Status: sila2.StatusWaiting, Progress: 0, Remaining: -1}}
 	s.mu.Lock()
 	s.execs[x.UUID] = x

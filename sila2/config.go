@@ -1,0 +1,279 @@
+package sila2
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
+)
+
+// Kind is the adapter kind of SiLA 2 config files (`adapter: sila2`).
+const Kind = "sila2"
+
+// Config is a SiLA 2 adapter config file:
+//
+//	adapter: sila2
+//	device: {id: tc-01, class: incubator}
+//	endpoint: 192.168.1.20:50052
+//	tls: {ca: server-ca.pem}            # or pin_sha256: <hex>, or insecure_plaintext: true
+//	features: [TemperatureController]   # expose every property and command of these
+//	commands:
+//	  - command: TemperatureController/ControlTemperature
+//	    approval: confirm
+//	    params: {target_temperature: {limits: {max: 340}}}
+//	estop: TemperatureController/EmergencyStop
+//
+// Items are named by the snake_case of their SiLA identifiers unless an
+// entry renames them.
+type Config struct {
+	adapters.Common `yaml:",inline"`
+
+	// Endpoint is the server's host:port.
+	Endpoint string        `yaml:"endpoint"`
+	TLS      TLSFileConfig `yaml:"tls"`
+	// CallTimeoutS bounds each unary call; default 10.
+	CallTimeoutS float64 `yaml:"call_timeout_s,omitempty"`
+
+	// Features whose properties and commands are all exposed (identifiers or
+	// fully qualified ids). When it and Properties/Commands are all empty,
+	// every feature outside the core categories is exposed.
+	Features   []string        `yaml:"features,omitempty"`
+	Properties []PropertyEntry `yaml:"properties,omitempty"`
+	Commands   []CommandEntry  `yaml:"commands,omitempty"`
+
+	// DefaultApproval is the approval of commands no entry sets; default confirm.
+	DefaultApproval mhp.Approval `yaml:"default_approval,omitempty"`
+	// EStop names an unobservable command without parameters that stops the
+	// instrument ("Feature/Command"); it becomes the estop hook, not an action.
+	EStop string `yaml:"estop,omitempty"`
+	// Metadata are values sent as SiLA metadata, keyed by fully qualified
+	// metadata id (<feature>/Metadata/<Id>), on the calls the server says
+	// each affects.
+	Metadata map[string]any `yaml:"metadata,omitempty"`
+	// Lock locks the server with LockController while the driver runs.
+	Lock *LockConfig `yaml:"lock,omitempty"`
+
+	// CancelledErrors are defined execution errors ("Feature/ErrorId" or
+	// fully qualified) by which the server says a command stopped because it
+	// was cancelled (by CancelCommand or by the estop command). After a job
+	// cancel or estop, a command ending with one of them ends the job
+	// cancelled; a command ending so after a successful CancelCommand ends
+	// cancelled whatever the error.
+	CancelledErrors []string `yaml:"cancelled_errors,omitempty"`
+
+	// CancelWaitS bounds how long a cancelled observable command is followed
+	// for its real end state; default 30.
+	CancelWaitS float64 `yaml:"cancel_wait_s,omitempty"`
+	// ResubscribeS is how long a broken _Info stream is retried (also bounded
+	// by the lifetime of execution); default 10.
+	ResubscribeS float64 `yaml:"resubscribe_s,omitempty"`
+	// PollIntervalS is how often subscribed unobservable properties are read; default 1.
+	PollIntervalS float64 `yaml:"poll_interval_s,omitempty"`
+	// JobTimeoutS bounds actions that set no timeout; default 1 h.
+	JobTimeoutS float64 `yaml:"job_timeout_s,omitempty"`
+}
+
+// TLSFileConfig is the tls block: a CA file, a certificate pin or plaintext.
+type TLSFileConfig struct {
+	// CA is a PEM file (relative to the config file) the server's chain must end in.
+	CA string `yaml:"ca,omitempty"`
+	// PinSHA256 is the hex SHA-256 of the server certificate.
+	PinSHA256 string `yaml:"pin_sha256,omitempty"`
+	// ServerName, when set, is checked against the certificate's names.
+	ServerName string `yaml:"server_name,omitempty"`
+	// InsecurePlaintext talks plaintext (legacy v1.0 servers only).
+	InsecurePlaintext bool `yaml:"insecure_plaintext,omitempty"`
+
+	caPEM []byte
+}
+
+// LockConfig asks for the server lock.
+type LockConfig struct {
+	// Identifier is the lock secret; default a random UUID.
+	Identifier string `yaml:"identifier,omitempty"`
+	// TimeoutS is passed to LockServer; 0 means the lock never times out.
+	TimeoutS int64 `yaml:"timeout_s,omitempty"`
+}
+
+// PropertyEntry exposes (or hides) one property as a signal.
+type PropertyEntry struct {
+	// Property is "Feature/Property" (identifier or fully qualified feature id).
+	Property string `yaml:"property"`
+	Signal   string `yaml:"signal,omitempty"`
+	Unit     string `yaml:"unit,omitempty"`
+	Notes    string `yaml:"notes,omitempty"`
+	Hide     bool   `yaml:"hide,omitempty"`
+}
+
+// ParamEntry narrows one action parameter.
+type ParamEntry struct {
+	Limits *mhp.Limits `yaml:"limits,omitempty"`
+	Unit   string      `yaml:"unit,omitempty"`
+	Notes  string      `yaml:"notes,omitempty"`
+}
+
+// CommandEntry exposes (or hides) one command as an action, or a
+// one-parameter unobservable command as a setting.
+type CommandEntry struct {
+	// Command is "Feature/Command".
+	Command string `yaml:"command"`
+	// Action names the action (default snake_case of the identifier).
+	Action string `yaml:"action,omitempty"`
+	// Setting makes the command a setting of this name.
+	Setting    string       `yaml:"setting,omitempty"`
+	Hide       bool         `yaml:"hide,omitempty"`
+	Approval   mhp.Approval `yaml:"approval,omitempty"`
+	Interlocks []string     `yaml:"interlocks,omitempty"`
+	Notes      string       `yaml:"notes,omitempty"`
+	// Limits narrow a setting's value.
+	Limits *mhp.Limits `yaml:"limits,omitempty"`
+	// Unit overrides a setting's unit.
+	Unit string `yaml:"unit,omitempty"`
+	// DuringJob lets a setting be written while a job runs.
+	DuringJob bool `yaml:"during_job,omitempty"`
+	// Params narrow an action's parameters, by MHP parameter name.
+	Params map[string]ParamEntry `yaml:"params,omitempty"`
+	// Duration overrides short (unobservable) / long (observable).
+	Duration   string `yaml:"duration,omitempty"`
+	Concurrent bool   `yaml:"concurrent,omitempty"`
+	// TimeoutS bounds the action's job.
+	TimeoutS float64 `yaml:"timeout_s,omitempty"`
+}
+
+func approvalOK(a mhp.Approval) bool {
+	switch a {
+	case "", mhp.ApprovalAuto, mhp.ApprovalConfirm, mhp.ApprovalForbid:
+		return true
+	}
+	return false
+}
+
+// Validate checks what can be checked without the server.
+func (c *Config) Validate() error {
+	if c.Device.ID == "" {
+		return fmt.Errorf("sila2: device.id is required")
+	}
+	if strings.TrimSpace(c.Endpoint) == "" {
+		return fmt.Errorf("sila2: endpoint (host:port) is required")
+	}
+	t := c.TLS
+	if t.InsecurePlaintext && (t.CA != "" || t.PinSHA256 != "") {
+		return fmt.Errorf("sila2: tls: insecure_plaintext excludes ca and pin_sha256")
+	}
+	if !t.InsecurePlaintext && t.CA == "" && t.PinSHA256 == "" && len(t.caPEM) == 0 {
+		return fmt.Errorf("sila2: tls: give ca or pin_sha256 (SiLA 2 v1.1 requires TLS), or insecure_plaintext: true for a legacy server")
+	}
+	if !approvalOK(c.DefaultApproval) {
+		return fmt.Errorf("sila2: default_approval %q is not auto, confirm or forbid", c.DefaultApproval)
+	}
+	for _, v := range []float64{c.CallTimeoutS, c.CancelWaitS, c.ResubscribeS, c.PollIntervalS, c.JobTimeoutS} {
+		if v < 0 {
+			return fmt.Errorf("sila2: timeouts and intervals must not be negative")
+		}
+	}
+	for i, p := range c.Properties {
+		if _, _, err := splitRef(p.Property); err != nil {
+			return fmt.Errorf("sila2: properties[%d]: %w", i, err)
+		}
+	}
+	for i, e := range c.Commands {
+		if _, _, err := splitRef(e.Command); err != nil {
+			return fmt.Errorf("sila2: commands[%d]: %w", i, err)
+		}
+		if e.Action != "" && e.Setting != "" {
+			return fmt.Errorf("sila2: commands[%d] %s: action and setting exclude each other", i, e.Command)
+		}
+		if !approvalOK(e.Approval) {
+			return fmt.Errorf("sila2: commands[%d] %s: approval %q is not auto, confirm or forbid", i, e.Command, e.Approval)
+		}
+		if e.Duration != "" && e.Duration != mhp.DurationShort && e.Duration != mhp.DurationLong {
+			return fmt.Errorf("sila2: commands[%d] %s: duration %q is not short or long", i, e.Command, e.Duration)
+		}
+		if e.Setting == "" && (e.Limits != nil || e.DuringJob || e.Unit != "") {
+			return fmt.Errorf("sila2: commands[%d] %s: limits, unit and during_job apply to settings; use params for an action", i, e.Command)
+		}
+		if e.Setting != "" && len(e.Params) > 0 {
+			return fmt.Errorf("sila2: commands[%d] %s: params apply to actions; use limits for a setting", i, e.Command)
+		}
+	}
+	if c.EStop != "" {
+		if _, _, err := splitRef(c.EStop); err != nil {
+			return fmt.Errorf("sila2: estop: %w", err)
+		}
+	}
+	for k := range c.Metadata {
+		if !strings.Contains(strings.ToLower(k), "/metadata/") {
+			return fmt.Errorf("sila2: metadata key %q is not <feature id>/Metadata/<Identifier>", k)
+		}
+	}
+	return nil
+}
+
+// splitRef splits "Feature/Item", "org/cat/Feature/v1/Item" or a fully
+// qualified ".../Command/Item" / ".../Property/Item" into feature and item.
+func splitRef(ref string) (feature, item string, err error) {
+	ref = strings.TrimSpace(ref)
+	for _, kind := range []string{"/Command/", "/Property/"} {
+		if i := strings.Index(ref, kind); i > 0 {
+			return ref[:i], ref[i+len(kind):], nil
+		}
+	}
+	i := strings.LastIndexByte(ref, '/')
+	if i <= 0 || i == len(ref)-1 {
+		return "", "", fmt.Errorf("%q is not Feature/Item", ref)
+	}
+	return ref[:i], ref[i+1:], nil
+}
+
+func seconds(s float64, def time.Duration) time.Duration {
+	if s <= 0 {
+		return def
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// ParseConfig decodes a config file strictly, reads the CA file relative
+// to it and validates the result.
+func ParseConfig(src adapters.Source) (*Config, error) {
+	var c Config
+	if err := src.Decode(&c); err != nil {
+		return nil, err
+	}
+	if c.Adapter != "" && c.Adapter != Kind {
+		return nil, fmt.Errorf("%s: adapter %q is not %s", src.Path, c.Adapter, Kind)
+	}
+	if c.TLS.CA != "" {
+		pem, err := os.ReadFile(src.Resolve(c.TLS.CA))
+		if err != nil {
+			return nil, fmt.Errorf("%s: tls.ca: %w", src.Path, err)
+		}
+		c.TLS.caPEM = pem
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Path, err)
+	}
+	return &c, nil
+}
+
+// WithCAPEM sets the CA certificates directly (instead of the ca file).
+func (t *TLSFileConfig) WithCAPEM(pem []byte) { t.caPEM = pem }
+
+func (t TLSFileConfig) client() TLSConfig {
+	return TLSConfig{CAPEM: t.caPEM, PinSHA256: t.PinSHA256, ServerName: t.ServerName, InsecurePlaintext: t.InsecurePlaintext}
+}
+
+// Register registers the "sila2" kind: `mhp serve instrument.yaml`.
+func Register(r *adapters.Registry) error {
+	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
+		cfg, err := ParseConfig(src)
+		if err != nil {
+			return nil, err
+		}
+		return Open(ctx, cfg, Options{})
+	})
+}
