@@ -9,6 +9,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/sila2"
@@ -19,6 +20,24 @@ import (
 // (TLS, pinned certificate, CancelController) and fronts it with the adapter
 // built from silatest.FixtureConfig.
 func fixtureHarness(t *testing.T, opt conformance.Options) *conformance.Fixture {
+	t.Helper()
+	clk := clock.NewManual(time.Now())
+	in, d := fixtureDriver(t, opt, clk)
+	jobs := &invokeCounter{n: map[string]int{}}
+	return &conformance.Fixture{
+		Device:  countingDevice{mhp.AsSession(d, "session-a"), jobs},
+		Other:   countingDevice{mhp.AsSession(d, "session-b"), jobs},
+		Backend: releaseAfterArrival{in, jobs},
+		Advance: clk.Advance,
+	}
+}
+
+// conformanceDriver is the fixture driver on the real clock.
+func conformanceDriver(t *testing.T) (*conformance.Instrument, *binding.Driver) {
+	return fixtureDriver(t, conformance.Options{}, clock.Real{})
+}
+
+func fixtureDriver(t *testing.T, opt conformance.Options, clk clock.Clock) (*conformance.Instrument, *binding.Driver) {
 	t.Helper()
 	in := conformance.NewInstrument()
 	srv, err := silatest.New(silatest.Options{Name: "Conformance fixture", CancelController: true})
@@ -42,7 +61,6 @@ func fixtureHarness(t *testing.T, opt conformance.Options) *conformance.Fixture 
 		t.Fatal(err)
 	}
 	cfg.Safety.WatchdogS = opt.WatchdogS
-	clk := clock.NewManual(time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	d, err := sila2.Open(ctx, cfg, sila2.Options{Clock: clk})
@@ -59,13 +77,7 @@ func fixtureHarness(t *testing.T, opt conformance.Options) *conformance.Fixture 
 		}
 		srv.Stop()
 	})
-	jobs := &invokeCounter{n: map[string]int{}}
-	return &conformance.Fixture{
-		Device:  countingDevice{mhp.AsSession(d, "session-a"), jobs},
-		Other:   countingDevice{mhp.AsSession(d, "session-b"), jobs},
-		Backend: releaseAfterArrival{in, jobs},
-		Advance: clk.Advance,
-	}
+	return in, d
 }
 
 // invokeCounter counts the jobs started per action.

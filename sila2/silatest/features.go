@@ -129,8 +129,14 @@ func Greeter(startYear int64) Handlers {
 		Commands: map[string]func(context.Context, map[string]any) (map[string]any, error){
 			"SayHello": func(_ context.Context, p map[string]any) (map[string]any, error) {
 				name, _ := p["name"].(string)
-				if name == "" {
+				switch name {
+				case "":
 					return nil, fmt.Errorf("nobody to greet")
+				case "Nobody":
+					// A server-side check the FDL's constraints do not express.
+					return nil, &sila2.Error{Kind: sila2.KindValidation,
+						Parameter: "org.silastandard/examples/GreetingProvider/v1/Command/SayHello/Parameter/Name",
+						Message:   "Nobody is not a name"}
 				}
 				return map[string]any{"greeting": "Hello SiLA 2 " + name}, nil
 			},

@@ -1,0 +1,148 @@
+package sila2
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/mdns"
+)
+
+// MDNSService is the DNS-SD service type SiLA 2 servers announce.
+const MDNSService = "_sila._tcp"
+
+// DiscoveredServer is one SiLA 2 server found on the local network.
+type DiscoveredServer struct {
+	// UUID is the mDNS instance name: the server UUID.
+	UUID string `json:"uuid"`
+	// Name, Description and Version come from the TXT record.
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+	Version     string `json:"version,omitempty"`
+	Host        string `json:"host,omitempty"`
+	// Endpoint is address:port, ready for a config file.
+	Endpoint string `json:"endpoint"`
+	// CAPEM is the CA certificate the server announced (TXT ca0, ca1, ...), if any.
+	CAPEM string `json:"ca_pem,omitempty"`
+}
+
+// Discover browses mDNS for _sila._tcp for the given time and returns the
+// servers found, sorted by name then UUID.
+func Discover(ctx context.Context, timeout time.Duration) ([]DiscoveredServer, error) {
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	entries := make(chan *mdns.ServiceEntry, 32)
+	found := map[string]DiscoveredServer{}
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range entries {
+			s, ok := ServerFromEntry(e)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			found[s.UUID+"@"+s.Endpoint] = s
+			mu.Unlock()
+		}
+	}()
+	quiet := log.New(io.Discard, "", 0)
+	q := func(v6 bool) error {
+		return mdns.QueryContext(ctx, &mdns.QueryParam{Service: MDNSService, Domain: "local", Timeout: timeout,
+			Entries: entries, DisableIPv6: !v6, Logger: quiet})
+	}
+	err := q(true)
+	if err != nil && ctx.Err() == nil {
+		// IPv6 multicast is often missing in containers: retry on IPv4 alone.
+		err = q(false)
+	}
+	close(entries)
+	<-done
+	if err != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("sila2: mDNS browse: %w", err)
+	}
+	out := make([]DiscoveredServer, 0, len(found))
+	for _, s := range found {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].UUID < out[j].UUID
+	})
+	return out, nil
+}
+
+// ServerFromEntry reads an mDNS answer as a SiLA server: the instance is
+// the UUID; TXT version=, server_name=, description=, ca0=, ca1=... hold
+// the rest (the CA lines are joined into a PEM).
+func ServerFromEntry(e *mdns.ServiceEntry) (DiscoveredServer, bool) {
+	if e == nil || e.Port == 0 {
+		return DiscoveredServer{}, false
+	}
+	name := e.Name
+	if i := strings.Index(name, "."+MDNSService); i >= 0 {
+		name = name[:i]
+	}
+	s := DiscoveredServer{UUID: strings.ReplaceAll(name, `\`, ""), Host: strings.TrimSuffix(e.Host, ".")}
+	var ip net.IP
+	switch {
+	case e.AddrV4 != nil:
+		ip = e.AddrV4
+	case e.AddrV6IPAddr != nil:
+		ip = e.AddrV6IPAddr.IP
+	case e.AddrV6 != nil:
+		ip = e.AddrV6
+	case e.Addr != nil:
+		ip = e.Addr
+	}
+	host := s.Host
+	if ip != nil {
+		host = ip.String()
+	}
+	if host == "" {
+		return DiscoveredServer{}, false
+	}
+	s.Endpoint = net.JoinHostPort(host, strconv.Itoa(e.Port))
+	ca := map[int]string{}
+	for _, f := range e.InfoFields {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		switch k = strings.ToLower(strings.TrimSpace(k)); {
+		case k == "version":
+			s.Version = v
+		case k == "server_name":
+			s.Name = v
+		case k == "description":
+			s.Description = v
+		case strings.HasPrefix(k, "ca"):
+			if n, err := strconv.Atoi(k[2:]); err == nil && n >= 0 && n < 1000 {
+				ca[n] = v
+			}
+		}
+	}
+	if len(ca) > 0 {
+		lines := make([]string, 0, len(ca))
+		for i := 0; i < len(ca); i++ {
+			l, ok := ca[i]
+			if !ok {
+				break
+			}
+			lines = append(lines, l)
+		}
+		s.CAPEM = strings.Join(lines, "\n") + "\n"
+	}
+	return s, true
+}
