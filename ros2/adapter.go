@@ -148,6 +148,8 @@ func classify(item string, err error) error {
 	switch {
 	case errors.Is(err, ErrNotConnected), errors.Is(err, ErrClosed):
 		return refusal(item, "not_connected", "the robot's rosbridge is not connected, nothing was sent")
+	case errors.Is(err, ErrNotSent):
+		return refusal(item, "not_sent", "the request ended before it was sent: %v", err)
 	case errors.As(err, &se) && se.NothingExecuted():
 		return refusal(item, "rosbridge_rejected", "rosbridge rejected the call before it ran: %s", se.Message).
 			With("backend_error", se.Message)

@@ -391,12 +391,22 @@ func (c *Client) dropped(ws *websocket.Conn, cause error) {
 	}
 }
 
+// write sends one message. The caller's ctx only gates the start: once
+// begun, the write runs under the client's own deadline, because
+// coder/websocket closes the whole connection when a write's context ends,
+// and a job's cancel must not cut the link for everyone.
 func (c *Client) write(ctx context.Context, ws *websocket.Conn, v any) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrNotSent, err)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+	wctx, cancel := context.WithTimeout(c.ctx, c.opts.RequestTimeout)
+	defer cancel()
+	if err := ws.Write(wctx, websocket.MessageText, b); err != nil {
+		c.opts.Logger.Warn("ros2: write to rosbridge failed; dropping the connection", "err", err)
 		ws.CloseNow() // the reader sees the close and runs the drop handling
 		return err
 	}
@@ -513,6 +523,9 @@ func (c *Client) Publish(ctx context.Context, topic, typ string, msg any) error 
 			c.mu.Lock()
 			delete(c.advertised, topic)
 			c.mu.Unlock()
+			if errors.Is(err, ErrNotSent) {
+				return err
+			}
 			return fmt.Errorf("%w (advertise %s failed: %v)", ErrNotConnected, topic, err)
 		}
 	}
@@ -520,6 +533,9 @@ func (c *Client) Publish(ctx context.Context, topic, typ string, msg any) error 
 		msg = map[string]any{}
 	}
 	if err := c.write(ctx, ws, map[string]any{"op": "publish", "topic": topic, "msg": msg}); err != nil {
+		if errors.Is(err, ErrNotSent) {
+			return err
+		}
 		return fmt.Errorf("%w: publish %s: %v", ErrConnLost, topic, err)
 	}
 	return nil
@@ -545,6 +561,9 @@ func (c *Client) CallService(ctx context.Context, service string, args any) (jso
 	start := time.Now()
 	if err := c.write(ctx, ws, map[string]any{"op": "call_service", "id": id, "service": service, "args": args}); err != nil {
 		c.forget(id)
+		if errors.Is(err, ErrNotSent) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: call_service %s: %v", ErrConnLost, service, err)
 	}
 	select {
@@ -590,7 +609,12 @@ func (c *Client) SendGoal(ctx context.Context, req GoalRequest, feedback func(js
 	op := map[string]any{"op": "send_action_goal", "id": id, "action": req.Action, "action_type": req.Type, "args": args, "feedback": req.Feedback}
 	// A failed write drops the link: the drop handler then delivers ErrConnLost
 	// on the handle and cancels the goal on reconnect, in case it went out.
-	_ = c.write(ctx, ws, op)
+	if err := c.write(ctx, ws, op); errors.Is(err, ErrNotSent) {
+		c.mu.Lock()
+		delete(c.goals, id)
+		c.mu.Unlock()
+		return GoalHandle{}, err
+	}
 	return GoalHandle{ID: id, Result: g.result}, nil
 }
 
@@ -607,6 +631,9 @@ func (c *Client) CancelGoal(ctx context.Context, action, goalID string) error {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	if err := c.write(ctx, ws, map[string]any{"op": "cancel_action_goal", "id": goalID, "action": action}); err != nil {
+		if errors.Is(err, ErrNotSent) {
+			return err
+		}
 		return fmt.Errorf("%w: cancel_action_goal %s: %v", ErrConnLost, goalID, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,13 @@ import (
 
 const wait = 5 * time.Second
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// quiet discards logs unless ROS2_TEST_LOG is set.
+func quiet() *slog.Logger {
+	if os.Getenv("ROS2_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 func dialTest(t *testing.T, srv *rosbridgetest.Server, opts ClientOptions) *Client {
 	t.Helper()

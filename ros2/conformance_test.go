@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +39,40 @@ type rosBackend struct {
 	t   *testing.T
 	srv *rosbridgetest.Server
 	a   *adapter
+
+	mu     sync.Mutex
+	sticky map[string]bool // released before the start reached the robot
+}
+
+// Release lets blocked work go. A check may release right after the job
+// turned running, before the goal crossed the WebSocket and started at the
+// instrument; the release then applies to that start too.
+func (b *rosBackend) Release(name string) {
+	b.mu.Lock()
+	b.sticky[name] = true
+	b.mu.Unlock()
+	b.Instrument.Release(name)
+}
+
+// Script sets a behaviour and forgets an earlier release.
+func (b *rosBackend) Script(name string, bh conformance.Behaviour) {
+	b.mu.Lock()
+	delete(b.sticky, name)
+	b.mu.Unlock()
+	b.Instrument.Script(name, bh)
+}
+
+// start starts work at the instrument, honouring an early release.
+func (b *rosBackend) start(name string, params map[string]any) (*conformance.Work, error) {
+	w, err := b.Instrument.Start(name, params)
+	b.mu.Lock()
+	early := b.sticky[name]
+	delete(b.sticky, name)
+	b.mu.Unlock()
+	if err == nil && early {
+		b.Instrument.Release(name)
+	}
+	return w, err
 }
 
 func (b *rosBackend) SetSignal(name string, v any) {
@@ -96,6 +131,7 @@ func rosHarness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 	t.Helper()
 	in := conformance.NewInstrument()
 	srv := rosbridgetest.New(rosbridgetest.Options{})
+	bk := &rosBackend{Instrument: in, t: t, srv: srv, sticky: map[string]bool{}}
 	for name, tp := range fixtureTopics {
 		srv.AddTopic(tp.topic, tp.typ, true)
 		v, _ := in.ReadSignal(name)
@@ -122,10 +158,10 @@ func rosHarness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 		ac := ActionConfig{Action: a}
 		if a.Duration == mhp.DurationLong {
 			ac.ROSAction, ac.ActionType, ac.ProgressField = "/fixture/"+a.Name, "fixture_msgs/action/"+a.Name, "progress"
-			srv.AddAction(ac.ROSAction, ac.ActionType, actionServer(srv, in, a.Name))
+			srv.AddAction(ac.ROSAction, ac.ActionType, actionServer(srv, bk, a.Name))
 		} else {
 			ac.Service = "/fixture/" + a.Name
-			srv.AddService(ac.Service, "fixture_msgs/srv/"+a.Name, actionService(in, a.Name))
+			srv.AddService(ac.Service, "fixture_msgs/srv/"+a.Name, actionService(bk, a.Name))
 		}
 		cfg.Actions = append(cfg.Actions, ac)
 	}
@@ -152,6 +188,7 @@ func rosHarness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 	if err := d.Start(ctx); err != nil {
 		t.Fatalf("start: %v", err)
 	}
+	bk.a = a
 	for name := range fixtureTopics {
 		if err := a.signals[name].waitSeq(ctx, 0); err != nil {
 			t.Fatalf("latched %s never arrived: %v", name, err)
@@ -167,7 +204,7 @@ func rosHarness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 	return &conformance.Fixture{
 		Device:  mhp.AsSession(d, "session-a"),
 		Other:   mhp.AsSession(d, "session-b"),
-		Backend: &rosBackend{Instrument: in, t: t, srv: srv, a: a},
+		Backend: bk,
 		Advance: clk.Advance,
 	}
 }
@@ -196,11 +233,11 @@ func settingService(in *conformance.Instrument, name string) rosbridgetest.Servi
 }
 
 // actionService runs a short action's work as a service call.
-func actionService(in *conformance.Instrument, name string) rosbridgetest.ServiceFunc {
+func actionService(in *rosBackend, name string) rosbridgetest.ServiceFunc {
 	return func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
 		var params map[string]any
 		_ = c.Decode(&params)
-		w, err := in.Start(name, params)
+		w, err := in.start(name, params)
 		if err != nil {
 			return map[string]any{"success": false, "message": err.Error()}, nil
 		}
@@ -229,11 +266,11 @@ func actionService(in *conformance.Instrument, name string) rosbridgetest.Servic
 // actionServer runs a long action's work as a ROS 2 goal: feedback with the
 // work's progress, cancel requests passed to the work, the work's end as
 // the terminal status; a dropped work cuts the link.
-func actionServer(srv *rosbridgetest.Server, in *conformance.Instrument, name string) rosbridgetest.ActionFunc {
+func actionServer(srv *rosbridgetest.Server, in *rosBackend, name string) rosbridgetest.ActionFunc {
 	return func(g *rosbridgetest.Goal) {
 		var params map[string]any
 		_ = g.Decode(&params)
-		w, err := in.Start(name, params)
+		w, err := in.start(name, params)
 		if err != nil {
 			g.Finish(rosbridgetest.StatusAborted, map[string]any{"error": err.Error()}, "")
 			return

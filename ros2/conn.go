@@ -134,6 +134,8 @@ func ActionlibStatusName(s int) string {
 var (
 	// ErrNotConnected: the link is down; nothing was sent.
 	ErrNotConnected = errors.New("ros2: not connected to rosbridge, nothing was sent")
+	// ErrNotSent: the caller's context ended before the request went out.
+	ErrNotSent = errors.New("ros2: request not sent (its context ended first)")
 	// ErrConnLost: the link dropped after the request was sent.
 	ErrConnLost = errors.New("ros2: connection to rosbridge lost after the request was sent")
 	// ErrNoReply: no reply came before the deadline. rosbridge drops

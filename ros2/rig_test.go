@@ -1,0 +1,137 @@
+package ros2
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/clock"
+	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
+)
+
+// rig is one adapter driver against one fake rosbridge server.
+type rig struct {
+	t   *testing.T
+	srv *rosbridgetest.Server
+	a   *adapter
+	d   *binding.Driver
+	dev mhp.Device
+}
+
+func baseConfig() Config {
+	return Config{
+		Common:    adapters.Common{Adapter: Kind, Device: mhp.DeviceInfo{ID: "arm-01", Class: "robot_arm"}},
+		Reconnect: Reconnect{InitialS: 0.01, MaxS: 0.1},
+	}
+}
+
+// newRig starts a driver for cfg (URL filled in) against srv. clk may be nil.
+func newRig(t *testing.T, srv *rosbridgetest.Server, cfg Config, clk clock.Clock) *rig {
+	t.Helper()
+	cfg.URL = srv.URL()
+	a, bc, err := newAdapter(cfg, Options{Clock: clk, Logger: quiet(), Binding: func(bc *binding.Config) {
+		bc.JobGrace = 3 * time.Second
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := binding.New(bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return &rig{t: t, srv: srv, a: a, d: d, dev: mhp.AsSession(d, "test")}
+}
+
+func (r *rig) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	r.t.Cleanup(cancel)
+	return ctx
+}
+
+func (r *rig) invoke(name string, params map[string]any) string {
+	r.t.Helper()
+	res, err := r.dev.Invoke(r.ctx(), mhp.InvokeRequest{Name: name, Params: params})
+	if err != nil {
+		r.t.Fatalf("invoke %s: %v", name, err)
+	}
+	return res.Job.ID
+}
+
+// waitJob polls the job until it is terminal.
+func (r *rig) waitJob(id string) *mhp.Job {
+	r.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		j, err := r.dev.Job(r.ctx(), id)
+		if err != nil {
+			r.t.Fatalf("job %s: %v", id, err)
+		}
+		if j.State.Terminal() {
+			return j
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("job %s still %s after %v", id, j.State, wait)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// eventually polls cond until it holds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (r *rig) state() mhp.DeviceState {
+	p, err := r.dev.Ping(r.ctx())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return p.State
+}
+
+func (r *rig) read(name string) (any, string) {
+	r.t.Helper()
+	res, err := r.dev.Read(r.ctx(), []string{name})
+	if err != nil {
+		r.t.Fatalf("read %s: %v", name, err)
+	}
+	return res.Values[name], res.Unavailable[name]
+}
+
+// wantJob checks a terminal job's state, outcome and error text.
+func wantJob(t *testing.T, j *mhp.Job, state mhp.JobState, outcome, errText string) {
+	t.Helper()
+	if j.State != state || j.Outcome != outcome {
+		t.Fatalf("job ended %s/%q (%v), want %s/%q", j.State, j.Outcome, j.Error, state, outcome)
+	}
+	if errText != "" && (j.Error == nil || !strings.Contains(j.Error.Message, errText)) {
+		t.Fatalf("job error %v does not mention %q", j.Error, errText)
+	}
+}
+
+func msgField(t *testing.T, raw json.RawMessage, field string) any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("message %s: %v", raw, err)
+	}
+	return m[field]
+}
