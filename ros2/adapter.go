@@ -639,7 +639,7 @@ func (a *adapter) goalRun(ac ActionConfig) func(context.Context, *binding.Job) (
 		}
 		select {
 		case r := <-h.Result:
-			return goalOutcome(item, h.ID, r)
+			return a.goalEnd(ac, conn, item, h.ID, r)
 		case <-ctx.Done():
 		}
 		// Cancel, estop or timeout: ask the robot to cancel, then (unless
@@ -658,11 +658,35 @@ func (a *adapter) goalRun(ac ActionConfig) func(context.Context, *binding.Job) (
 		defer t.Stop()
 		select {
 		case r := <-h.Result:
-			return goalOutcome(item, h.ID, r)
+			return a.goalEnd(ac, conn, item, h.ID, r)
 		case <-t.C:
 			return nil, fmt.Errorf("%s: cancel of goal %s sent (err %v), but no action_result within %v: outcome unknown", item, h.ID, cerr, wait)
 		}
 	}
+}
+
+// goalEnd maps the result and, for a goal lost with the link, asks the
+// action server itself to cancel all its goals once the link is back when
+// the config says so (rosbridge 2.x may not find the old connection's goal
+// handle for a cancel_action_goal sent on the new connection).
+func (a *adapter) goalEnd(ac ActionConfig, conn Conn, item, id string, r GoalResult) (any, error) {
+	if r.Err != nil && ac.CancelAllOnReconnect {
+		service := ac.ROSAction + "/_action/cancel_goal"
+		go a.retryWhenBack("cancel all goals of "+ac.ROSAction, func(ctx context.Context) error {
+			_, err := conn.CallService(ctx, service, cancelAllArgs())
+			return err
+		})
+	}
+	return goalOutcome(item, id, r)
+}
+
+// cancelAllArgs is an action_msgs/srv/CancelGoal request with a zero goal
+// id and a zero stamp: cancel every goal of the action server.
+func cancelAllArgs() map[string]any {
+	return map[string]any{"goal_info": map[string]any{
+		"goal_id": map[string]any{"uuid": make([]int, 16)},
+		"stamp":   map[string]any{"sec": 0, "nanosec": 0},
+	}}
 }
 
 // goalOutcome maps a ROS 2 action_result to the job's end.
@@ -821,7 +845,9 @@ func (a *adapter) actionlibRun(ac ActionConfig, r *actionlibRouter) func(context
 			}
 		}
 		if res.err != nil {
-			go a.cancelWhenBack(conn, cancelTopic, cancelType, id)
+			go a.retryWhenBack("cancel of actionlib goal "+id, func(ctx context.Context) error {
+				return conn.Publish(ctx, cancelTopic, cancelType, goalIDMsg(id))
+			})
 			return nil, fmt.Errorf("%s: actionlib goal %s: %w: outcome unknown (the goal is cancelled once the link is back)", item, id, res.err)
 		}
 		switch res.status {
@@ -839,17 +865,22 @@ func (a *adapter) actionlibRun(ac ActionConfig, r *actionlibRouter) func(context
 	}
 }
 
-// cancelWhenBack publishes an actionlib cancel once the link is back (the
-// robot keeps executing a goal whose client vanished), retrying with
-// backoff until it goes out or the adapter closes.
-func (a *adapter) cancelWhenBack(conn Conn, topic, typ, id string) {
+// retryWhenBack runs fn until it succeeds or fails for another reason than
+// a link that is down, with backoff, until the adapter closes: a ROS 1 cancel
+// or a ROS 2 cancel-all for a goal whose client vanished (the robot keeps
+// executing it).
+func (a *adapter) retryWhenBack(what string, fn func(ctx context.Context) error) {
 	wait := 50 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(a.ctx, a.reqTimeout)
-		err := conn.Publish(ctx, topic, typ, goalIDMsg(id))
+		err := fn(ctx)
 		cancel()
-		if err == nil {
-			a.log.Warn("ros2: cancelled actionlib goal left in flight by a dropped connection", "goal", id)
+		switch {
+		case err == nil:
+			a.log.Warn("ros2: sent after the reconnect: " + what)
+			return
+		case !errors.Is(err, ErrNotConnected) && !errors.Is(err, ErrConnLost) && !errors.Is(err, ErrNoReply):
+			a.log.Error("ros2: failed after the reconnect: "+what, "err", err)
 			return
 		}
 		t := time.NewTimer(wait)

@@ -135,6 +135,12 @@ type ActionConfig struct {
 	// FaultOnFailure latches the device in fault when the robot reports a
 	// failure (ABORTED, success:false).
 	FaultOnFailure bool `yaml:"fault_on_failure,omitempty"`
+	// CancelAllOnReconnect (ROS 2 actions) also calls the action server's
+	// own <action>/_action/cancel_goal with a zero goal id once the link is
+	// back after a drop: it cancels every goal of that server, other
+	// clients' too, but reaches goals whose rosbridge handle died with the
+	// old connection. Use it when MHP is the robot's only client.
+	CancelAllOnReconnect bool `yaml:"cancel_all_on_reconnect,omitempty"`
 }
 
 // EStopConfig is the robot's own emergency stop: a topic publish or a
@@ -219,6 +225,9 @@ func (c *Config) Validate() error {
 		}
 		if n != 1 {
 			return fmt.Errorf("ros2: action %q needs exactly one of service, action or actionlib", a.Name)
+		}
+		if a.CancelAllOnReconnect && a.ROSAction == "" {
+			return fmt.Errorf("ros2: action %q: cancel_all_on_reconnect applies to ROS 2 actions", a.Name)
 		}
 		if (a.ROSAction != "" || a.Actionlib != "") && a.ActionType == "" {
 			return fmt.Errorf("ros2: action %q needs action_type", a.Name)

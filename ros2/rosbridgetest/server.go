@@ -97,6 +97,10 @@ type Options struct {
 	// ROS1Quirks makes the server write like rosbridge 0.11 (ROS 1): `/`
 	// escaped as `\/` in strings. NaN and Inf always go out as null.
 	ROS1Quirks bool
+	// PerConnectionGoals makes cancel_action_goal find only goals sent on
+	// the same connection, as rosbridge 2.x keeps goal handles per client:
+	// a cancel sent after a reconnect then reaches nothing.
+	PerConnectionGoals bool
 	// Logf, when set, receives what the real server would only log (bad ops,
 	// type conflicts, unknown topics). Pass t.Logf.
 	Logf func(format string, args ...any)
@@ -1105,7 +1109,7 @@ func (c *conn) handle(data []byte) {
 		s.mu.Lock()
 		g, ok := s.goals[m.ID]
 		s.mu.Unlock()
-		if ok && !g.ROS1 {
+		if ok && !g.ROS1 && (!s.opts.PerConnectionGoals || g.c == c) {
 			g.requestCancel()
 		} else {
 			s.logf("cancel_action_goal %s: no such goal (no reply)", m.ID)
@@ -1113,6 +1117,44 @@ func (c *conn) handle(data []byte) {
 	default:
 		s.logf("unknown op %q (no reply)", m.Op)
 	}
+}
+
+// cancelGoalService serves an action server's hidden
+// <action>/_action/cancel_goal (action_msgs/srv/CancelGoal) for a zero goal
+// id and stamp: cancel every goal of the action. It reports how many goals
+// got the request, and whether the action exists.
+func (s *Server) cancelGoalService(actionName string, args json.RawMessage) ([]string, bool) {
+	s.mu.Lock()
+	_, exists := s.actions[actionName]
+	var hit []*Goal
+	for _, g := range s.goals {
+		if !g.ROS1 && g.Action == actionName {
+			hit = append(hit, g)
+		}
+	}
+	s.mu.Unlock()
+	if !exists {
+		return nil, false
+	}
+	var a struct {
+		GoalInfo struct {
+			GoalID struct {
+				UUID []int `json:"uuid"`
+			} `json:"goal_id"`
+		} `json:"goal_info"`
+	}
+	_ = json.Unmarshal(args, &a)
+	for _, b := range a.GoalInfo.GoalID.UUID {
+		if b != 0 {
+			return []string{}, true // one goal by UUID: rosbridge never tells clients the UUIDs
+		}
+	}
+	ids := []string{}
+	for _, g := range hit {
+		g.requestCancel()
+		ids = append(ids, g.ID)
+	}
+	return ids, true
 }
 
 // sameType compares ROS type names, treating "pkg/msg/T", "pkg/srv/T" and
@@ -1165,6 +1207,12 @@ func (c *conn) callService(m clientMsg) {
 		s.mu.Unlock()
 		reply(values, true)
 		return
+	}
+	if name, ok := strings.CutSuffix(m.Service, "/_action/cancel_goal"); ok {
+		if n, handled := s.cancelGoalService(name, m.Args); handled {
+			reply(map[string]any{"return_code": 0, "goals_canceling": n}, true)
+			return
+		}
 	}
 	s.mu.Lock()
 	sv, ok := s.services[m.Service]
