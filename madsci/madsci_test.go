@@ -31,7 +31,7 @@ func baseConfig(url, files string) madsci.Config {
 	f := false
 	return madsci.Config{
 		NodeURL:        url,
-		RequestTimeout: 2 * time.Second,
+		RequestTimeout: 5 * time.Second,
 		PollInterval:   2 * time.Millisecond,
 		PollMax:        10 * time.Millisecond,
 		ActionTimeout:  10 * time.Second,

@@ -1,0 +1,502 @@
+package pylabrobot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/clock"
+)
+
+// Deps are the seams of the adapter; nil fields are HTTP clients from the config.
+type Deps struct {
+	Machine Machine
+	Tasks   Tasks
+	Legacy  Legacy
+	// Clock is the driver's clock (binding.Config.Clock).
+	Clock clock.Clock
+	HTTP  *http.Client
+}
+
+// New builds an unstarted driver. In bridge mode it reads /describe.
+func New(ctx context.Context, cfg Config, deps Deps) (*binding.Driver, error) {
+	bc, err := Binding(ctx, cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	return binding.New(bc)
+}
+
+// Binding builds the binding config (New without the driver).
+func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return binding.Config{}, err
+	}
+	bc := binding.Config{Clock: deps.Clock}
+	cfg.Apply(&bc)
+	if bc.Device.Make == "" {
+		bc.Device.Make = "PyLabRobot"
+	}
+	if cfg.Mode == ModeLegacy {
+		if deps.Legacy == nil {
+			c, err := NewLegacyClient(cfg.URL, cfg.RequestTimeout, deps.HTTP)
+			if err != nil {
+				return binding.Config{}, err
+			}
+			deps.Legacy = c
+		}
+		l := &legacyAdapter{cfg: cfg, lh: deps.Legacy}
+		return l.binding(bc)
+	}
+	if deps.Machine == nil || deps.Tasks == nil {
+		c, err := NewBridgeClient(cfg.URL, cfg.RequestTimeout, deps.HTTP)
+		if err != nil {
+			return binding.Config{}, err
+		}
+		if deps.Machine == nil {
+			deps.Machine = c
+		}
+		if deps.Tasks == nil {
+			deps.Tasks = c
+		}
+	}
+	desc, err := deps.Machine.Describe(ctx)
+	if err != nil {
+		return binding.Config{}, fmt.Errorf("pylabrobot: reading the bridge's /describe at %s: %w", cfg.URL, err)
+	}
+	b := &bridgeAdapter{cfg: cfg, m: deps.Machine, t: deps.Tasks, desc: desc}
+	b.state = &stateCache{ttl: cfg.SignalCache, fetch: deps.Machine.State}
+	return b.binding(bc)
+}
+
+// ---- bridge mode
+
+type bridgeAdapter struct {
+	cfg   Config
+	m     Machine
+	t     Tasks
+	desc  *Description
+	state *stateCache
+}
+
+type stateCache struct {
+	ttl   time.Duration
+	fetch func(context.Context) (*StateReply, error)
+	mu    sync.Mutex
+	at    time.Time
+	val   *StateReply
+}
+
+func (s *stateCache) get(ctx context.Context) (*StateReply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.val != nil && s.ttl > 0 && time.Since(s.at) < s.ttl {
+		return s.val, nil
+	}
+	v, err := s.fetch(ctx)
+	if err != nil {
+		s.val = nil
+		return nil, err
+	}
+	s.val, s.at = v, time.Now()
+	return v, nil
+}
+
+func (b *bridgeAdapter) binding(bc binding.Config) (binding.Config, error) {
+	if bc.Device.Model == "" {
+		bc.Device.Model = b.desc.Machine.Class
+	}
+	if bc.Notes == "" {
+		bc.Notes = fmt.Sprintf("PyLabRobot %s (%s) through plrbridge at %s.", b.desc.Machine.Class, b.desc.Machine.Module, b.cfg.URL)
+	}
+	methods := map[string]Method{}
+	for _, m := range b.desc.Methods {
+		methods[m.Name] = m
+	}
+	// Signals: the bridge's readable state.
+	served := map[string]bool{}
+	for _, st := range b.desc.State {
+		spec := mhp.Signal{Name: st.Name, Type: jsonType(st.Type), Notes: "PyLabRobot state (" + st.Source + ")"}
+		if o, ok := b.cfg.Signals[st.Name]; ok {
+			if o.Hide {
+				continue
+			}
+			if o.Type != "" {
+				spec.Type = o.Type
+			}
+			if o.Unit != "" {
+				spec.Unit = o.Unit
+			}
+			if o.Notes != "" {
+				spec.Notes = o.Notes
+			}
+		}
+		served[st.Name] = true
+		name := st.Name
+		bc.Signals = append(bc.Signals, binding.Signal{Spec: spec, Read: func(ctx context.Context) (binding.Sample, error) {
+			s, err := b.state.get(ctx)
+			if err != nil {
+				return binding.Sample{}, binding.Unavailable("bridge /state: %v", err)
+			}
+			if msg, bad := s.Errors[name]; bad {
+				return binding.Sample{}, binding.Unavailable("%s: %s", name, msg)
+			}
+			v, ok := s.Values[name]
+			if !ok || v == nil {
+				return binding.Sample{}, binding.Unavailable("bridge /state has no value for %s", name)
+			}
+			return binding.Sample{Value: v}, nil
+		}})
+	}
+	for name, o := range b.cfg.Signals {
+		if !served[name] && !o.Hide {
+			return binding.Config{}, fmt.Errorf("pylabrobot: config overrides signal %q, which the bridge does not serve", name)
+		}
+	}
+	// Settings: setter methods.
+	setters := map[string]bool{}
+	for _, name := range settingOrder(b.cfg) {
+		sm := b.cfg.Settings[name]
+		m, ok := methods[sm.Method]
+		if !ok {
+			return binding.Config{}, fmt.Errorf("pylabrobot: setting %q: the bridge has no method %q", name, sm.Method)
+		}
+		param := sm.Param
+		if param == "" {
+			var req []string
+			for _, p := range m.Params {
+				if p.Required {
+					req = append(req, p.Name)
+				}
+			}
+			if len(req) != 1 {
+				return binding.Config{}, fmt.Errorf("pylabrobot: setting %q: method %s has %d required params %v; name one with param", name, sm.Method, len(req), req)
+			}
+			param = req[0]
+		}
+		setters[sm.Method] = true
+		spec := mhp.Setting{Name: name, Type: sm.Type, Unit: sm.Unit, Limits: sm.Limits, Approval: sm.Approval,
+			Interlocks: sm.Interlocks, DuringJob: sm.DuringJob, Notes: sm.Notes}
+		if spec.Notes == "" {
+			spec.Notes = fmt.Sprintf("written by %s(%s=value)", sm.Method, param)
+		}
+		method := sm.Method
+		bc.Settings = append(bc.Settings, binding.Setting{Spec: spec, Write: func(ctx context.Context, v any) (binding.WriteStatus, error) {
+			return b.write(ctx, method, param, v)
+		}})
+	}
+	// Actions: every other method.
+	for _, m := range b.desc.Methods {
+		o, has := b.cfg.Actions[m.Name]
+		if o.Hide || (setters[m.Name] && !has) {
+			continue
+		}
+		act, err := b.action(m, o)
+		if err != nil {
+			return binding.Config{}, err
+		}
+		bc.Actions = append(bc.Actions, act)
+	}
+	for name := range b.cfg.Actions {
+		if _, ok := methods[name]; !ok {
+			return binding.Config{}, fmt.Errorf("pylabrobot: config overrides action %q, which the bridge does not serve", name)
+		}
+	}
+	bc.EStop = b.estop
+	bc.Setup = func(ctx context.Context) error {
+		if _, err := b.m.State(ctx); err != nil {
+			return fmt.Errorf("pylabrobot: bridge %s unreachable: %w", b.cfg.URL, err)
+		}
+		return nil
+	}
+	return bc, nil
+}
+
+func settingOrder(cfg Config) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range cfg.SettingOrder {
+		if _, ok := cfg.Settings[n]; ok && !seen[n] {
+			out = append(out, n)
+			seen[n] = true
+		}
+	}
+	var rest []string
+	for n := range cfg.Settings {
+		if !seen[n] {
+			rest = append(rest, n)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
+}
+
+// jsonType maps the bridge's types onto MHP types.
+func jsonType(t string) string {
+	if mhp.IsType(t) {
+		return t
+	}
+	return mhp.TypeAny
+}
+
+// shapeOf maps a bridge type description onto a shape.
+func shapeOf(t TypeDesc) *mhp.Shape {
+	s := &mhp.Shape{Type: jsonType(t.Type)}
+	if t.Items != nil {
+		s.Items = shapeOf(*t.Items)
+	}
+	if len(t.Enum) > 0 {
+		s.Limits = &mhp.Limits{Enum: t.Enum}
+	}
+	var notes []string
+	if t.Resource {
+		notes = append(notes, "name of a deck resource")
+	}
+	if t.Items != nil && t.Items.Resource {
+		notes = append(notes, "names of deck resources")
+	}
+	if t.PythonType != "" {
+		notes = append(notes, "python type "+t.PythonType)
+	}
+	s.Notes = strings.Join(notes, "; ")
+	return s
+}
+
+func (b *bridgeAdapter) action(m Method, o ActionOverride) (binding.Action, error) {
+	spec := mhp.Action{Name: m.Name, Duration: mhp.DurationLong, Approval: o.Approval, Interlocks: o.Interlocks,
+		Notes: m.Doc, Cancellable: m.Cancellable, Concurrent: m.Concurrent}
+	if o.Duration != "" {
+		spec.Duration = o.Duration
+	}
+	if o.Notes != "" {
+		spec.Notes = o.Notes
+	}
+	if o.Cancellable != nil {
+		spec.Cancellable = *o.Cancellable
+	}
+	if o.Concurrent != nil {
+		spec.Concurrent = *o.Concurrent
+	}
+	for _, p := range m.Params {
+		sh := shapeOf(p)
+		if !p.Required {
+			sh.Optional = true
+			if p.Default != nil {
+				sh.Default = p.Default
+			}
+		}
+		spec.Params = append(spec.Params, mhp.Param{Name: p.Name, Shape: mergeShape(sh, o.Params[p.Name])})
+	}
+	for pn := range o.Params {
+		if _, ok := spec.Params.Get(pn); !ok {
+			return binding.Action{}, fmt.Errorf("pylabrobot: config overrides param %q of %q, which the method does not take", pn, m.Name)
+		}
+	}
+	spec.Returns = o.Returns
+	if spec.Returns == nil && m.Returns.Type != "" && m.Returns.Type != "null" {
+		spec.Returns = shapeOf(m.Returns)
+	}
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = b.cfg.ActionTimeout
+	}
+	name := m.Name
+	return binding.Action{Spec: spec, Timeout: timeout, Run: func(ctx context.Context, job *binding.Job) (any, error) {
+		return b.run(ctx, job, name, timeout)
+	}}, nil
+}
+
+// mergeShape lays o over base: a typed o replaces base whole.
+func mergeShape(base, o *mhp.Shape) *mhp.Shape {
+	if o == nil {
+		return base
+	}
+	if o.Type != "" || base == nil {
+		c := *o
+		return &c
+	}
+	out := *base
+	if o.Unit != "" {
+		out.Unit = o.Unit
+	}
+	if o.Limits != nil {
+		out.Limits = o.Limits
+	}
+	if o.Default != nil {
+		out.Default = o.Default
+	}
+	if o.Optional {
+		out.Optional = true
+	}
+	if o.Notes != "" {
+		out.Notes = o.Notes
+	}
+	return &out
+}
+
+func (b *bridgeAdapter) run(ctx context.Context, job *binding.Job, method string, timeout time.Duration) (any, error) {
+	params := map[string]any{}
+	for k, v := range job.Params() {
+		params[k] = v
+	}
+	t, err := b.t.Submit(ctx, method, params, timeout.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	return b.follow(ctx, job, t)
+}
+
+// follow polls the task to its end; after a cancel (or estop) it sends the
+// bridge's cancel once and keeps polling under its own deadline.
+func (b *bridgeAdapter) follow(ctx context.Context, job *binding.Job, t *Task) (any, error) {
+	id := t.ID
+	pollCtx := ctx
+	var stops []context.CancelFunc
+	defer func() {
+		for _, f := range stops {
+			f()
+		}
+	}()
+	cancelling, failures := false, 0
+	var lastProgress float64 = -1
+	lastMsg := ""
+	for {
+		switch t.Status {
+		case TaskDone:
+			return t.Result, nil
+		case TaskFailed:
+			return nil, binding.Failed(fmt.Errorf("%s: %s", t.Method, t.Error), map[string]any{"error_type": t.ErrorType, "task_id": id})
+		case TaskCancelled:
+			return nil, binding.ErrCancelled
+		case TaskUnknown:
+			return nil, fmt.Errorf("bridge task %s (%s) ended with outcome unknown: %s", id, t.Method, t.Error)
+		case TaskQueued, TaskRunning:
+			p := 0.0
+			if t.Progress != nil {
+				p = *t.Progress
+			}
+			if p != lastProgress || t.Message != lastMsg {
+				lastProgress, lastMsg = p, t.Message
+				extra := map[string]any{"task_id": id, "status": t.Status}
+				if t.Message != "" {
+					extra["message"] = t.Message
+				}
+				job.Progress(p, extra)
+			}
+		default:
+			return nil, fmt.Errorf("bridge task %s: status %q is not a task status", id, t.Status)
+		}
+		if ctx.Err() != nil && !cancelling {
+			if !job.CancelRequested() {
+				return nil, fmt.Errorf("bridge task %s (%s): no terminal status before the deadline", id, t.Method)
+			}
+			cancelling = true
+			base := context.WithoutCancel(ctx)
+			cctx, cancel := context.WithTimeout(base, b.cfg.RequestTimeout)
+			_, cerr := b.t.Cancel(cctx, id)
+			cancel()
+			deadline := time.Now().Add(b.cfg.CancelWait)
+			if cerr != nil {
+				// Not sent (not cancellable, or no answer): wait out the job's own deadline.
+				if d, ok := ctx.Deadline(); ok {
+					deadline = d
+				}
+			}
+			var stop context.CancelFunc
+			pollCtx, stop = context.WithDeadline(base, deadline)
+			stops = append(stops, stop)
+		}
+		if err := sleepCtx(pollCtx, b.cfg.PollInterval); err != nil {
+			if !cancelling {
+				continue
+			}
+			return nil, fmt.Errorf("bridge task %s (%s): no end state within %v of the cancel", id, t.Method, b.cfg.CancelWait)
+		}
+		next, err := b.t.Task(pollCtx, id)
+		if err != nil {
+			var he *HTTPError
+			if errors.As(err, &he) && he.Status == http.StatusNotFound {
+				return nil, fmt.Errorf("bridge task %s (%s) is gone (the bridge restarted?): outcome unknown", id, t.Method)
+			}
+			if pollCtx.Err() != nil && !cancelling {
+				continue
+			}
+			failures++
+			if failures >= b.cfg.PollFailures {
+				return nil, fmt.Errorf("bridge task %s (%s): bridge unreachable (%d polls failed): %w", id, t.Method, failures, err)
+			}
+			continue
+		}
+		failures = 0
+		t = next
+	}
+}
+
+// write runs a setter method and waits for its end.
+func (b *bridgeAdapter) write(ctx context.Context, method, param string, v any) (binding.WriteStatus, error) {
+	t, err := b.t.Submit(ctx, method, map[string]any{param: v}, 0)
+	if err != nil {
+		if _, ok := mhp.AsError(err); ok {
+			return binding.Applied, err
+		}
+		return binding.Sent, err
+	}
+	for failures := 0; ; {
+		switch t.Status {
+		case TaskDone:
+			return binding.Applied, nil
+		case TaskFailed:
+			// The machine raised: it reported the failure (known outcome).
+			return binding.Applied, mhp.Errorf(mhp.CodeServerError, "%s(%s=%v) failed at the machine: %s", method, param, v, t.Error).
+				With("error_type", t.ErrorType)
+		case TaskQueued, TaskRunning:
+		default:
+			return binding.Sent, fmt.Errorf("%s(%s=%v): task %s ended %s: %s", method, param, v, t.ID, t.Status, t.Error)
+		}
+		if err := sleepCtx(ctx, b.cfg.PollInterval); err != nil {
+			return binding.Sent, fmt.Errorf("%s(%s=%v): no end state before the deadline", method, param, v)
+		}
+		next, err := b.t.Task(ctx, t.ID)
+		if err != nil {
+			failures++
+			if failures >= b.cfg.PollFailures || ctx.Err() != nil {
+				return binding.Sent, fmt.Errorf("%s(%s=%v): %w", method, param, v, err)
+			}
+			continue
+		}
+		failures, t = 0, next
+	}
+}
+
+func (b *bridgeAdapter) estop(ctx context.Context) error {
+	if !b.desc.Machine.Stop {
+		return errors.New("the machine has no stop(): running tasks were not stopped at the machine")
+	}
+	r, err := b.m.Stop(ctx)
+	if err != nil {
+		return fmt.Errorf("bridge /stop: %w", err)
+	}
+	if !r.Stopped {
+		return fmt.Errorf("machine.stop() failed: %s", r.Error)
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

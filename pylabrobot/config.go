@@ -1,0 +1,177 @@
+package pylabrobot
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
+)
+
+// Kind is the adapter kind of pylabrobot config files (`adapter: pylabrobot`).
+const Kind = "pylabrobot"
+
+// Modes: which HTTP API the backend speaks.
+const (
+	ModeBridge = "bridge" // plrbridge.py
+	ModeLegacy = "legacy" // PyLabRobot's liquid-handling server (lh-server)
+)
+
+// Config is a pylabrobot config file:
+//
+//	adapter: pylabrobot
+//	device: {id: star-01, class: liquid_handler}
+//	mode: bridge
+//	url: http://127.0.0.1:5050
+//	settings:
+//	  target_temperature: {method: set_temperature, param: temperature, type: number, limits: {min: 4, max: 95}}
+//
+// Zero values take the defaults documented on each field.
+type Config struct {
+	adapters.Common `yaml:",inline"`
+
+	// Mode is bridge (default) or legacy.
+	Mode string `yaml:"mode,omitempty"`
+	// URL is the bridge's or server's base URL; default
+	// http://127.0.0.1:5050 (bridge) or http://127.0.0.1:5001 (legacy).
+	URL string `yaml:"url,omitempty"`
+	// RequestTimeout bounds every HTTP request; default 10s.
+	RequestTimeout time.Duration `yaml:"request_timeout,omitempty"`
+	// PollInterval is the wait between task polls; default 200ms.
+	PollInterval time.Duration `yaml:"poll_interval,omitempty"`
+	// ActionTimeout bounds an action with no timeout of its own (and is sent
+	// to the bridge as the task's timeout_s); default 1h.
+	ActionTimeout time.Duration `yaml:"action_timeout,omitempty"`
+	// CancelWait bounds how long a cancelled job keeps polling for the
+	// task's end state after the cancel was sent; default 60s.
+	CancelWait time.Duration `yaml:"cancel_wait,omitempty"`
+	// PollFailures is how many task polls in a row may fail before the
+	// outcome is unknown; default 3.
+	PollFailures int `yaml:"poll_failures,omitempty"`
+	// SignalCache is how long one /state reply serves signal reads; default
+	// 250ms; negative disables.
+	SignalCache time.Duration `yaml:"signal_cache,omitempty"`
+
+	// Signals, Actions override what the bridge describes; Settings map
+	// setter methods onto settings (bridge mode only).
+	Signals  map[string]SignalOverride `yaml:"signals,omitempty"`
+	Settings map[string]SettingMapping `yaml:"settings,omitempty"`
+	Actions  map[string]ActionOverride `yaml:"actions,omitempty"`
+	// SettingOrder lists the settings in the order they are described
+	// (default: sorted by name).
+	SettingOrder []string `yaml:"setting_order,omitempty"`
+}
+
+// SignalOverride adjusts one signal.
+type SignalOverride struct {
+	Type  string `yaml:"type,omitempty"`
+	Unit  string `yaml:"unit,omitempty"`
+	Notes string `yaml:"notes,omitempty"`
+	Hide  bool   `yaml:"hide,omitempty"`
+}
+
+// SettingMapping makes a setter method a setting: a write runs the method
+// with {param: value} as a task and waits for it to end.
+type SettingMapping struct {
+	Method string `yaml:"method"`
+	// Param is the method's parameter that takes the value; default the
+	// method's only required parameter.
+	Param      string       `yaml:"param,omitempty"`
+	Type       string       `yaml:"type"`
+	Unit       string       `yaml:"unit,omitempty"`
+	Limits     *mhp.Limits  `yaml:"limits,omitempty"`
+	Approval   mhp.Approval `yaml:"approval,omitempty"`
+	Interlocks []string     `yaml:"interlocks,omitempty"`
+	DuringJob  bool         `yaml:"during_job,omitempty"`
+	Notes      string       `yaml:"notes,omitempty"`
+}
+
+// ActionOverride adjusts one action.
+type ActionOverride struct {
+	Approval   mhp.Approval  `yaml:"approval,omitempty"`
+	Duration   string        `yaml:"duration,omitempty"`
+	Interlocks []string      `yaml:"interlocks,omitempty"`
+	Timeout    time.Duration `yaml:"timeout,omitempty"`
+	// Params adjust the described params: an override with a type replaces
+	// the shape; without one its set fields replace the described ones.
+	Params      map[string]*mhp.Shape `yaml:"params,omitempty"`
+	Returns     *mhp.Shape            `yaml:"returns,omitempty"`
+	Notes       string                `yaml:"notes,omitempty"`
+	Cancellable *bool                 `yaml:"cancellable,omitempty"`
+	Concurrent  *bool                 `yaml:"concurrent,omitempty"`
+	Hide        bool                  `yaml:"hide,omitempty"`
+}
+
+// Defaults returns c with every zero option at its default.
+func (c Config) Defaults() Config {
+	if c.Adapter == "" {
+		c.Adapter = Kind
+	}
+	if c.Mode == "" {
+		c.Mode = ModeBridge
+	}
+	if c.URL == "" {
+		c.URL = "http://127.0.0.1:5050"
+		if c.Mode == ModeLegacy {
+			c.URL = "http://127.0.0.1:5001"
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.RequestTimeout, 10*time.Second)
+	def(&c.PollInterval, 200*time.Millisecond)
+	def(&c.ActionTimeout, time.Hour)
+	def(&c.CancelWait, time.Minute)
+	def(&c.SignalCache, 250*time.Millisecond)
+	if c.PollFailures == 0 {
+		c.PollFailures = 3
+	}
+	return c
+}
+
+// Validate reports the first problem of a defaulted config.
+func (c Config) Validate() error {
+	if c.Adapter != Kind {
+		return fmt.Errorf("pylabrobot: adapter is %q, want %q", c.Adapter, Kind)
+	}
+	if c.Device.ID == "" {
+		return fmt.Errorf("pylabrobot: device.id is required")
+	}
+	if c.Mode != ModeBridge && c.Mode != ModeLegacy {
+		return fmt.Errorf("pylabrobot: mode %q is not bridge or legacy", c.Mode)
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("pylabrobot: url %q is not an http(s) URL", c.URL)
+	}
+	for name, d := range map[string]time.Duration{"request_timeout": c.RequestTimeout, "poll_interval": c.PollInterval,
+		"action_timeout": c.ActionTimeout, "cancel_wait": c.CancelWait} {
+		if d <= 0 {
+			return fmt.Errorf("pylabrobot: %s must be positive, got %v", name, d)
+		}
+	}
+	if c.PollFailures < 1 {
+		return fmt.Errorf("pylabrobot: poll_failures must be >= 1")
+	}
+	if c.Mode == ModeLegacy && len(c.Settings) > 0 {
+		return fmt.Errorf("pylabrobot: the legacy server has no setter methods; settings need mode bridge")
+	}
+	for name, s := range c.Settings {
+		if s.Method == "" {
+			return fmt.Errorf("pylabrobot: setting %q: method is required", name)
+		}
+		if !mhp.IsType(s.Type) {
+			return fmt.Errorf("pylabrobot: setting %q: type %q is not a value type", name, s.Type)
+		}
+	}
+	for name, a := range c.Actions {
+		if a.Timeout < 0 {
+			return fmt.Errorf("pylabrobot: action %q: timeout %v is negative", name, a.Timeout)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package pylabrobot_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/clock"
+	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/pylabrobot"
+	"github.com/openmhp/mhp-go/pylabrobot/plrtest"
+)
+
+// fixtureConfig maps the fake bridge onto exactly the conformance fixture.
+func fixtureConfig(url string, opt conformance.Options) pylabrobot.Config {
+	desc := conformance.FixtureDescriptor()
+	cfg := fastConfig(pylabrobot.ModeBridge, url)
+	cfg.Device = desc.DeviceInfo
+	cfg.Safety = desc.Safety
+	cfg.Safety.WatchdogS = opt.WatchdogS
+	cfg.Signals = map[string]pylabrobot.SignalOverride{}
+	for _, s := range desc.Signals {
+		cfg.Signals[s.Name] = pylabrobot.SignalOverride{Type: s.Type, Unit: s.Unit}
+	}
+	setters := plrtest.Setters()
+	cfg.Settings = map[string]pylabrobot.SettingMapping{}
+	for _, s := range desc.Settings {
+		cfg.Settings[s.Name] = pylabrobot.SettingMapping{Method: setters[s.Name], Param: "value", Type: s.Type, Unit: s.Unit,
+			Limits: s.Limits, Approval: s.Approval, Interlocks: s.Interlocks, DuringJob: s.DuringJob}
+		cfg.SettingOrder = append(cfg.SettingOrder, s.Name)
+	}
+	cfg.Actions = map[string]pylabrobot.ActionOverride{"aspirate": {Hide: true}}
+	for _, a := range desc.Actions {
+		a := a
+		o := pylabrobot.ActionOverride{Approval: a.Approval, Duration: a.Duration, Interlocks: a.Interlocks,
+			Cancellable: &a.Cancellable, Concurrent: &a.Concurrent, Params: map[string]*mhp.Shape{}}
+		for _, p := range a.Params {
+			o.Params[p.Name] = p.Shape
+		}
+		cfg.Actions[a.Name] = o
+	}
+	return cfg
+}
+
+func harness(t *testing.T, opt conformance.Options) *conformance.Fixture {
+	t.Helper()
+	b := plrtest.NewBridge()
+	clk := clock.NewManual(time.Now())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bc, err := pylabrobot.Binding(ctx, fixtureConfig(b.URL, opt), pylabrobot.Deps{Clock: clk})
+	if err != nil {
+		b.Close()
+		t.Fatalf("pylabrobot.Binding: %v", err)
+	}
+	bc.PollInterval = 20 * time.Millisecond
+	d, err := binding.New(bc)
+	if err != nil {
+		b.Close()
+		t.Fatalf("binding.New: %v", err)
+	}
+	if err := d.Start(ctx); err != nil {
+		b.Close()
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		b.In.ReleaseAll()
+		if err := d.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		b.Close()
+	})
+	return &conformance.Fixture{
+		Device:  mhp.AsSession(d, conformance.MemorySessionA),
+		Other:   mhp.AsSession(d, conformance.MemorySessionB),
+		Backend: b.In,
+		Advance: clk.Advance,
+	}
+}
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, harness)
+}

@@ -1,0 +1,453 @@
+// Package plrtest holds fakes of the two PyLabRobot HTTP APIs the
+// pylabrobot adapter speaks, for tests: Bridge (the plrbridge API) and
+// LegacyServer (PyLabRobot's liquid-handling server). Both keep their state
+// in a *conformance.Instrument, so the conformance suite drives them like
+// every other fake backend, and both bind 127.0.0.1 only.
+package plrtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/pylabrobot"
+)
+
+// Bridge is a fake plrbridge serving the conformance fixture as a machine:
+// methods run, quick, monitor (concurrent), profile, confirm_action,
+// forbidden_action, aspirate (resource params), one setter per fixture
+// setting (set_setpoint, set_mode, ... taking "value", concurrent), state
+// temperature and door_closed. Close it with Close.
+type Bridge struct {
+	// In is the simulated instrument behind the machine.
+	In *conformance.Instrument
+	// URL is the bridge's base URL.
+	URL string
+
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	desc      pylabrobot.Description
+	tasks     map[string]*bridgeTask
+	forced    map[string]string
+	vanished  bool
+	requests  map[string]int
+	submitted []string
+}
+
+type bridgeTask struct {
+	pylabrobot.Task
+	exclusive bool
+	work      *conformance.Work
+	cancel    context.CancelFunc // setter tasks
+	final     bool               // Task.Status is final (not read from work)
+}
+
+// Setters maps fixture setting names to their setter methods on the fake bridge.
+func Setters() map[string]string {
+	out := map[string]string{}
+	for _, s := range conformance.FixtureDescriptor().Settings {
+		out[s.Name] = "set_" + s.Name
+	}
+	return out
+}
+
+// NewBridge starts a fake bridge on 127.0.0.1.
+func NewBridge() *Bridge {
+	b := &Bridge{In: conformance.NewInstrument(), tasks: map[string]*bridgeTask{}, forced: map[string]string{}, requests: map[string]int{}}
+	num := func(name string, required bool) pylabrobot.TypeDesc {
+		return pylabrobot.TypeDesc{Name: name, Type: "number", PythonType: "float", Required: required, Kind: "positional_or_keyword"}
+	}
+	m := func(name, doc string, params ...pylabrobot.TypeDesc) pylabrobot.Method {
+		return pylabrobot.Method{Name: name, Doc: doc, Params: params, Cancellable: true, Returns: pylabrobot.TypeDesc{Type: "any"}}
+	}
+	d := &b.desc
+	d.Bridge.Name, d.Bridge.Version = "plrbridge", "1"
+	d.Machine.Class, d.Machine.Module, d.Machine.Stop, d.Machine.HasDeck = "FixtureMachine", "plrtest", true, true
+	mon := m(conformance.ActionMonitor, "monitor until cancelled")
+	mon.Concurrent = true
+	d.Methods = []pylabrobot.Method{
+		m(conformance.ActionRun, "run for duration_s", num("duration_s", true)),
+		m(conformance.ActionQuick, "quick"),
+		mon,
+		m(conformance.ActionProfile, "run a profile",
+			pylabrobot.TypeDesc{Name: "steps", Type: "array", PythonType: "list[dict]", Required: true, Items: &pylabrobot.TypeDesc{Type: "object"}},
+			pylabrobot.TypeDesc{Name: "cycles", Type: "integer", PythonType: "int", Default: 1.0}),
+		m(conformance.ActionConfirm, "needs confirmation"),
+		m(conformance.ActionForbidden, "forbidden"),
+		m("aspirate", "aspirate from wells",
+			pylabrobot.TypeDesc{Name: "resources", Type: "array", Required: true, Items: &pylabrobot.TypeDesc{Type: "string", Resource: true, PythonType: "Well"}},
+			pylabrobot.TypeDesc{Name: "vols", Type: "array", Required: true, Items: &pylabrobot.TypeDesc{Type: "number"}},
+			pylabrobot.TypeDesc{Name: "mode", Type: "string", Enum: []any{"FAST", "SLOW"}, Default: "FAST"}),
+	}
+	for _, s := range conformance.FixtureDescriptor().Settings {
+		typ := s.Type
+		setter := m("set_"+s.Name, "set "+s.Name, pylabrobot.TypeDesc{Name: "value", Type: typ, Required: true})
+		setter.Concurrent = true
+		d.Methods = append(d.Methods, setter)
+	}
+	d.State = []pylabrobot.StateItem{
+		{Name: conformance.SignalTemperature, Type: "number", Source: "get_temperature"},
+		{Name: conformance.SignalDoorClosed, Type: "boolean", Source: "attribute"},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /describe", b.describe)
+	mux.HandleFunc("GET /state", b.state)
+	mux.HandleFunc("POST /tasks", b.submit)
+	mux.HandleFunc("GET /tasks/{id}", b.task)
+	mux.HandleFunc("POST /tasks/{id}/cancel", b.cancelTask)
+	mux.HandleFunc("POST /stop", b.stop)
+	b.srv = httptest.NewServer(b.middleware(mux))
+	b.URL = b.srv.URL
+	return b
+}
+
+// Close stops the server and releases every blocked work.
+func (b *Bridge) Close() {
+	b.In.ReleaseAll()
+	b.mu.Lock()
+	for _, t := range b.tasks {
+		if t.cancel != nil {
+			t.cancel()
+		}
+	}
+	b.mu.Unlock()
+	b.srv.CloseClientConnections()
+	b.srv.Close()
+}
+
+// Vanish drops every connection until Return.
+func (b *Bridge) Vanish() {
+	b.mu.Lock()
+	b.vanished = true
+	b.mu.Unlock()
+	b.srv.CloseClientConnections()
+}
+
+// Return undoes Vanish.
+func (b *Bridge) Return() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.vanished = false
+}
+
+// Restart forgets every task, as a restarted bridge would.
+func (b *Bridge) Restart() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tasks = map[string]*bridgeTask{}
+}
+
+// ForceNext makes the next task of method end at once with status
+// (done, failed, cancelled, unknown) without running the instrument.
+func (b *Bridge) ForceNext(method, status string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.forced[method] = status
+}
+
+// Requests counts requests by "METHOD /path".
+func (b *Bridge) Requests(key string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.requests[key]
+}
+
+// Submitted lists the params of every accepted task of method, oldest first.
+func (b *Bridge) Submitted(method string) []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, id := range b.submitted {
+		if t, ok := b.tasks[id]; ok && t.Method == method {
+			out = append(out, t.Params)
+		}
+	}
+	return out
+}
+
+func (b *Bridge) middleware(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		gone := b.vanished
+		path := r.URL.Path
+		if strings.HasPrefix(path, "/tasks/") {
+			if strings.HasSuffix(path, "/cancel") {
+				path = "/tasks/{id}/cancel"
+			} else {
+				path = "/tasks/{id}"
+			}
+		}
+		b.requests[r.Method+" "+path]++
+		b.mu.Unlock()
+		if gone {
+			dropConn(w)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func dropConn(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			c.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+func reply(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (b *Bridge) describe(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	d := b.desc
+	b.mu.Unlock()
+	reply(w, 200, d)
+}
+
+func (b *Bridge) state(w http.ResponseWriter, r *http.Request) {
+	out := pylabrobot.StateReply{Values: map[string]any{}, Errors: map[string]string{}, TS: float64(time.Now().UnixNano()) / 1e9}
+	for _, s := range []string{conformance.SignalTemperature, conformance.SignalDoorClosed} {
+		v, err := b.In.ReadSignal(s)
+		if err != nil {
+			out.Errors[s] = err.Error()
+			continue
+		}
+		out.Values[s] = v
+	}
+	reply(w, 200, out)
+}
+
+func (b *Bridge) method(name string) (pylabrobot.Method, bool) {
+	for _, m := range b.desc.Methods {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return pylabrobot.Method{}, false
+}
+
+func newTaskID() string {
+	var x [8]byte
+	_, _ = rand.Read(x[:])
+	return hex.EncodeToString(x[:])
+}
+
+// refresh settles a task's status from its work. Call with mu held.
+func (t *bridgeTask) refresh() {
+	if t.final || t.work == nil {
+		return
+	}
+	state, result, err := t.work.State()
+	p := t.work.Progress()
+	t.Progress = &p
+	switch state {
+	case conformance.WorkRunning:
+		t.Status = pylabrobot.TaskRunning
+		return
+	case conformance.WorkSucceeded:
+		t.Status, t.Result = pylabrobot.TaskDone, result
+	case conformance.WorkFailed:
+		t.Status, t.Error, t.ErrorType = pylabrobot.TaskFailed, "RuntimeError: "+errText(err), "RuntimeError"
+	case conformance.WorkCancelled:
+		t.Status, t.Error, t.ErrorType = pylabrobot.TaskCancelled, "cancelled: the coroutine ended by CancelledError", "CancelledError"
+	case conformance.WorkDropped:
+		t.Status, t.Error = pylabrobot.TaskUnknown, "the machine link dropped mid-command: "+errText(err)
+	}
+	t.final = true
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "failed"
+	}
+	return err.Error()
+}
+
+func (b *Bridge) submit(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Method   string         `json:"method"`
+		Params   map[string]any `json:"params"`
+		TimeoutS float64        `json:"timeout_s"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Method == "" {
+		reply(w, 400, map[string]any{"error": "method (string) is required"})
+		return
+	}
+	m, ok := b.method(body.Method)
+	if !ok {
+		reply(w, 404, map[string]any{"error": "no method '" + body.Method + "'"})
+		return
+	}
+	for k := range body.Params {
+		known := false
+		for _, p := range m.Params {
+			known = known || p.Name == k
+		}
+		if !known {
+			reply(w, 400, map[string]any{"error": "bad params: got an unexpected keyword argument '" + k + "'"})
+			return
+		}
+	}
+	for _, p := range m.Params {
+		if _, ok := body.Params[p.Name]; p.Required && !ok {
+			reply(w, 400, map[string]any{"error": "bad params: missing a required argument: '" + p.Name + "'"})
+			return
+		}
+	}
+	b.mu.Lock()
+	if !m.Concurrent {
+		for _, t := range b.tasks {
+			t.refresh()
+			if t.exclusive && (t.Status == pylabrobot.TaskRunning || t.Status == pylabrobot.TaskQueued) {
+				b.mu.Unlock()
+				reply(w, 409, map[string]any{"error": "busy: task " + t.ID + " (" + t.Method + ") is running", "running": t.ID})
+				return
+			}
+		}
+	}
+	t := &bridgeTask{Task: pylabrobot.Task{ID: newTaskID(), Method: m.Name, Params: body.Params, Status: pylabrobot.TaskRunning}, exclusive: !m.Concurrent}
+	if st, ok := b.forced[m.Name]; ok {
+		delete(b.forced, m.Name)
+		t.Status, t.final = st, true
+		switch st {
+		case pylabrobot.TaskFailed:
+			t.Error, t.ErrorType = "RuntimeError: forced", "RuntimeError"
+		case pylabrobot.TaskUnknown:
+			t.Error = "no end within the timeout: the coroutine was cancelled"
+		case pylabrobot.TaskDone:
+			t.Result = map[string]any{"ok": true}
+		}
+		b.tasks[t.ID] = t
+		b.submitted = append(b.submitted, t.ID)
+		b.mu.Unlock()
+		reply(w, 202, map[string]any{"task": t.Task})
+		return
+	}
+	b.mu.Unlock()
+
+	if setting, ok := strings.CutPrefix(m.Name, "set_"); ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.cancel = cancel
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			err := b.In.WriteSetting(ctx, setting, body.Params["value"])
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			t.final = true
+			switch {
+			case err == nil:
+				t.Status = pylabrobot.TaskDone
+			case err == conformance.ErrRefused || err == conformance.ErrReported:
+				t.Status, t.Error, t.ErrorType = pylabrobot.TaskFailed, "ValueError: "+err.Error(), "ValueError"
+			case err == conformance.ErrDropped:
+				t.Status, t.Error = pylabrobot.TaskUnknown, "the machine link dropped mid-command"
+			default:
+				t.Status, t.Error, t.ErrorType = pylabrobot.TaskCancelled, "cancelled", "CancelledError"
+			}
+		}()
+		b.mu.Lock()
+		b.tasks[t.ID] = t
+		b.submitted = append(b.submitted, t.ID)
+		b.mu.Unlock()
+		// A write usually settles at once; answer its state like the real
+		// bridge answers right after scheduling.
+		select {
+		case <-done:
+		case <-time.After(5 * time.Millisecond):
+		}
+		b.mu.Lock()
+		snap := t.Task
+		b.mu.Unlock()
+		reply(w, 202, map[string]any{"task": snap})
+		return
+	}
+
+	work, err := b.In.Start(m.Name, body.Params)
+	if err != nil {
+		reply(w, 409, map[string]any{"error": "the machine refused " + m.Name + ": " + err.Error()})
+		return
+	}
+	b.mu.Lock()
+	t.work = work
+	t.refresh()
+	b.tasks[t.ID] = t
+	b.submitted = append(b.submitted, t.ID)
+	snap := t.Task
+	b.mu.Unlock()
+	reply(w, 202, map[string]any{"task": snap})
+}
+
+func (b *Bridge) task(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	t, ok := b.tasks[r.PathValue("id")]
+	var snap pylabrobot.Task
+	if ok {
+		t.refresh()
+		snap = t.Task
+	}
+	b.mu.Unlock()
+	if !ok {
+		reply(w, 404, map[string]any{"error": "task not found"})
+		return
+	}
+	reply(w, 200, map[string]any{"task": snap})
+}
+
+func (b *Bridge) cancelTask(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	t, ok := b.tasks[r.PathValue("id")]
+	if !ok {
+		b.mu.Unlock()
+		reply(w, 404, map[string]any{"error": "task not found"})
+		return
+	}
+	t.refresh()
+	if !t.final {
+		t.CancelRequested = true
+		if t.work != nil {
+			t.work.Cancel()
+		}
+		if t.cancel != nil {
+			t.cancel()
+		}
+	}
+	snap := t.Task
+	b.mu.Unlock()
+	reply(w, 202, map[string]any{"task": snap})
+}
+
+func (b *Bridge) stop(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	var cancelled []string
+	for _, t := range b.tasks {
+		t.refresh()
+		if !t.final {
+			t.CancelRequested = true
+			cancelled = append(cancelled, t.ID)
+			if t.cancel != nil {
+				t.cancel()
+			}
+		}
+	}
+	b.mu.Unlock()
+	if err := b.In.Stop(); err != nil {
+		reply(w, 200, pylabrobot.StopReply{Stopped: false, Error: "RuntimeError: " + err.Error(), Cancelled: cancelled})
+		return
+	}
+	reply(w, 200, pylabrobot.StopReply{Stopped: true, Cancelled: cancelled})
+}

@@ -1,0 +1,32 @@
+package pylabrobot
+
+import (
+	"context"
+
+	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
+)
+
+// Register adds the "pylabrobot" kind to r.
+func Register(r *adapters.Registry) error {
+	return r.Register(Kind, Factory)
+}
+
+// Factory builds a driver from a pylabrobot config file; in bridge mode it
+// reads the bridge's /describe, so the bridge must be running.
+func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
+	cfg, err := Load(src)
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, cfg, Deps{})
+}
+
+// Load decodes a config file strictly.
+func Load(src adapters.Source) (Config, error) {
+	var cfg Config
+	if err := src.Decode(&cfg); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
