@@ -388,9 +388,11 @@ func TestLegacyTerminalStates(t *testing.T) {
 				}
 			}},
 		{name: "running_then_succeeded", action: "aspirate", params: liquid("plate_01_well_A1"),
-			setup:  func(l *plrtest.LegacyServer) { l.In.Script(plrtest.RouteAspirate, conformance.Block) },
-			during: func(t *testing.T, f *fixture, l *plrtest.LegacyServer, job string) { l.In.Release(plrtest.RouteAspirate) },
-			state:  mhp.JobDone, deviceAfter: mhp.StateIdle,
+			setup: func(l *plrtest.LegacyServer) { l.In.Script(plrtest.RouteAspirate, conformance.Block) },
+			during: func(t *testing.T, f *fixture, l *plrtest.LegacyServer, job string) {
+				l.In.Release(plrtest.RouteAspirate)
+			},
+			state: mhp.JobDone, deviceAfter: mhp.StateIdle,
 			check: func(t *testing.T, f *fixture, l *plrtest.LegacyServer, j *mhp.Job) {
 				b := l.Bodies(plrtest.RouteAspirate)
 				ch := b[0]["channels"].([]any)[0].(map[string]any)

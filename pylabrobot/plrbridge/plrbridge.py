@@ -817,6 +817,9 @@ def serve(argv: list[str] | None = None) -> None:
 
 
 def main() -> None:
+    # Run as a script, this module is __main__; machine code that does
+    # `import plrbridge` (for report_progress) must get this same module.
+    sys.modules.setdefault("plrbridge", sys.modules[__name__])
     serve()
 
 

@@ -1,0 +1,123 @@
+package pylabrobot_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/pylabrobot"
+)
+
+// startPythonBridge runs the real plrbridge.py on the stub machine; the test
+// is skipped when python3 is not installed.
+func startPythonBridge(t *testing.T) string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found: the end-to-end test of plrbridge.py needs it (the Go fakes cover the adapter)")
+	}
+	script, _ := filepath.Abs(filepath.Join("plrbridge", "plrbridge.py"))
+	factory, _ := filepath.Abs(filepath.Join("testdata", "stub_machine.py"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, py, script, "--factory", factory+":make", "--port", "0", "--host", "127.0.0.1")
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Dir(script))
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start plrbridge.py: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel() // kills the process we started
+		_ = cmd.Wait()
+	})
+	urls := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+	}()
+	select {
+	case u := <-urls:
+		return u
+	case <-time.After(15 * time.Second):
+		t.Fatal("plrbridge.py did not report its address within 15s")
+	}
+	return ""
+}
+
+func TestPythonBridgeEndToEnd(t *testing.T) {
+	url := startPythonBridge(t)
+	cfg := fastConfig(pylabrobot.ModeBridge, url)
+	cfg.PollInterval = 10 * time.Millisecond
+	cfg.Settings = map[string]pylabrobot.SettingMapping{"target_temperature": {Method: "set_temperature", Type: mhp.TypeNumber, Unit: "degC", Limits: mhp.Range(4, 95)}}
+	f := start(t, cfg)
+	ctx := context.Background()
+	desc := f.drv.Descriptor()
+	add, ok := desc.Action("add")
+	if !ok {
+		t.Fatalf("actions %v", desc.Actions)
+	}
+	if a, _ := add.Params.Get("a"); a.Type != mhp.TypeInteger || a.Optional {
+		t.Errorf("add.a = %+v", a)
+	}
+	if b, _ := add.Params.Get("b"); !b.Optional || b.Default != 2.0 {
+		t.Errorf("add.b = %+v", b)
+	}
+
+	id := f.invoke(t, "add", map[string]any{"a": 40})
+	if j := f.finish(t, id); j.State != mhp.JobDone || j.Result != 42.0 {
+		t.Fatalf("add: %+v %v", j, j.Error)
+	}
+	id = f.invoke(t, "explode", nil)
+	if j := f.finish(t, id); j.State != mhp.JobFailed || j.Outcome != mhp.OutcomeFailed {
+		t.Fatalf("explode: %+v", j)
+	}
+
+	id = f.invoke(t, "hold", map[string]any{"seconds": 30})
+	f.waitJob(t, id, "progress 0.5", func(j *mhp.Job) bool { return j.Progress == 0.5 && j.Extra["message"] == "holding" })
+	if _, err := f.dev.CancelJob(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if j := f.finish(t, id); j.State != mhp.JobCancelled {
+		t.Fatalf("hold after cancel: %+v %v", j, j.Error)
+	}
+
+	id = f.invoke(t, "stubborn", map[string]any{"seconds": 30})
+	f.waitJob(t, id, "running", func(j *mhp.Job) bool { return j.Extra["status"] == pylabrobot.TaskRunning })
+	if _, err := f.dev.CancelJob(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if j := f.finish(t, id); j.State != mhp.JobDone || j.Result != "finished anyway" {
+		t.Fatalf("a coroutine that ignored the cancel: %+v, want done", j)
+	}
+
+	if w, err := f.dev.Write(ctx, mhp.WriteRequest{Name: "target_temperature", Value: 37.0}); err != nil || !w.Applied {
+		t.Fatalf("write: %+v %v", w, err)
+	}
+	r, err := f.dev.Read(ctx, []string{"temperature", "setup_finished"})
+	if err != nil || r.Values["temperature"] != 37.0 || r.Values["setup_finished"] != false {
+		t.Fatalf("read: %+v %v", r, err)
+	}
+
+	res, err := f.dev.EStop(ctx, "e2e")
+	if err != nil || !res.Stopped {
+		t.Fatalf("estop: %+v %v", res, err)
+	}
+	r, _ = f.dev.Read(ctx, []string{"stops"})
+	if r.Values["stops"] != 1.0 {
+		t.Fatalf("machine.stop() calls = %v", r.Values["stops"])
+	}
+}
