@@ -772,7 +772,13 @@ func (a *adapter) estop(ctx context.Context) error {
 // verify resets the node (when configured) and waits until it is not
 // stopped, errored or initializing.
 func (a *adapter) verify(ctx context.Context) error {
-	if *a.cfg.ResetNode {
+	st, err := a.node.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("madsci: node /status: %w", err)
+	}
+	// The node's reset runs shutdown and startup again: send it only when
+	// the node needs it (stopped, errored, locked or paused).
+	if *a.cfg.ResetNode && (st.Stopped || st.Errored || st.Locked || st.Paused) {
 		r, err := a.node.Admin(ctx, AdminReset)
 		if err != nil {
 			return fmt.Errorf("madsci: reset: %w", err)

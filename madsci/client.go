@@ -577,18 +577,7 @@ func addFile(w *multipart.Writer, field, filename, path string) error {
 	return err
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
-}
+func sortedKeys[V any](m map[string]V) []string { return sortedNames(m) }
 
 var (
 	_ Node    = (*Client)(nil)

@@ -71,7 +71,8 @@ type Config struct {
 	// blocking action, so the gates refuse while the node is not ready;
 	// default true (needs status_signals).
 	ReadyInterlock *bool `yaml:"ready_interlock,omitempty"`
-	// ResetNode posts the node's reset admin command on safety/reset; default true.
+	// ResetNode posts the node's reset admin command on safety/reset when
+	// the node is stopped, errored, locked or paused; default true.
 	ResetNode *bool `yaml:"reset_node,omitempty"`
 	// Settings exposes the node's /info config as settings; default true.
 	ConfigSettings *bool `yaml:"config_settings,omitempty"`

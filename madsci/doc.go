@@ -26,6 +26,7 @@
 // the node reports how the action ended, bounded by CancelWait. Estop posts
 // safety_stop when capabilities.admin_commands lists it; otherwise it sends
 // what the node has (cancel, lock) and reports stopped:false with the reason.
-// safety/reset posts the node's reset and waits for the node to recover.
+// safety/reset posts the node's reset when the node is stopped, errored,
+// locked or paused, waits for it to recover, then reads every signal.
 // 429 replies are retried after their Retry-After (bounded).
 package madsci

@@ -467,27 +467,42 @@ class Bridge:
             out[k] = self._value(k, ann, v)
         return out
 
-    def _value(self, name: str, ann: typing.Any, v: typing.Any) -> typing.Any:
-        d = describe_type(ann)
-        if v is None:
-            return None
-        if d.get("resource") and isinstance(v, str):
+    def _value(self, name: str, ann: typing.Any, v: typing.Any, depth: int = 0) -> typing.Any:
+        """Convert a JSON value for an annotation: resource names to resources,
+        enum member names to members, objects to instances of annotated
+        classes, through Optional[...] and list/sequence annotations."""
+        if v is None or depth > 8 or isinstance(ann, str) or ann is inspect.Parameter.empty:
+            return v
+        origin, args = typing.get_origin(ann), typing.get_args(ann)
+        if origin is typing.Union or (origin is not None and origin is getattr(__import__("types"), "UnionType", None)):
+            rest = [a for a in args if a is not type(None)]
+            return self._value(name, rest[0], v, depth + 1) if len(rest) == 1 else v
+        if isinstance(v, list) and (origin in (list, tuple, set, frozenset) or (origin is not None and _is_sequence_origin(origin))):
+            item = args[0] if args else inspect.Parameter.empty
+            out = [self._value(name, item, x, depth + 1) for x in v]
+            return tuple(out) if origin is tuple else out
+        if _is_resource_class(ann) and isinstance(v, str):
             return self._resource(name, v)
-        if d["type"] == "array" and d.get("items", {}).get("resource") and isinstance(v, list):
-            return [self._resource(name, x) if isinstance(x, str) else x for x in v]
-        if d["type"] == "integer" and isinstance(v, float) and v.is_integer():
+        if ann is int and isinstance(v, float) and v.is_integer():
             return int(v)
-        if d["type"] == "number" and isinstance(v, int) and not isinstance(v, bool):
+        if ann is float and isinstance(v, int) and not isinstance(v, bool):
             return float(v)
-        if d.get("enum") and inspect.isclass(ann) and issubclass(ann, enum.Enum) and isinstance(v, str):
+        if inspect.isclass(ann) and issubclass(ann, enum.Enum) and isinstance(v, str):
             try:
                 return ann[v]
             except KeyError:
-                raise BridgeError(400, f"{name}: {v!r} is not one of {d['enum']}") from None
-        if isinstance(v, dict) and inspect.isclass(ann) and ann not in (dict, object) and not _is_mapping_origin(ann):
+                try:
+                    return ann(v)
+                except ValueError:
+                    raise BridgeError(400, f"{name}: {v!r} is not one of {[m.name for m in ann]}") from None
+        if isinstance(v, dict) and inspect.isclass(ann) and origin is None and ann not in (dict, object) \
+                and not _is_mapping_origin(ann) and not _is_resource_class(ann):
+            data = dict(v)
+            if data.get("type") == ann.__name__:
+                data.pop("type")
             deser = getattr(ann, "deserialize", None)
             try:
-                return deser(v) if callable(deser) else ann(**v)
+                return deser(dict(v)) if callable(deser) else ann(**data)
             except Exception as e:  # noqa: BLE001
                 raise BridgeError(400, f"{name}: cannot build {ann.__name__} from {v}: {e}") from None
         return v

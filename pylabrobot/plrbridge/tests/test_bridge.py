@@ -96,6 +96,10 @@ class StubHandler:
         self.calls.append(("pick_up_tips", tip_spot.name, offset.serialize() if offset else None))
         return tip_spot.name
 
+    async def dispense(self, resources: typing.Sequence[Well], offsets: typing.Optional[typing.List[Coordinate]] = None,
+                       modes: typing.Optional[list[Mode]] = None) -> None:
+        self.calls.append(("dispense", [r.name for r in resources], [o.serialize() for o in offsets or []], modes))
+
     async def shake(self, speed: int, duration: float, direction: typing.Literal["cw", "ccw"] = "cw") -> None:
         self.calls.append(("shake", speed, duration, direction))
         plrbridge.report_progress(0.25, "spinning up")
@@ -245,6 +249,17 @@ class BridgeTest(unittest.TestCase):
         t = self.terminal(self.b.submit("pick_up_tips", {"tip_spot": "tips_A1", "offset": {"x": 1, "y": 2, "z": 3}})["id"])
         self.assertEqual(t["status"], "done", t)
         self.assertEqual(self.m.calls[-1], ("pick_up_tips", "tips_A1", {"x": 1, "y": 2, "z": 3}))
+
+    def test_nested_conversion(self) -> None:
+        t = self.terminal(self.b.submit("dispense", {"resources": ["plate_well_A2"],
+                                                      "offsets": [{"type": "Coordinate", "x": 1, "y": 0, "z": 2}],
+                                                      "modes": ["SLOW", "fast"]})["id"])
+        self.assertEqual(t["status"], "done", t)
+        self.assertEqual(self.m.calls[-1], ("dispense", ["plate_well_A2"], [{"x": 1, "y": 0, "z": 2}], [Mode.SLOW, Mode.FAST]))
+        d = {m["name"]: m for m in self.b.describe()["methods"]}["dispense"]
+        p = {x["name"]: x for x in d["params"]}
+        self.assertTrue(p["resources"]["items"]["resource"])
+        self.assertEqual(p["offsets"]["type"], "array")
 
     def test_failed_carries_message(self) -> None:
         t = self.terminal(self.b.submit("explode", {"code": 7})["id"])
