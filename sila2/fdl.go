@@ -13,6 +13,10 @@ import (
 // MaxFDLSize bounds the size of a Feature Definition the parser accepts.
 const MaxFDLSize = 4 << 20
 
+// maxExpanded bounds the size of a data type with every data type
+// identifier expanded, so a small FDL cannot make shapes of exponential size.
+const maxExpanded = 1 << 14
+
 // maxTypeDepth bounds how deeply data types may nest (lists, structures,
 // constrained types and data type identifiers together).
 const maxTypeDepth = 32
@@ -350,6 +354,12 @@ func (f *Feature) check() error {
 			return err
 		}
 	}
+	sizes := map[string]int{}
+	for id, t := range types {
+		if n := expandedSize(t, types, sizes, 0); n > maxExpanded {
+			return fmt.Errorf("data type %s expands to more than %d nodes", id, maxExpanded)
+		}
+	}
 	for i := range f.Commands {
 		c := &f.Commands[i]
 		if err := claim("command", c.Identifier); err != nil {
@@ -544,6 +554,37 @@ func checkConstraints(where string, c *Constraints, basic string) error {
 		}
 	}
 	return nil
+}
+
+// expandedSize counts a type's nodes with identifiers expanded (memoised
+// per definition; the definitions are known to be acyclic).
+func expandedSize(t *DataType, types map[string]*DataType, memo map[string]int, depth int) int {
+	if t == nil || depth > 4*maxTypeDepth {
+		return 1
+	}
+	switch {
+	case t.List != nil:
+		return 1 + expandedSize(t.List, types, memo, depth+1)
+	case t.Structure != nil:
+		n := 1
+		for i := range t.Structure.Elements {
+			n += expandedSize(&t.Structure.Elements[i].DataType, types, memo, depth+1)
+			if n > maxExpanded {
+				return n
+			}
+		}
+		return n
+	case t.Constrained != nil:
+		return 1 + expandedSize(&t.Constrained.DataType, types, memo, depth+1)
+	case t.Identifier != "":
+		if n, ok := memo[t.Identifier]; ok {
+			return n
+		}
+		n := 1 + expandedSize(types[t.Identifier], types, memo, depth+1)
+		memo[t.Identifier] = n
+		return n
+	}
+	return 1
 }
 
 type typeKind int
