@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -292,11 +293,7 @@ func (c *Client) handle(data []byte, frags map[string][]string) {
 		parts[e.Num] = part
 		if e.Num == e.Total-1 {
 			delete(frags, e.ID)
-			whole := ""
-			for _, p := range parts {
-				whole += p
-			}
-			c.handle([]byte(whole), frags)
+			c.handle([]byte(strings.Join(parts, "")), frags)
 		}
 	case "publish":
 		now := c.opts.Clock.Now()

@@ -45,8 +45,10 @@
 // (rosbridge does not cancel a vanished client's goals); their jobs end
 // with outcome unknown. Caveat: rosbridge 2.x keeps goal handles per
 // connection, so a cancel_action_goal sent on the new connection may not
-// reach a goal sent on the old one; ROS 1 actionlib cancels by goal id
-// over a topic and always does.
+// reach a goal sent on the old one: ActionConfig.CancelAllOnReconnect then
+// also calls the action server's <action>/_action/cancel_goal with a zero
+// goal id (every goal of that server). ROS 1 actionlib cancels by goal id
+// over a topic and always reaches the goal.
 //
 // Conn is the seam between the mapping and the wire; package
 // ros2/rosbridgetest is a fake rosbridge server for integration tests.

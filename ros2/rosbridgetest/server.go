@@ -33,7 +33,10 @@
 //     any status, cancel_action_goal (no reply; the ActionFunc decides
 //     whether to honour it), result:false/status 0 for a wrong action type;
 //     goals survive a dropped client like on the real bridge, and their later
-//     results are lost;
+//     results are lost; Options.PerConnectionGoals makes a cancel from another
+//     connection miss, as rosbridge 2.x keeps goal handles per client; an
+//     action's hidden <action>/_action/cancel_goal service with a zero goal
+//     id cancels all of its goals;
 //   - ROS 1 actionlib over topics (AddActionlib): <ns>/goal, /cancel,
 //     /status, /feedback, /result with actionlib GoalStatus codes;
 //   - faults: Drop (cut every connection), Refuse (refuse new connections),
@@ -220,7 +223,9 @@ func (s *Server) Accepted() int {
 	return s.nconn
 }
 
-// Received returns every message the clients sent, in order.
+// Received returns every message the clients sent, in order. A message is
+// recorded once the server handled it (a subscription is registered, a goal
+// started, a publish delivered).
 func (s *Server) Received() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -985,15 +990,24 @@ func (c *conn) handle(data []byte) {
 		return
 	}
 	s := c.s
-	s.mu.Lock()
-	typ := m.Type
-	if m.Op == "send_action_goal" {
-		typ = m.ActionType
-	}
-	s.received = append(s.received, Message{Op: m.Op, ID: m.ID, Topic: m.Topic, Service: m.Service, Action: m.Action, Type: typ,
-		Raw: append(json.RawMessage(nil), data...), Conn: c.n})
-	s.notifyLocked()
-	s.mu.Unlock()
+	// Recorded once handled, so a test that saw a subscribe in WaitFor can
+	// publish and reach it; work that answers (a service handler, a goal)
+	// starts only after the record.
+	var after func()
+	defer func() {
+		typ := m.Type
+		if m.Op == "send_action_goal" {
+			typ = m.ActionType
+		}
+		s.mu.Lock()
+		s.received = append(s.received, Message{Op: m.Op, ID: m.ID, Topic: m.Topic, Service: m.Service, Action: m.Action, Type: typ,
+			Raw: append(json.RawMessage(nil), data...), Conn: c.n})
+		s.notifyLocked()
+		s.mu.Unlock()
+		if after != nil {
+			go after()
+		}
+	}()
 
 	switch m.Op {
 	case "advertise":
@@ -1084,7 +1098,7 @@ func (c *conn) handle(data []byte) {
 		}
 		c.mu.Unlock()
 	case "call_service":
-		c.callService(m)
+		after = c.callService(m)
 	case "send_action_goal":
 		s.mu.Lock()
 		a, ok := s.actions[m.Action]
@@ -1104,7 +1118,7 @@ func (c *conn) handle(data []byte) {
 		s.goals[m.ID] = g
 		s.notifyLocked()
 		s.mu.Unlock()
-		go a.fn(g)
+		after = func() { a.fn(g) }
 	case "cancel_action_goal":
 		s.mu.Lock()
 		g, ok := s.goals[m.ID]
@@ -1170,7 +1184,9 @@ func sameType(a, b string) bool {
 	return norm(a) == norm(b)
 }
 
-func (c *conn) callService(m clientMsg) {
+// callService answers built-in services at once and returns the handler
+// run of a declared one (nil when answered).
+func (c *conn) callService(m clientMsg) func() {
 	s := c.s
 	reply := func(values any, ok bool) {
 		c.send(map[string]any{"op": "service_response", "id": m.ID, "service": m.Service, "values": values, "result": ok})
@@ -1206,12 +1222,12 @@ func (c *conn) callService(m clientMsg) {
 		}
 		s.mu.Unlock()
 		reply(values, true)
-		return
+		return nil
 	}
 	if name, ok := strings.CutSuffix(m.Service, "/_action/cancel_goal"); ok {
 		if n, handled := s.cancelGoalService(name, m.Args); handled {
 			reply(map[string]any{"return_code": 0, "goals_canceling": n}, true)
-			return
+			return nil
 		}
 	}
 	s.mu.Lock()
@@ -1219,10 +1235,10 @@ func (c *conn) callService(m clientMsg) {
 	s.mu.Unlock()
 	if !ok {
 		reply("Service "+m.Service+" does not exist", false)
-		return
+		return nil
 	}
 	call := &Call{ID: m.ID, Service: m.Service, Args: m.Args, Conn: c.n, c: c}
-	go func() {
+	return func() {
 		values, err := sv.fn(c.ctx, call)
 		var bad *BadArgsError
 		switch {
@@ -1236,5 +1252,5 @@ func (c *conn) callService(m clientMsg) {
 		default:
 			reply(fmt.Sprintf("service [%s] responded with an error: %v", m.Service, err), false)
 		}
-	}()
+	}
 }
