@@ -16,7 +16,7 @@ import (
 
 // rig is one adapter driver against one fake rosbridge server.
 type rig struct {
-	t   *testing.T
+	t   testing.TB
 	srv *rosbridgetest.Server
 	a   *adapter
 	d   *binding.Driver
@@ -31,7 +31,7 @@ func baseConfig() Config {
 }
 
 // newRig starts a driver for cfg (URL filled in) against srv. clk may be nil.
-func newRig(t *testing.T, srv *rosbridgetest.Server, cfg Config, clk clock.Clock) *rig {
+func newRig(t testing.TB, srv *rosbridgetest.Server, cfg Config, clk clock.Clock) *rig {
 	t.Helper()
 	cfg.URL = srv.URL()
 	a, bc, err := newAdapter(cfg, Options{Clock: clk, Logger: quiet(), Binding: func(bc *binding.Config) {
