@@ -59,6 +59,21 @@ const LockControllerFDL = `<?xml version="1.0" encoding="utf-8"?>
   <DefinedExecutionError><Identifier>InvalidLockIdentifier</Identifier><DisplayName>Invalid Lock Identifier</DisplayName><Description>Wrong lock identifier.</Description></DefinedExecutionError>
 </Feature>`
 
+// AuthorizationServiceFDL declares the AccessToken metadata, as the
+// standard's AuthorizationService does (its commands are left out).
+const AuthorizationServiceFDL = `<?xml version="1.0" encoding="utf-8"?>
+<Feature SiLA2Version="1.0" FeatureVersion="1.0" Originator="org.silastandard" Category="core" xmlns="http://www.sila-standard.org">
+  <Identifier>AuthorizationService</Identifier>
+  <DisplayName>Authorization Service</DisplayName>
+  <Description>Access tokens for calls.</Description>
+  <Metadata><Identifier>AccessToken</Identifier><DisplayName>Access Token</DisplayName><Description>Token from the authentication service.</Description>
+    <DataType><Basic>String</Basic></DataType><DefinedExecutionErrors><Identifier>InvalidAccessToken</Identifier></DefinedExecutionErrors></Metadata>
+  <DefinedExecutionError><Identifier>InvalidAccessToken</Identifier><DisplayName>Invalid Access Token</DisplayName><Description>The token is not valid.</Description></DefinedExecutionError>
+</Feature>`
+
+// AuthorizationServiceID is the fully qualified id of AuthorizationServiceFDL.
+const AuthorizationServiceID = "org.silastandard/core/AuthorizationService/v1"
+
 // GreetingProviderFDL is a greeting feature modelled on the standard's example.
 const GreetingProviderFDL = `<?xml version="1.0" encoding="utf-8"?>
 <Feature SiLA2Version="1.0" FeatureVersion="1.0" Originator="org.silastandard" Category="examples" xmlns="http://www.sila-standard.org">

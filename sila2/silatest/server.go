@@ -85,8 +85,18 @@ type Server struct {
 	execs    map[string]*Exec
 	lockID   string
 	calls    map[string]int
+	required []*metaReq
+	breakCh  chan struct{}
 	grpc     *grpc.Server
 	lis      net.Listener
+}
+
+// metaReq is metadata the server requires on the calls of some features.
+type metaReq struct {
+	f        *feature // the declaring feature
+	id       string   // metadata identifier
+	affected []string // fully qualified feature ids
+	check    func(any) error
 }
 
 type feature struct {
@@ -133,7 +143,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "0.1"
 	}
-	s := &Server{fw: fw, opts: opts, name: opts.Name, routes: map[string]route{}, execs: map[string]*Exec{}, calls: map[string]int{}}
+	s := &Server{fw: fw, opts: opts, name: opts.Name, routes: map[string]route{}, execs: map[string]*Exec{}, calls: map[string]int{},
+		breakCh: make(chan struct{})}
 	svc := sila2.SiLAServiceFDL
 	if opts.Legacy {
 		svc = strings.Replace(svc, "<Identifier>FeatureIdentifier</Identifier>", "<Identifier>QualifiedFeatureIdentifier</Identifier>", 1)
@@ -206,6 +217,43 @@ func (s *Server) AddFeature(fdl string, h Handlers) error {
 		s.routes[c.Path("Get_FCPAffectedByMetadata_"+m.Identifier)] = route{routeAffected, ft, m.Identifier}
 	}
 	return nil
+}
+
+// RequireMetadata makes the metadata <feature>/Metadata/<Id> (declared by
+// an added feature) required on every call of the affected features (fully
+// qualified ids); check judges its value (nil: any value). A missing value
+// is FrameworkError INVALID_METADATA; check's error goes to the client.
+func (s *Server) RequireMetadata(featureID, metadataID string, affected []string, check func(any) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.features {
+		if !strings.EqualFold(f.c.Feature.FullyQualifiedID(), featureID) && f.c.Feature.Identifier != featureID {
+			continue
+		}
+		for _, m := range f.c.Feature.Metadata {
+			if m.Identifier == metadataID {
+				s.required = append(s.required, &metaReq{f: f, id: metadataID, affected: affected, check: check})
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("silatest: no feature %s declaring metadata %s", featureID, metadataID)
+}
+
+// BreakStreams breaks every open _Info and _Intermediate stream once with
+// UNAVAILABLE, as a network blip would; the executions go on and a client
+// may subscribe again.
+func (s *Server) BreakStreams() {
+	s.mu.Lock()
+	close(s.breakCh)
+	s.breakCh = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *Server) breaker() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.breakCh
 }
 
 // Start serves on 127.0.0.1 (port 0) with TLS when cert is given, plaintext
@@ -308,6 +356,7 @@ func (s *Server) handle(_ any, stream grpc.ServerStream) error {
 	case routeStart:
 		return s.siLAStatus(s.start(stream, r, in))
 	case routeInfo:
+		s.count(r.f, r.item+"_Info")
 		return s.siLAStatus(s.info(ctx, stream, in))
 	case routeIntermediate:
 		return s.siLAStatus(s.intermediate(ctx, stream, r, md, in))
@@ -337,6 +386,31 @@ func (s *Server) checkMetadata(ctx context.Context, r route) error {
 	}
 	if r.kind == routeInfo || r.kind == routeResult || r.kind == routeIntermediate || r.kind == routeAffected {
 		return nil
+	}
+	s.mu.Lock()
+	reqs := append([]*metaReq(nil), s.required...)
+	s.mu.Unlock()
+	for _, q := range reqs {
+		hit := false
+		for _, a := range q.affected {
+			hit = hit || strings.EqualFold(a, r.f.c.Feature.FullyQualifiedID())
+		}
+		if !hit {
+			continue
+		}
+		vals := md.Get(sila2.MetadataKey(q.f.c.Feature.FullyQualifiedID() + "/Metadata/" + q.id))
+		if len(vals) == 0 {
+			return frameworkErr(sila2.FrameworkInvalidMetadata, "metadata %s is required", q.id)
+		}
+		v, err := decodeMetadata(q.f, q.id, []byte(vals[0]))
+		if err != nil {
+			return frameworkErr(sila2.FrameworkInvalidMetadata, "metadata %s: %v", q.id, err)
+		}
+		if q.check != nil {
+			if err := q.check(v); err != nil {
+				return err
+			}
+		}
 	}
 	s.mu.Lock()
 	lock := s.lockID
@@ -489,8 +563,19 @@ func (s *Server) affected(stream grpc.ServerStream, r route, md protoreflect.Met
 		}
 		s.mu.Unlock()
 	} else {
-		// Any other metadata affects the whole feature that declares it.
-		ids = append(ids, r.f.c.Feature.FullyQualifiedID())
+		s.mu.Lock()
+		for _, q := range s.required {
+			if q.f == r.f && q.id == r.item {
+				for _, a := range q.affected {
+					ids = append(ids, a)
+				}
+			}
+		}
+		s.mu.Unlock()
+		if len(ids) == 0 {
+			// Metadata nobody requires affects the feature that declares it.
+			ids = append(ids, r.f.c.Feature.FullyQualifiedID())
+		}
 	}
 	out, err := r.f.c.EncodeElements(md.Output(), []sila2.Element{{Identifier: "AffectedCalls",
 		DataType: sila2.DataType{List: &sila2.DataType{Basic: sila2.BasicString}}}}, map[string]any{"affected_calls": ids})
@@ -630,6 +715,7 @@ func (s *Server) info(ctx context.Context, stream grpc.ServerStream, in *dynamic
 	if err != nil {
 		return err
 	}
+	brk := s.breaker()
 	for {
 		info, dropped, terminal, changed := x.snapshot()
 		if dropped {
@@ -643,6 +729,8 @@ func (s *Server) info(ctx context.Context, stream grpc.ServerStream, in *dynamic
 		}
 		select {
 		case <-changed:
+		case <-brk:
+			return status.Error(codes.Unavailable, "silatest: stream broken")
 		case <-ctx.Done():
 			return ctx.Err()
 		}
