@@ -36,11 +36,10 @@ type Options struct {
 // New validates cfg and builds the robot's driver. Start connects (Setup),
 // Close disconnects.
 func New(cfg Config, opts Options) (*binding.Driver, error) {
-	a, bc, err := newAdapter(cfg, opts)
+	_, bc, err := newAdapter(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	_ = a
 	return binding.New(bc)
 }
 
@@ -192,6 +191,17 @@ func (a *adapter) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	if adv, ok := conn.(interface {
+		Advertise(ctx context.Context, topic, typ string) error
+	}); ok {
+		// Publishers up front: the first estop or goal must not race its
+		// own advertise (ROS 1 loses such publishes).
+		for topic, typ := range a.publishedTopics() {
+			if err := adv.Advertise(ctx, topic, typ); err != nil {
+				return fmt.Errorf("ros2: advertise %s: %w", topic, err)
+			}
+		}
+	}
 	sub := func(s Subscription, fn func(TopicEvent)) error {
 		un, err := conn.Subscribe(ctx, s, fn)
 		if err != nil {
@@ -232,6 +242,24 @@ func (a *adapter) setup(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// publishedTopics lists every topic the adapter publishes on, with its type.
+func (a *adapter) publishedTopics() map[string]string {
+	out := map[string]string{}
+	for _, s := range a.cfg.Settings {
+		if s.Topic != "" {
+			out[s.Topic] = s.MsgType
+		}
+	}
+	for _, r := range a.actionlib {
+		out[r.ns+"/goal"] = r.typ + "ActionGoal"
+		out[r.ns+"/cancel"] = "actionlib_msgs/GoalID"
+	}
+	if e := a.cfg.EStop; e != nil && e.Topic != "" {
+		out[e.Topic] = e.MsgType
+	}
+	return out
 }
 
 // checkTypes compares configured message types with the robot's, via rosapi.

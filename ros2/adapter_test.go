@@ -610,3 +610,32 @@ func TestSignalValues(t *testing.T) {
 		t.Fatal("whole message missing")
 	}
 }
+
+// TestAdvertiseAheadAndAfterReconnect: the estop topic is advertised at start
+// and again right after a reconnect, so the stop is never the first message
+// after its own advertise (ROS 1 can lose that one).
+func TestAdvertiseAheadAndAfterReconnect(t *testing.T) {
+	srv := newServer(t, rosbridgetest.Options{})
+	srv.AddTopic("/arm/estop", "std_msgs/msg/Empty", false)
+	cfg := baseConfig()
+	cfg.EStop = &EStopConfig{Topic: "/arm/estop", MsgType: "std_msgs/msg/Empty"}
+	r := newRig(t, srv, cfg, nil)
+	if _, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool { return m.Op == "advertise" && m.Topic == "/arm/estop" && m.Conn == 1 }); !ok {
+		t.Fatal("estop topic not advertised at start")
+	}
+	srv.Drop()
+	if _, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool { return m.Op == "advertise" && m.Topic == "/arm/estop" && m.Conn == 2 }); !ok {
+		t.Fatal("estop topic not advertised again after the reconnect")
+	}
+	eventually(t, "the link", func() bool { return r.a.client.Connected() })
+	res, err := r.dev.EStop(r.ctx(), "test")
+	if err != nil || !res.Stopped {
+		t.Fatalf("estop %+v %v", res, err)
+	}
+	if n := srv.Count(func(m rosbridgetest.Message) bool { return m.Op == "advertise" && m.Conn == 2 }); n != 1 {
+		t.Fatalf("%d advertises on the new connection, want 1 (the publish must not re-advertise)", n)
+	}
+	if _, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool { return m.Op == "publish" && m.Topic == "/arm/estop" && m.Conn == 2 }); !ok {
+		t.Fatal("no stop published")
+	}
+}

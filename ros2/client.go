@@ -85,6 +85,7 @@ type Client struct {
 	goals      map[string]*goalState
 	subs       map[string]*subState
 	advertised map[string]string // topic -> type, on the current connection
+	adverts    map[string]string // topic -> type, every topic ever advertised: restored on reconnect
 	orphans    []orphan          // goals in flight at a drop, cancelled on reconnect
 	reconnects int
 	up         chan struct{} // closed while connected
@@ -123,6 +124,7 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 		goals:      map[string]*goalState{},
 		subs:       map[string]*subState{},
 		advertised: map[string]string{},
+		adverts:    map[string]string{},
 		up:         make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -161,6 +163,11 @@ func (c *Client) attach(ws *websocket.Conn) {
 	}
 	c.ws = ws
 	c.advertised = map[string]string{}
+	adverts := make(map[string]string, len(c.adverts))
+	for topic, typ := range c.adverts {
+		adverts[topic] = typ
+		c.advertised[topic] = typ
+	}
 	subs := make([]*subState, 0, len(c.subs))
 	for _, s := range c.subs {
 		subs = append(subs, s)
@@ -175,6 +182,14 @@ func (c *Client) attach(ws *websocket.Conn) {
 
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.RequestTimeout)
 	defer cancel()
+	// Publishers first: on ROS 1 a publish right after its advertise can be
+	// lost while subscribers connect, so an estop or cancel must not be the
+	// first message of a fresh advertise.
+	for topic, typ := range adverts {
+		if err := c.write(ctx, ws, map[string]any{"op": "advertise", "id": "advertise:" + topic, "topic": topic, "type": typ}); err != nil {
+			return
+		}
+	}
 	for _, s := range subs {
 		if err := c.write(ctx, ws, subscribeOp(s)); err != nil {
 			return // the drop handler takes over; the next attach retries
@@ -510,6 +525,7 @@ func (c *Client) Publish(ctx context.Context, topic, typ string, msg any) error 
 	var advID string
 	if needAdvertise {
 		c.advertised[topic] = typ
+		c.adverts[topic] = typ
 		advID = c.nextID("advertise:" + topic)
 	}
 	c.mu.Unlock()
@@ -534,6 +550,26 @@ func (c *Client) Publish(ctx context.Context, topic, typ string, msg any) error 
 			return err
 		}
 		return fmt.Errorf("%w: publish %s: %v", ErrConnLost, topic, err)
+	}
+	return nil
+}
+
+// Advertise announces a topic the client will publish on, now and after
+// every reconnect. Publish advertises by itself; advertising ahead (at
+// start) matters on ROS 1, where a publish right after its advertise can be
+// lost while subscribers connect.
+func (c *Client) Advertise(ctx context.Context, topic, typ string) error {
+	c.mu.Lock()
+	ws, err := c.current()
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.adverts[topic] = typ
+	c.advertised[topic] = typ
+	c.mu.Unlock()
+	if err := c.write(ctx, ws, map[string]any{"op": "advertise", "id": "advertise:" + topic, "topic": topic, "type": typ}); err != nil {
+		return fmt.Errorf("%w: advertise %s: %v", ErrNotConnected, topic, err)
 	}
 	return nil
 }
