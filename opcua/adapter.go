@@ -112,6 +112,14 @@ type adapter struct {
 	units   map[string]*ladsUnit      // functional unit node id -> resolved nodes
 	progs   map[string]*programNodes  // program node id -> resolved nodes
 	nodes   map[string]*ua.NodeID     // parsed node ids
+	live    map[string]bool           // signals read live (interlocks)
+
+	// The shared subscription's state nodes (functional units, programs).
+	watched      []*ua.NodeID
+	watchIdx     map[string]int
+	watchLatest  []*ua.DataValue
+	listeners    map[int]*listener
+	nextListener int
 }
 
 type sample struct {
@@ -154,6 +162,23 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 				return nil, err
 			}
 			return c, nil
+		}
+	}
+	// Interlock signals are read live at the gate (a subscription's value
+	// lags the server by a publishing interval); every other signal is
+	// served from the subscription.
+	a.live = map[string]bool{}
+	for _, n := range cfg.Safety.Interlocks {
+		a.live[n] = true
+	}
+	for _, s := range cfg.Settings {
+		for _, n := range s.Interlocks {
+			a.live[n] = true
+		}
+	}
+	for _, it := range cfg.Actions {
+		for _, n := range it.Interlocks {
+			a.live[n] = true
 		}
 	}
 	bc := binding.Config{Clock: a.clk, Logger: a.log}
@@ -238,12 +263,24 @@ func (a *adapter) setup(ctx context.Context) error {
 		a.closeCl = c.Close
 	}
 	a.mu.Unlock()
-	if len(a.cfg.Signals) > 0 {
-		ids := make([]*ua.NodeID, len(a.cfg.Signals))
-		for i, s := range a.cfg.Signals {
-			ids[i] = a.node(s.Node)
-		}
-		stop, err := cl.Subscribe(ctx, ids, a.onValue)
+	ids := make([]*ua.NodeID, len(a.cfg.Signals))
+	for i, s := range a.cfg.Signals {
+		ids[i] = a.node(s.Node)
+	}
+	// One subscription carries the signals and every state node of the
+	// functional units and programs: jobs listen to it instead of making
+	// subscriptions of their own.
+	watched := a.watchList()
+	nSig := len(ids)
+	ids = append(ids, watched...)
+	if len(ids) > 0 {
+		stop, err := cl.Subscribe(ctx, ids, func(i int, dv *ua.DataValue) {
+			if i < nSig {
+				a.onValue(i, dv)
+			} else {
+				a.onWatch(i-nSig, dv)
+			}
+		})
 		if err != nil {
 			a.close()
 			return fmt.Errorf("opcua: subscribe signals: %w", err)
@@ -491,7 +528,7 @@ func (a *adapter) readSignal(i int) func(context.Context) (binding.Sample, error
 		s := a.latest[i]
 		cl := a.cl
 		a.mu.Unlock()
-		if s.have {
+		if s.have && !a.live[item.Name] {
 			return a.sampleOf(i, s)
 		}
 		if cl == nil {
@@ -506,22 +543,38 @@ func (a *adapter) readSignal(i int) func(context.Context) (binding.Sample, error
 }
 
 // verify is the reset check: every signal node reads Good, live.
+// A connection being rebuilt (after a drop) is waited for, bounded by ctx
+// and the request timeout.
 func (a *adapter) verify(ctx context.Context) error {
 	cl := a.client()
 	if cl == nil {
 		return errors.New("opcua: not connected")
 	}
-	if len(a.cfg.Signals) == 0 {
-		_, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: ua.NewNumericNodeID(0, id.Server_ServerStatus_State), AttributeID: ua.AttributeIDValue}})
-		return err
+	req := []*ua.ReadValueID{{NodeID: ua.NewNumericNodeID(0, id.Server_ServerStatus_State), AttributeID: ua.AttributeIDValue}}
+	if len(a.cfg.Signals) > 0 {
+		req = make([]*ua.ReadValueID, len(a.cfg.Signals))
+		for i, s := range a.cfg.Signals {
+			req[i] = &ua.ReadValueID{NodeID: a.node(s.Node), AttributeID: ua.AttributeIDValue}
+		}
 	}
-	req := make([]*ua.ReadValueID, len(a.cfg.Signals))
-	for i, s := range a.cfg.Signals {
-		req[i] = &ua.ReadValueID{NodeID: a.node(s.Node), AttributeID: ua.AttributeIDValue}
+	deadline := time.Now().Add(seconds(a.cfg.Timeouts.RequestS))
+	var res []*ua.DataValue
+	var err error
+	for {
+		res, err = cl.Read(ctx, req)
+		if err == nil || !connectionTrouble(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	res, err := cl.Read(ctx, req)
 	if err != nil {
 		return fmt.Errorf("opcua: verify: read signals: %w", err)
+	}
+	if len(a.cfg.Signals) == 0 {
+		return nil
 	}
 	for i, dv := range res {
 		if isBad(dv.Status) {

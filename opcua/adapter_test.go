@@ -223,7 +223,7 @@ func TestLADSOutcomes(t *testing.T) {
 	if job.State != mhp.JobDone {
 		t.Fatalf("normal run: %+v", job)
 	}
-	if job.Result.(map[string]any)["lads_state"] != "Stopped" {
+	if r := job.Result.(map[string]any); r["lads_state"] != "Stopped" || r["ok"] != true || r["device_program_run_id"] != "run-1" {
 		t.Fatalf("result %+v", job.Result)
 	}
 
@@ -248,7 +248,12 @@ func TestLADSOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the work to run", 5*time.Second, func() bool { return srv.In.Calls(conformance.ActionRun) == 3 })
+	eventually(t, "the work to run", 5*time.Second, func() bool {
+		if j, _ := dev.Job(ctx, res.Job.ID); j.State.Terminal() {
+			t.Fatalf("job ended early: %+v", j)
+		}
+		return srv.In.Calls(conformance.ActionRun) == 3
+	})
 	if _, err := dev.CancelJob(ctx, res.Job.ID); err != nil {
 		t.Fatal(err)
 	}

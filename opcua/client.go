@@ -515,6 +515,7 @@ func (c *Conn) Read(ctx context.Context, nodes []*ua.ReadValueID) ([]*ua.DataVal
 	}
 	res, err := cl.Read(ctx, &ua.ReadRequest{NodesToRead: nodes, TimestampsToReturn: ua.TimestampsToReturnBoth})
 	if err != nil {
+		c.checkLost(cl, err)
 		return nil, err
 	}
 	if len(res.Results) != len(nodes) {
@@ -534,6 +535,7 @@ func (c *Conn) Write(ctx context.Context, node *ua.NodeID, value *ua.Variant) (u
 		Value: &ua.DataValue{EncodingMask: ua.DataValueValue, Value: value},
 	}}})
 	if err != nil {
+		c.checkLost(cl, err)
 		return 0, err
 	}
 	if len(res.Results) != 1 {
@@ -548,7 +550,19 @@ func (c *Conn) Call(ctx context.Context, req *ua.CallMethodRequest) (*ua.CallMet
 	if cl == nil {
 		return nil, ErrNotConnected
 	}
-	return cl.Call(ctx, req)
+	res, err := cl.Call(ctx, req)
+	if err != nil {
+		c.checkLost(cl, err)
+	}
+	return res, err
+}
+
+// checkLost starts a reconnect when a request met a broken connection
+// (gopcua does not always report it as a state change).
+func (c *Conn) checkLost(cl *opcua.Client, err error) {
+	if connectionTrouble(err) && !errors.Is(err, ua.StatusBadTimeout) {
+		c.markLost(cl)
+	}
 }
 
 // Browse implements Client (forward hierarchical references, following

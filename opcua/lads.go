@@ -151,6 +151,105 @@ type event struct {
 	dv *ua.DataValue
 }
 
+// watchList fixes the shared state nodes (resolved at the first
+// connection) and returns them.
+func (a *adapter) watchList() []*ua.NodeID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.watchIdx = map[string]int{}
+	a.watched = nil
+	add := func(n *ua.NodeID) {
+		if n == nil {
+			return
+		}
+		if _, ok := a.watchIdx[n.String()]; ok {
+			return
+		}
+		a.watchIdx[n.String()] = len(a.watched)
+		a.watched = append(a.watched, n)
+	}
+	for _, u := range a.units {
+		add(u.stateID)
+		add(u.state)
+		add(u.runStateID)
+		add(u.runState)
+		add(u.runtime)
+		add(u.estimate)
+	}
+	for _, p := range a.progs {
+		add(p.state)
+	}
+	a.watchLatest = make([]*ua.DataValue, len(a.watched))
+	return append([]*ua.NodeID(nil), a.watched...)
+}
+
+// listener is a job listening to the shared subscription.
+type listener struct {
+	slots map[int][]int // shared index -> the job's indexes
+	ch    chan event
+}
+
+// onWatch records a shared state value and hands it to the listening jobs.
+func (a *adapter) onWatch(i int, dv *ua.DataValue) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if i < 0 || i >= len(a.watchLatest) {
+		return
+	}
+	a.watchLatest[i] = dv
+	for _, l := range a.listeners {
+		for _, k := range l.slots[i] {
+			select {
+			case l.ch <- event{k, dv}:
+			default:
+			}
+		}
+	}
+}
+
+// watchState returns the values of nodes (nil entries skipped, indexes
+// kept), current values first: from the shared subscription when it
+// carries them all, else from a subscription of the job's own.
+func (a *adapter) watchState(ctx context.Context, cl Client, nodes []*ua.NodeID) (<-chan event, func(), error) {
+	a.mu.Lock()
+	l := &listener{slots: map[int][]int{}, ch: make(chan event, 1024)}
+	shared := a.watchIdx != nil
+	for k, n := range nodes {
+		if n == nil {
+			continue
+		}
+		i, ok := a.watchIdx[n.String()]
+		if !ok {
+			shared = false
+			break
+		}
+		l.slots[i] = append(l.slots[i], k)
+	}
+	if !shared {
+		a.mu.Unlock()
+		return watch(ctx, cl, nodes)
+	}
+	id := a.nextListener
+	a.nextListener++
+	if a.listeners == nil {
+		a.listeners = map[int]*listener{}
+	}
+	a.listeners[id] = l
+	for i, ks := range l.slots {
+		if dv := a.watchLatest[i]; dv != nil {
+			for _, k := range ks {
+				l.ch <- event{k, dv}
+			}
+		}
+	}
+	a.mu.Unlock()
+	return l.ch, func() {
+		a.mu.Lock()
+		delete(a.listeners, id)
+		a.mu.Unlock()
+	}, nil
+}
+
 // watch subscribes to nodes (nil entries are skipped, keeping indexes) and
 // returns a channel of their values.
 func watch(ctx context.Context, cl Client, nodes []*ua.NodeID) (<-chan event, func(), error) {
@@ -220,7 +319,7 @@ func (a *adapter) runLADS(item ActionItem) func(context.Context, *binding.Job) (
 		}
 		// Watch before starting, so that no transition is missed.
 		wctx, wcancel := a.callCtx(ctx)
-		events, stop, err := watch(wctx, cl, []*ua.NodeID{stateNode, runNode, u.runtime, u.estimate})
+		events, stop, err := a.watchState(wctx, cl, []*ua.NodeID{stateNode, runNode, u.runtime, u.estimate})
 		wcancel()
 		if err != nil {
 			return nil, transportError(what+": watch the functional unit state", err)
@@ -350,9 +449,9 @@ func (t *ladsJob) apply(e event) {
 	case wRunState:
 		switch t.a.stateName(e.dv) {
 		case "Complete", "Completing":
+			// Only the main state says the run started: the two state
+			// machines' notifications are not ordered.
 			t.sawComplete = true
-		case "Starting", "Execute", "Idle":
-			t.sawRunning = true
 		}
 	case wRuntime, wEstimate:
 		if e.dv == nil || isBad(e.dv.Status) || e.dv.Value == nil {

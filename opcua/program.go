@@ -76,7 +76,9 @@ func (a *adapter) program(item ActionItem) (*programNodes, Client, error) {
 	}
 	if p == nil {
 		var err error
-		if p, err = resolveProgram(context.Background(), cl, a.node(item.Program.Node)); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), seconds(a.cfg.Timeouts.RequestS))
+		defer cancel()
+		if p, err = resolveProgram(ctx, cl, a.node(item.Program.Node)); err != nil {
 			return nil, nil, refusalError(fmt.Sprintf("%s: program %s: %v", what, item.Program.Node, err), ua.StatusBadNodeIDUnknown)
 		}
 		a.mu.Lock()
@@ -131,7 +133,7 @@ func (a *adapter) runProgram(item ActionItem) func(context.Context, *binding.Job
 			return nil, err
 		}
 		wctx, wcancel := a.callCtx(ctx)
-		events, stop, err := watch(wctx, cl, []*ua.NodeID{p.state})
+		events, stop, err := a.watchState(wctx, cl, []*ua.NodeID{p.state})
 		wcancel()
 		if err != nil {
 			return nil, transportError(what+": watch the program state", err)

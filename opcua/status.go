@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
+	"syscall"
 
 	"github.com/gopcua/opcua/ua"
 
@@ -142,6 +144,28 @@ func serviceRefusal(err error) (ua.StatusCode, bool) {
 		return sc, true
 	}
 	return 0, false
+}
+
+// connectionTrouble reports whether err says the connection is down or
+// broken (as opposed to an answer from the server).
+func connectionTrouble(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var sc ua.StatusCode
+	if errors.As(err, &sc) {
+		switch codeOnly(sc) {
+		case ua.StatusBadServerNotConnected, ua.StatusBadConnectionClosed, ua.StatusBadSecureChannelClosed,
+			ua.StatusBadSessionClosed, ua.StatusBadSessionIDInvalid, ua.StatusBadSecureChannelIDInvalid,
+			ua.StatusBadCommunicationError, ua.StatusBadTimeout:
+			return true
+		}
+	}
+	return false
 }
 
 // unknownOutcome wraps a transport error after a request was (possibly)

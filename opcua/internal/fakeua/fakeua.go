@@ -27,9 +27,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +75,9 @@ type Server struct {
 	ns   *server.NodeNameSpace
 	lads *server.NodeNameSpace
 
+	proxy net.Listener
+	conns map[net.Conn]bool
+
 	mu       sync.Mutex
 	extra    map[string]any // ro_counter, small
 	snapshot map[string]string
@@ -87,24 +92,57 @@ type unit struct {
 	state    uint32 // LADS id
 	runState uint32
 	work     *conformance.Work
+	runs     int
+	runID    string
+	progress float64
+	// results is a ring of result slots: DeviceProgramRunId and the
+	// VariableSet (ok, action) of finished runs.
+	results [resultSlots]result
+	next    int
 }
+
+type result struct {
+	runID  string
+	ok     bool
+	action string
+}
+
+const resultSlots = 4
+
+// KeyValue is LADS KeyValueType as the fake decodes it.
+type KeyValue struct {
+	Key   string
+	Value string
+}
+
+var registerOnce sync.Once
 
 // NodeID returns the node id of a fake node by name ("ns=1;s=<name>").
 func NodeID(name string) string { return "ns=1;s=" + name }
 
 // Start starts a fake on 127.0.0.1 with a free port.
 func Start(in *conformance.Instrument) (*Server, error) {
+	registerOnce.Do(func() {
+		// LADS is namespace 2 in the fake: StartProgram's Properties decode.
+		ua.RegisterExtensionObject(ua.NewNumericNodeID(2, 5045), new(KeyValue))
+	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
+	proxy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{In: in, extra: map[string]any{"ro_counter": int32(7), "small": int16(10)},
 		snapshot: map[string]string{}, units: map[string]*unit{}, channels: map[*uasc.SecureChannel]bool{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), proxy: proxy, conns: map[net.Conn]bool{}}
 	s.srv = server.New(
 		server.EndPoint("127.0.0.1", port),
+		// Clients connect through the proxy; discovery matches by URL.
+		server.EndPoint("127.0.0.1", proxy.Addr().(*net.TCPAddr).Port),
 		server.EnableSecurity("None", ua.MessageSecurityModeNone),
 		server.EnableAuthMode(ua.UserTokenTypeAnonymous),
 		server.ServerName("mhp-go fakeua"),
@@ -115,11 +153,43 @@ func Start(in *conformance.Instrument) (*Server, error) {
 	s.srv.RegisterHandler(id.WriteRequest_Encoding_DefaultBinary, s.handleWrite)
 	s.srv.RegisterHandler(id.CallRequest_Encoding_DefaultBinary, s.handleCall)
 	if err := s.srv.Start(context.Background()); err != nil {
+		proxy.Close()
 		return nil, err
 	}
-	s.URL = fmt.Sprintf("opc.tcp://127.0.0.1:%d", port)
+	s.URL = fmt.Sprintf("opc.tcp://%s", proxy.Addr())
+	go s.serveProxy(fmt.Sprintf("127.0.0.1:%d", port))
 	go s.watch()
 	return s, nil
+}
+
+// serveProxy forwards client connections to the gopcua server, so that
+// DropConnections can cut them like a broken link.
+func (s *Server) serveProxy(target string) {
+	for {
+		c, err := s.proxy.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		s.mu.Lock()
+		s.conns[c], s.conns[up] = true, true
+		s.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			_, _ = io.Copy(dst, src)
+			dst.Close()
+			src.Close()
+			s.mu.Lock()
+			delete(s.conns, dst)
+			delete(s.conns, src)
+			s.mu.Unlock()
+		}
+		go pipe(up, c)
+		go pipe(c, up)
+	}
 }
 
 // Close stops the fake.
@@ -131,19 +201,21 @@ func (s *Server) Close() error {
 	}
 	close(s.stop)
 	<-s.done
+	s.proxy.Close()
+	s.DropConnections()
 	return s.srv.Close()
 }
 
-// DropConnections closes every secure channel that made a request.
+// DropConnections cuts every client connection (TCP), as a broken link
+// would: pending replies are lost.
 func (s *Server) DropConnections() {
 	s.mu.Lock()
-	chans := make([]*uasc.SecureChannel, 0, len(s.channels))
-	for c := range s.channels {
-		chans = append(chans, c)
+	conns := make([]net.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
 	}
-	s.channels = map[*uasc.SecureChannel]bool{}
 	s.mu.Unlock()
-	for _, c := range chans {
+	for _, c := range conns {
 		_ = c.Close()
 	}
 }
@@ -275,6 +347,48 @@ func (s *Server) buildUnit(root *server.Node, action string) {
 		return good(s.ladsID(u.state))
 	})
 	s.method(sm, "Start", key+".Start", []*ua.Argument{{Name: "Properties", DataType: ua.NewNumericNodeID(0, id.KeyValuePair), ValueRank: 1, Description: &ua.LocalizedText{}}})
+	s.method(sm, "StartProgram", key+".StartProgram", []*ua.Argument{
+		{Name: "ProgramTemplateId", DataType: ua.NewNumericNodeID(0, id.String), ValueRank: -1, Description: &ua.LocalizedText{}},
+		{Name: "Properties", DataType: s.ladsID(3003), ValueRank: 1, Description: &ua.LocalizedText{}},
+		{Name: "SupervisoryJobId", DataType: ua.NewNumericNodeID(0, id.String), ValueRank: -1, Description: &ua.LocalizedText{}},
+		{Name: "SupervisoryTaskId", DataType: ua.NewNumericNodeID(0, id.String), ValueRank: -1, Description: &ua.LocalizedText{}},
+		{Name: "Samples", DataType: s.ladsID(3002), ValueRank: 1, Description: &ua.LocalizedText{}},
+	})
+	pm := s.object(fu, "ProgramManager", key+".ProgramManager")
+	ap := s.object(pm, "ActiveProgram", key+".ActiveProgram")
+	s.variable(ap, "CurrentRuntime", key+".ActiveProgram.CurrentRuntime", id.Double, 1, func() *ua.DataValue {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return good(u.progress * 1000)
+	})
+	s.variable(ap, "EstimatedRuntime", key+".ActiveProgram.EstimatedRuntime", id.Double, 1, func() *ua.DataValue { return good(1000.0) })
+	s.variable(ap, "DeviceProgramRunId", key+".ActiveProgram.DeviceProgramRunId", id.String, 1, func() *ua.DataValue {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return good(u.runID)
+	})
+	rs := s.object(pm, "ResultSet", key+".ResultSet")
+	for i := 0; i < resultSlots; i++ {
+		i := i
+		rk := fmt.Sprintf("%s.Result%d", key, i)
+		r := s.object(rs, fmt.Sprintf("Result%d", i), rk)
+		s.variable(r, "DeviceProgramRunId", rk+".DeviceProgramRunId", id.String, 1, func() *ua.DataValue {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return good(u.results[i].runID)
+		})
+		vs := s.object(r, "VariableSet", rk+".VariableSet")
+		s.variable(vs, "ok", rk+".ok", id.Boolean, 1, func() *ua.DataValue {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return good(u.results[i].ok)
+		})
+		s.variable(vs, "action", rk+".action", id.String, 1, func() *ua.DataValue {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return good(u.results[i].action)
+		})
+	}
 	s.method(sm, "Stop", key+".Stop", nil)
 	s.method(sm, "Abort", key+".Abort", nil)
 	rsm := s.object(sm, "RunningStateMachine", key+".RunningStateMachine")
@@ -326,6 +440,20 @@ func (s *Server) watch() {
 		case <-s.stop:
 			return
 		case <-t.C:
+		}
+		for _, u := range s.units {
+			s.mu.Lock()
+			w, old := u.work, u.progress
+			s.mu.Unlock()
+			if w == nil {
+				continue
+			}
+			if p := w.Progress(); p != old {
+				s.mu.Lock()
+				u.progress = p
+				s.mu.Unlock()
+				s.srv.ChangeNotification(s.nid("FU_" + u.name + ".ActiveProgram.CurrentRuntime"))
+			}
 		}
 		for _, n := range names {
 			var cur string
@@ -423,7 +551,7 @@ func (s *Server) handleWrite(sc *uasc.SecureChannel, r ua.Request, reqID uint32)
 		case conformance.ErrReported:
 			return respond(ua.StatusBadDeviceFailure)
 		default: // ErrDropped: the link drops with the reply pending
-			_ = sc.Close()
+			s.DropConnections()
 			return nil
 		}
 	}
@@ -519,7 +647,7 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 			case conformance.WorkCancelled:
 				return status(ua.StatusBadRequestCancelledByClient)
 			default:
-				_ = sc.Close()
+				s.DropConnections()
 				return nil
 			}
 		}
@@ -539,8 +667,8 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 	for action, u := range s.units {
 		prefix := "FU_" + action + "."
 		switch key {
-		case prefix + "Start":
-			return s.startUnit(sc, u, m, status), nil
+		case prefix + "Start", prefix + "StartProgram":
+			return s.startUnit(sc, u, m, respond), nil
 		case prefix + "Stop", prefix + "Abort":
 			s.mu.Lock()
 			w, running := u.work, u.state == 5099
@@ -556,7 +684,9 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 }
 
 // startUnit starts a functional unit's run and follows its work.
-func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequest, status func(ua.StatusCode) *ua.CallResponse) *ua.CallResponse {
+func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequest, respond func(*ua.CallMethodResult) *ua.CallResponse) *ua.CallResponse {
+	status := func(code ua.StatusCode) *ua.CallResponse { return respond(&ua.CallMethodResult{StatusCode: code}) }
+	program := strings.HasSuffix(m.MethodID.StringID(), ".StartProgram")
 	s.mu.Lock()
 	busy := u.state != 5085
 	s.mu.Unlock()
@@ -564,7 +694,26 @@ func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequ
 		return status(ua.StatusBadInvalidState)
 	}
 	params := map[string]any{}
-	if len(m.InputArguments) == 1 {
+	if program {
+		if len(m.InputArguments) != 5 {
+			return status(ua.StatusBadArgumentsMissing)
+		}
+		if _, ok := m.InputArguments[0].Value().(string); !ok {
+			return respond(&ua.CallMethodResult{StatusCode: ua.StatusBadInvalidArgument, InputArgumentResults: []ua.StatusCode{ua.StatusBadTypeMismatch, 0, 0, 0, 0}})
+		}
+		if eos, ok := m.InputArguments[1].Value().([]*ua.ExtensionObject); ok {
+			for _, eo := range eos {
+				if kv, ok := eo.Value.(*KeyValue); ok {
+					var v any = kv.Value
+					var f float64
+					if json.Unmarshal([]byte(kv.Value), &f) == nil {
+						v = f
+					}
+					params[kv.Key] = v
+				}
+			}
+		}
+	} else if len(m.InputArguments) == 1 {
 		if eos, ok := m.InputArguments[0].Value().([]*ua.ExtensionObject); ok {
 			for _, eo := range eos {
 				if kv, ok := eo.Value.(*ua.KeyValuePair); ok && kv.Key != nil {
@@ -583,6 +732,10 @@ func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequ
 	}
 	s.mu.Lock()
 	u.work = w
+	u.runs++
+	runID := fmt.Sprintf("%s-%d", u.name, u.runs)
+	u.runID = runID
+	u.progress = 0
 	s.mu.Unlock()
 	s.setUnit(u, 5099, 5168)
 	go func() {
@@ -591,6 +744,11 @@ func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequ
 		st, _, _ := w.State()
 		switch st {
 		case conformance.WorkSucceeded:
+			s.mu.Lock()
+			u.progress = 1
+			u.results[u.next%resultSlots] = result{runID: runID, ok: true, action: u.name}
+			u.next++
+			s.mu.Unlock()
 			s.setUnit(u, 0, 5128)
 			time.Sleep(Hold)
 			s.setUnit(u, 5085, 5120)
@@ -612,5 +770,8 @@ func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequ
 		u.work = nil
 		s.mu.Unlock()
 	}()
+	if program {
+		return respond(&ua.CallMethodResult{StatusCode: ua.StatusOK, OutputArguments: []*ua.Variant{ua.MustVariant(runID)}})
+	}
 	return status(ua.StatusOK)
 }
