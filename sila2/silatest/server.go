@@ -263,6 +263,12 @@ func (s *Server) Start(cert *tls.Certificate) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return s.Serve(lis, cert), nil
+}
+
+// Serve serves on lis (TLS when cert is given) in the background and
+// returns the listener's address.
+func (s *Server) Serve(lis net.Listener, cert *tls.Certificate) string {
 	opts := []grpc.ServerOption{grpc.UnknownServiceHandler(s.handle)}
 	if cert != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*cert}, MinVersion: tls.VersionTLS12})))
@@ -272,7 +278,7 @@ func (s *Server) Start(cert *tls.Certificate) (string, error) {
 	s.grpc, s.lis = g, lis
 	s.mu.Unlock()
 	go func() { _ = g.Serve(lis) }()
-	return lis.Addr().String(), nil
+	return lis.Addr().String()
 }
 
 // Stop closes the listener and every connection at once (in-flight streams break).
