@@ -893,13 +893,22 @@ func (a *adapter) actionlibRun(ac ActionConfig, r *actionlibRouter) func(context
 	}
 }
 
+// retryWindow bounds how long a cancel for a goal lost with the link is
+// retried while the link stays down.
+const retryWindow = 10 * time.Minute
+
 // retryWhenBack runs fn until it succeeds or fails for another reason than
 // a link that is down, with backoff, until the adapter closes: a ROS 1 cancel
 // or a ROS 2 cancel-all for a goal whose client vanished (the robot keeps
 // executing it).
 func (a *adapter) retryWhenBack(what string, fn func(ctx context.Context) error) {
 	wait := 50 * time.Millisecond
+	giveUp := time.Now().Add(retryWindow)
 	for {
+		if time.Now().After(giveUp) {
+			a.log.Error("ros2: gave up after " + retryWindow.String() + " without a link: " + what)
+			return
+		}
 		ctx, cancel := context.WithTimeout(a.ctx, a.reqTimeout)
 		err := fn(ctx)
 		cancel()

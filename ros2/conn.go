@@ -153,6 +153,7 @@ type ServiceError struct {
 	Message string
 }
 
+// Error names the service and rosbridge's message.
 func (e *ServiceError) Error() string {
 	return fmt.Sprintf("rosbridge: call_service %s failed: %s", e.Service, e.Message)
 }

@@ -100,12 +100,8 @@ func TestExampleRobot(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the door value", func() bool { v, _ := r.read("cell_door_closed"); return v == true })
-	if v, _ := r.read("tool_z"); v != 0.42 {
-		t.Fatalf("tool_z %v", v)
-	}
-	if v, _ := r.read("joint1_temperature"); v != 41.5 {
-		t.Fatalf("joint1_temperature %v", v)
-	}
+	eventually(t, "tool_z 0.42 (pose.position.z)", func() bool { v, _ := r.read("tool_z"); return v == 0.42 })
+	eventually(t, "joint1_temperature 41.5", func() bool { v, _ := r.read("joint1_temperature"); return v == 41.5 })
 	res, err := r.dev.Write(r.ctx(), mhp.WriteRequest{Name: "speed_scale", Value: 0.5})
 	if err != nil || !res.Applied {
 		t.Fatalf("speed_scale write %+v %v, want applied (confirmed by the state topic)", res, err)

@@ -398,6 +398,7 @@ var (
 // service type; nothing was executed.
 type BadArgsError struct{ Text string }
 
+// Error returns rosbridge's text.
 func (e *BadArgsError) Error() string { return e.Text }
 
 // BadArgs returns rosbridge's answer for an argument of the wrong type, e.g.
