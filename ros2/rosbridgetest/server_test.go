@@ -190,6 +190,22 @@ func TestRefusedCancelAndCancelAll(t *testing.T) {
 	if m := c.recv(); m["status"] != float64(StatusSucceeded) {
 		t.Fatalf("a refused cancel ended %v, want SUCCEEDED", m)
 	}
+
+	// The action server's own cancel service with a zero goal id (roslib's
+	// cancelAllGoals sends {}) cancels every goal, from any connection.
+	s.AddAction("/hold", "m/action/Hold", Scripted(Script{Release: make(chan struct{})}))
+	c.send(map[string]any{"op": "send_action_goal", "id": "h1", "action": "/hold", "action_type": "m/action/Hold"})
+	if _, ok := s.WaitGoal(wait, "/hold"); !ok {
+		t.Fatal("no goal")
+	}
+	other := dialRaw(t, s)
+	other.send(map[string]any{"op": "call_service", "id": "all", "service": "/hold/_action/cancel_goal", "args": map[string]any{}})
+	if m := other.recv(); m["result"] != true || len(m["values"].(map[string]any)["goals_canceling"].([]any)) != 1 {
+		t.Fatalf("cancel_goal answer %v", m)
+	}
+	if m := c.recv(); m["id"] != "h1" || m["status"] != float64(StatusCanceled) {
+		t.Fatalf("goal after cancel-all %v, want CANCELED", m)
+	}
 }
 
 func TestActionlibOverTopics(t *testing.T) {
