@@ -236,6 +236,7 @@ func jobChecks() []check {
 	return []check{
 		{name: "jobs/lifecycle_queued_running_done", run: func(c *C) {
 			rec := c.record(c.Dev)
+			before := c.B.Calls(ActionRun)
 			c.B.Script(ActionRun, Block)
 			j := c.start(c.Dev, ActionRun, runParams())
 			if j.State != mhp.JobQueued && j.State != mhp.JobRunning {
@@ -248,6 +249,9 @@ func jobChecks() []check {
 			if running.Progress >= 1 {
 				c.Fatalf("running job reports progress %v", running.Progress)
 			}
+			// Release only once the work is at the backend (over a network the
+			// job may run before its command arrives).
+			c.eventually("run to reach the backend", func() bool { return c.B.Calls(ActionRun) > before })
 			c.B.Release(ActionRun)
 			done := c.waitTerminal(j.ID)
 			if done.State != mhp.JobDone || done.Progress != 1 {
