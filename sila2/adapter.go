@@ -676,8 +676,16 @@ func (a *adapter) action(f *Compiled, c *Command, e *CommandEntry) (binding.Acti
 	act := binding.Action{Spec: spec, Timeout: timeout}
 	if !c.IsObservable() {
 		act.Run = func(ctx context.Context, job *binding.Job) (any, error) {
-			res, err := a.b.Call(ctx, fid, cid, job.Params())
+			// Once sent, the command runs at the server: a cancel or estop does
+			// not cut the call (that would make the outcome unknown); the reply
+			// is awaited until the job's deadline.
+			cctx, cancel := keepDeadline(ctx)
+			defer cancel()
+			res, err := a.b.Call(cctx, fid, cid, job.Params())
 			if err != nil {
+				if ctx.Err() != nil && a.isCancelledError(err) {
+					return nil, binding.ErrCancelled
+				}
 				return nil, a.commandError(name, err)
 			}
 			return res, nil
@@ -710,7 +718,9 @@ func (a *adapter) commandError(action string, err error) error {
 
 // runObservable follows an observable command to its real end state.
 func (a *adapter) runObservable(ctx context.Context, job *binding.Job, action, fid, cid string, intermediate bool) (any, error) {
-	x, err := a.b.Start(ctx, fid, cid, job.Params())
+	// The initiating call is not cut by a cancel either: once the server
+	// confirms, the cancel goes through CancelController.
+	x, err := a.b.Start(context.WithoutCancel(ctx), fid, cid, job.Params())
 	if err != nil {
 		return nil, a.commandError(action, err)
 	}
@@ -803,7 +813,7 @@ func (a *adapter) runObservable(ctx context.Context, job *binding.Job, action, f
 		if cancelOK.Load() {
 			return nil, binding.ErrCancelled
 		}
-		if se, ok := AsSiLAError(rerr); ok && se.Kind == KindDefined && a.cancelledErrors[strings.ToLower(se.Identifier)] {
+		if a.isCancelledError(rerr) {
 			return nil, binding.ErrCancelled
 		}
 	}
@@ -814,6 +824,23 @@ func (a *adapter) runObservable(ctx context.Context, job *binding.Job, action, f
 		return nil, a.commandError(action, rerr)
 	}
 	return nil, binding.Failed(fmt.Errorf("%s: finished with error: %w", action, rerr), nil)
+}
+
+// isCancelledError reports whether err is a defined execution error the
+// config lists as "the command was cancelled".
+func (a *adapter) isCancelledError(err error) bool {
+	se, ok := AsSiLAError(err)
+	return ok && se.Kind == KindDefined && a.cancelledErrors[strings.ToLower(se.Identifier)]
+}
+
+// keepDeadline returns a context that ctx's cancellation does not end but
+// its deadline does.
+func keepDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctx)
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(base, d)
+	}
+	return context.WithCancel(base)
 }
 
 // follow reads _Info until a finished status, resubscribing after a broken

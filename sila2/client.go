@@ -52,7 +52,7 @@ type ClientConfig struct {
 	// Endpoint is host:port.
 	Endpoint string
 	TLS      TLSConfig
-	// CallTimeout bounds each unary call; default 10s.
+	// CallTimeout bounds each unary call whose context has no deadline; default 10s.
 	CallTimeout time.Duration
 }
 
@@ -224,8 +224,11 @@ func (c *Client) unary(ctx context.Context, f *Compiled, method string, in proto
 	if !ok {
 		return nil, fmt.Errorf("sila2: feature %s has no method %s", f.Feature.Identifier, method)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.callTimeout)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.callTimeout)
+		defer cancel()
+	}
 	ctx = c.withMetadata(ctx, f, callID)
 	out := dynamicpb.NewMessage(md.Output())
 	if err := c.conn.Invoke(ctx, f.Path(method), in, out); err != nil {
