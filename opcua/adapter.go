@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,6 +113,7 @@ type adapter struct {
 	units   map[string]*ladsUnit      // functional unit node id -> resolved nodes
 	progs   map[string]*programNodes  // program node id -> resolved nodes
 	nodes   map[string]*ua.NodeID     // parsed node ids
+	nsArray []string                  // the server's namespace URIs
 	live    map[string]bool           // signals read live (interlocks)
 
 	// The shared subscription's state nodes (functional units, programs).
@@ -233,12 +235,23 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 	return d, nil
 }
 
-// node returns the parsed node id of s (validated by Config.Validate).
+// node returns the node id of s (validated by Config.Validate); an
+// nsu= id is resolved against the server's namespace array, and one whose
+// namespace the server lacks becomes an id no server knows (the request is
+// then refused with BadNodeIdUnknown).
 func (a *adapter) node(s string) *ua.NodeID {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if n, ok := a.nodes[s]; ok {
 		return n
+	}
+	if strings.HasPrefix(s, "nsu=") {
+		x, err := ua.ParseExpandedNodeID(s, a.nsArray)
+		if err != nil || x.NodeID == nil || x.NamespaceURI == "" {
+			return ua.NewStringNodeID(0xFFFF, s)
+		}
+		a.nodes[s] = x.NodeID
+		return x.NodeID
 	}
 	n := ua.MustParseNodeID(s)
 	a.nodes[s] = n
@@ -311,6 +324,19 @@ func (a *adapter) close() error {
 // of functional units and programs. A node that cannot be read is logged
 // and stays unknown: its item is refused when used.
 func (a *adapter) onConnect(ctx context.Context, cl Client) error {
+	res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: ua.NewNumericNodeID(0, id.Server_NamespaceArray), AttributeID: ua.AttributeIDValue}})
+	if err != nil {
+		return fmt.Errorf("opcua: read the namespace array: %w", err)
+	}
+	if res[0].Value == nil || isBad(res[0].Status) {
+		return fmt.Errorf("opcua: namespace array unreadable: %s", StatusName(res[0].Status))
+	}
+	if arr, ok := res[0].Value.Value().([]string); ok {
+		a.mu.Lock()
+		a.nsArray = arr
+		a.nodes = map[string]*ua.NodeID{} // indexes may have changed
+		a.mu.Unlock()
+	}
 	var typed []string
 	for _, s := range a.cfg.Settings {
 		if s.DataType == "" {

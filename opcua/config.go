@@ -238,7 +238,7 @@ func (c *Config) Validate() error {
 		if s == "" {
 			return fmt.Errorf("opcua: %s: node id is required", what)
 		}
-		if _, err := ua.ParseNodeID(s); err != nil {
+		if err := checkNodeID(s); err != nil {
 			return fmt.Errorf("opcua: %s: node id %q: %w", what, s, err)
 		}
 		return nil
@@ -331,6 +331,22 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// checkNodeID parses a node id of the config: "ns=<index>;..." or
+// "nsu=<namespace URI>;..." (resolved against the server's namespace array
+// at connect, so a file does not depend on namespace indexes).
+func checkNodeID(s string) error {
+	if rest, ok := strings.CutPrefix(s, "nsu="); ok {
+		i := strings.Index(rest, ";")
+		if i <= 0 {
+			return fmt.Errorf("want nsu=<uri>;<id>")
+		}
+		_, err := ua.ParseNodeID("ns=1;" + rest[i+1:])
+		return err
+	}
+	_, err := ua.ParseNodeID(s)
+	return err
 }
 
 // withDefaults fills every zero option with its default.
