@@ -83,6 +83,7 @@ func open(ctx context.Context, cfg *Config, opt Options, client *Client) (*bindi
 	}
 	a := newAdapter(cfg, client, client.HasFeature(CancelControllerID), logger)
 	a.client = client
+	a.pausable = client.HasFeature(PauseControllerID)
 	bc, err := a.build(feats)
 	if err != nil {
 		return nil, err
@@ -103,6 +104,7 @@ type adapter struct {
 	b           Backend
 	client      *Client // nil when the backend is not a Client
 	cancellable bool
+	pausable    bool
 	log         *slog.Logger
 	cancelWait  time.Duration
 	resubscribe time.Duration
@@ -114,6 +116,7 @@ type adapter struct {
 	stopSub context.CancelFunc
 	wg      sync.WaitGroup
 	lockID  string
+	running map[string]string // job id -> command execution UUID of observable commands
 
 	// cancelledErrors are lower-case fully qualified defined error ids meaning "cancelled".
 	cancelledErrors map[string]bool
@@ -142,7 +145,7 @@ func newAdapter(cfg *Config, b Backend, cancellable bool, log *slog.Logger) *ada
 	return &adapter{cfg: cfg, b: b, cancellable: cancellable, log: log,
 		cancelWait:  seconds(cfg.CancelWaitS, 30*time.Second),
 		resubscribe: seconds(cfg.ResubscribeS, 10*time.Second),
-		cache:       map[string]*cached{}, params: map[string]paramInfo{}, cancelledErrors: map[string]bool{}}
+		cache:       map[string]*cached{}, running: map[string]string{}, params: map[string]paramInfo{}, cancelledErrors: map[string]bool{}}
 }
 
 func (a *adapter) setDriver(d *binding.Driver) {
@@ -621,6 +624,7 @@ func (a *adapter) action(f *Compiled, c *Command, e *CommandEntry) (binding.Acti
 	if c.IsObservable() {
 		spec.Duration = mhp.DurationLong
 		spec.Cancellable = a.cancellable
+		spec.Pausable = a.pausable
 	}
 	var timeout time.Duration
 	if e != nil {
@@ -696,7 +700,39 @@ func (a *adapter) action(f *Compiled, c *Command, e *CommandEntry) (binding.Acti
 	act.Run = func(ctx context.Context, job *binding.Job) (any, error) {
 		return a.runObservable(ctx, job, name, fid, cid, hasIntermediate)
 	}
+	if a.pausable {
+		act.Pause = func(ctx context.Context, job *binding.Job) error { return a.pauseControl(ctx, job, name, "Pause") }
+		act.Resume = func(ctx context.Context, job *binding.Job) error { return a.pauseControl(ctx, job, name, "Resume") }
+	}
 	return act, nil
+}
+
+// pauseControl asks the server's PauseController to pause or resume the
+// job's command execution. The server's refusals (OperationNotSupported,
+// InvalidCommandState, ...) refuse the request and change nothing.
+func (a *adapter) pauseControl(ctx context.Context, job *binding.Job, action, verb string) error {
+	a.mu.Lock()
+	id, ok := a.running[job.ID()]
+	a.mu.Unlock()
+	if !ok {
+		return mhp.Errorf(mhp.CodeDeviceBusy, "%s: job %s has no command running at the server yet", action, job.ID())
+	}
+	_, err := a.b.Call(ctx, PauseControllerID, verb, map[string]any{"CommandExecutionUUID": id})
+	if err == nil {
+		return nil
+	}
+	if me := a.refusal(action, err); me != nil {
+		return me
+	}
+	if se, ok := AsSiLAError(err); ok && (se.Kind == KindDefined || se.Kind == KindUndefined) {
+		code := mhp.CodeDeviceBusy
+		if strings.EqualFold(se.ShortIdentifier(), "OperationNotSupported") {
+			code = mhp.CodeNotSupported
+		}
+		return mhp.Errorf(code, "%s: the server refused to %s: %s", action, strings.ToLower(verb), se.Message).
+			With("sila_error", silaErrorData(se))
+	}
+	return fmt.Errorf("%s: %s: %w", action, strings.ToLower(verb), err)
 }
 
 // commandError maps the error of a command call: refusals stay *mhp.Error,
@@ -724,6 +760,14 @@ func (a *adapter) runObservable(ctx context.Context, job *binding.Job, action, f
 	if err != nil {
 		return nil, a.commandError(action, err)
 	}
+	a.mu.Lock()
+	a.running[job.ID()] = x.UUID()
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.running, job.ID())
+		a.mu.Unlock()
+	}()
 	// The command runs at the server now: keep talking to it after ctx ends
 	// (cancel, estop, timeout) until it says how the command ended.
 	follow, stop := context.WithCancel(context.WithoutCancel(ctx))

@@ -468,3 +468,44 @@ func TestEStopCommand(t *testing.T) {
 		t.Fatal("the estop command must not also be an action")
 	}
 }
+
+func TestAdapterPauseResume(t *testing.T) {
+	l := startLab(t, silatest.Options{CancelController: true, PauseController: true})
+	d := openAdapter(t, l, "")
+	desc := d.Descriptor()
+	if ct, _ := desc.Action("control_temperature"); !ct.Pausable {
+		t.Fatal("observable command not pausable although the server has PauseController")
+	}
+	if sh, _ := desc.Action("say_hello"); sh.Pausable {
+		t.Fatal("an unobservable command cannot be paused")
+	}
+	j := invoke(t, d, "control_temperature", map[string]any{"target_temperature": 300.0})
+	<-l.thermo.Running()
+	running := waitJob(t, d, j.ID, func(j *mhp.Job) bool { return j.Extra["command_execution_uuid"] != nil })
+	x, ok := l.srv.Exec(running.Extra["command_execution_uuid"].(string))
+	if !ok {
+		t.Fatal("the server does not know the job's execution")
+	}
+	if _, err := d.PauseJob(ctxT(t), j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !x.Paused() {
+		t.Fatal("jobs/pause did not reach the server")
+	}
+	// Pausing twice is refused (by the binding or the server: InvalidCommandState).
+	if _, err := d.PauseJob(ctxT(t), j.ID); err == nil {
+		t.Fatal("a second pause must be refused")
+	}
+	if _, err := d.ResumeJob(ctxT(t), j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if x.Paused() {
+		t.Fatal("jobs/resume did not reach the server")
+	}
+	if err := l.thermo.End(silatest.Reach, testTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitJob(t, d, j.ID, terminal); got.State != mhp.JobDone {
+		t.Fatalf("job %+v", got)
+	}
+}

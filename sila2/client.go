@@ -27,6 +27,7 @@ const (
 	SiLAServiceID      = "org.silastandard/core/SiLAService/v1"
 	CancelControllerID = "org.silastandard/core.commands/CancelController/v1"
 	LockControllerID   = "org.silastandard/core/LockController/v1"
+	PauseControllerID  = "org.silastandard/core.commands/PauseController/v1"
 )
 
 // TLSConfig is how the client trusts the server. SiLA 2 v1.1 requires TLS:

@@ -31,6 +31,29 @@ const CancelControllerFDL = `<?xml version="1.0" encoding="utf-8"?>
   <DefinedExecutionError><Identifier>OperationNotSupported</Identifier><DisplayName>Operation Not Supported</DisplayName><Description>The command cannot be cancelled.</Description></DefinedExecutionError>
 </Feature>`
 
+// PauseControllerFDL is the standard PauseController feature, as this fake serves it.
+const PauseControllerFDL = `<?xml version="1.0" encoding="utf-8"?>
+<Feature SiLA2Version="1.0" FeatureVersion="1.0" Originator="org.silastandard" Category="core.commands" xmlns="http://www.sila-standard.org">
+  <Identifier>PauseController</Identifier>
+  <DisplayName>Pause Controller</DisplayName>
+  <Description>Pauses and resumes running observable commands.</Description>
+  <Command>
+    <Identifier>Pause</Identifier><DisplayName>Pause</DisplayName><Description>Pauses one command execution.</Description>
+    <Observable>No</Observable>
+    <Parameter><Identifier>CommandExecutionUUID</Identifier><DisplayName>Command Execution UUID</DisplayName><Description>The execution.</Description><DataType><Basic>String</Basic></DataType></Parameter>
+    <DefinedExecutionErrors><Identifier>InvalidCommandExecutionUUID</Identifier><Identifier>InvalidCommandState</Identifier><Identifier>OperationNotSupported</Identifier></DefinedExecutionErrors>
+  </Command>
+  <Command>
+    <Identifier>Resume</Identifier><DisplayName>Resume</DisplayName><Description>Resumes one command execution.</Description>
+    <Observable>No</Observable>
+    <Parameter><Identifier>CommandExecutionUUID</Identifier><DisplayName>Command Execution UUID</DisplayName><Description>The execution.</Description><DataType><Basic>String</Basic></DataType></Parameter>
+    <DefinedExecutionErrors><Identifier>InvalidCommandExecutionUUID</Identifier><Identifier>InvalidCommandState</Identifier><Identifier>OperationNotSupported</Identifier></DefinedExecutionErrors>
+  </Command>
+  <DefinedExecutionError><Identifier>InvalidCommandExecutionUUID</Identifier><DisplayName>Invalid Command Execution UUID</DisplayName><Description>No such running execution.</Description></DefinedExecutionError>
+  <DefinedExecutionError><Identifier>InvalidCommandState</Identifier><DisplayName>Invalid Command State</DisplayName><Description>Already in that state.</Description></DefinedExecutionError>
+  <DefinedExecutionError><Identifier>OperationNotSupported</Identifier><DisplayName>Operation Not Supported</DisplayName><Description>The command cannot be paused.</Description></DefinedExecutionError>
+</Feature>`
+
 // LockControllerFDL is the standard LockController feature, as this fake serves it.
 const LockControllerFDL = `<?xml version="1.0" encoding="utf-8"?>
 <Feature SiLA2Version="1.0" FeatureVersion="1.0" Originator="org.silastandard" Category="core" xmlns="http://www.sila-standard.org">

@@ -69,6 +69,7 @@ type Options struct {
 	// CancelController and LockController add those standard features.
 	CancelController bool
 	LockController   bool
+	PauseController  bool
 	// Lifetime is the lifetime of execution sent in confirmations (0: none).
 	Lifetime time.Duration
 }
@@ -154,6 +155,11 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.CancelController {
 		if err := s.AddFeature(CancelControllerFDL, s.cancelHandlers()); err != nil {
+			return nil, err
+		}
+	}
+	if opts.PauseController {
+		if err := s.AddFeature(PauseControllerFDL, s.pauseHandlers()); err != nil {
 			return nil, err
 		}
 	}
@@ -608,6 +614,7 @@ type Exec struct {
 	result   map[string]any
 	err      error
 	dropped  bool
+	paused   bool
 	cancel   chan struct{}
 	cancelOn sync.Once
 	stopped  chan struct{}
@@ -636,6 +643,13 @@ func (x *Exec) Intermediate(v map[string]any) {
 
 // CancelRequested is closed when CancelController asked to cancel.
 func (x *Exec) CancelRequested() <-chan struct{} { return x.cancel }
+
+// Paused reports whether PauseController paused the execution.
+func (x *Exec) Paused() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.paused
+}
 
 // Done is closed when the execution finished.
 func (x *Exec) Done() <-chan struct{} { return x.done }
@@ -900,6 +914,45 @@ func (s *Server) cancelHandlers() Handlers {
 			return map[string]any{}, nil
 		},
 	}}
+}
+
+func (s *Server) pauseHandlers() Handlers {
+	pauseErr := func(id, msg string) error {
+		return &sila2.Error{Kind: sila2.KindDefined, Identifier: sila2.PauseControllerID + "/DefinedExecutionError/" + id, Message: msg}
+	}
+	set := func(pause bool) func(context.Context, map[string]any) (map[string]any, error) {
+		return func(_ context.Context, p map[string]any) (map[string]any, error) {
+			id, _ := p["command_execution_uuid"].(string)
+			s.mu.Lock()
+			x, ok := s.execs[strings.ToLower(id)]
+			s.mu.Unlock()
+			if !ok {
+				return nil, pauseErr("InvalidCommandExecutionUUID", "no command execution "+id)
+			}
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			if x.info.Terminal() {
+				return nil, pauseErr("InvalidCommandExecutionUUID", "command execution "+id+" has finished")
+			}
+			if x.paused == pause {
+				return nil, pauseErr("InvalidCommandState", fmt.Sprintf("command execution already paused=%v", pause))
+			}
+			x.paused = pause
+			x.bump()
+			return map[string]any{}, nil
+		}
+	}
+	return Handlers{Commands: map[string]func(context.Context, map[string]any) (map[string]any, error){
+		"Pause": set(true), "Resume": set(false),
+	}}
+}
+
+// Exec returns a remembered execution by UUID.
+func (s *Server) Exec(id string) (*Exec, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	x, ok := s.execs[strings.ToLower(id)]
+	return x, ok
 }
 
 func (s *Server) lockHandlers() Handlers {
