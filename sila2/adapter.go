@@ -81,9 +81,43 @@ func open(ctx context.Context, cfg *Config, opt Options, client *Client) (*bindi
 			return nil, err
 		}
 	}
-	a := newAdapter(cfg, client, client.HasFeature(CancelControllerID), logger)
-	a.client = client
-	a.pausable = client.HasFeature(PauseControllerID)
+	opt.Logger = logger
+	return bind(cfg, feats, client, client, true, opt)
+}
+
+// Bind builds the driver from features already read and any Backend (a
+// different transport, a recording proxy, a test fake). Cancellable and
+// pausable actions follow from CancelController and PauseController being
+// among feats. The lock needs a *Client backend; metadata are the
+// backend's business.
+func Bind(cfg *Config, feats []*Compiled, b Backend, opt Options) (*binding.Driver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c, _ := b.(*Client)
+	if cfg.Lock != nil && c == nil {
+		return nil, fmt.Errorf("sila2: lock needs the SiLA client as backend")
+	}
+	return bind(cfg, feats, b, c, false, opt)
+}
+
+// bind builds the driver; with owns, the driver's Close closes client.
+func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, owns bool, opt Options) (*binding.Driver, error) {
+	logger := opt.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	has := func(id string) bool {
+		for _, f := range feats {
+			if strings.EqualFold(f.Feature.FullyQualifiedID(), id) {
+				return true
+			}
+		}
+		return false
+	}
+	a := newAdapter(cfg, b, has(CancelControllerID), logger)
+	a.client, a.ownsClient = client, owns
+	a.pausable = has(PauseControllerID)
 	bc, err := a.build(feats)
 	if err != nil {
 		return nil, err
@@ -103,6 +137,7 @@ type adapter struct {
 	cfg         *Config
 	b           Backend
 	client      *Client // nil when the backend is not a Client
+	ownsClient  bool
 	cancellable bool
 	pausable    bool
 	log         *slog.Logger
@@ -1022,7 +1057,7 @@ func (a *adapter) close() error {
 		errs = append(errs, a.client.Unlock(ctx, lockID))
 		cancel()
 	}
-	if a.client != nil {
+	if a.client != nil && a.ownsClient {
 		errs = append(errs, a.client.Close())
 	}
 	return errors.Join(errs...)

@@ -547,6 +547,20 @@ func (c *Client) Start(ctx context.Context, feature, command string, params map[
 	return &execution{c: c, f: f, cmd: cmd, id: id, lifetime: life}, nil
 }
 
+// Attach returns the execution of an observable command already started
+// (by this client before a restart, or by another), to follow it or read
+// its result. The server judges the UUID.
+func (c *Client) Attach(feature, command, uuid string) (Execution, error) {
+	f, cmd, _, err := c.command(feature, command)
+	if err != nil {
+		return nil, err
+	}
+	if !cmd.IsObservable() {
+		return nil, fmt.Errorf("sila2: command %s is unobservable: nothing to attach to", cmd.Identifier)
+	}
+	return &execution{c: c, f: f, cmd: cmd, id: uuid}, nil
+}
+
 type execution struct {
 	c        *Client
 	f        *Compiled

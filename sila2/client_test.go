@@ -2,10 +2,16 @@ package sila2_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/openmhp/mhp-go/sila2"
 	"github.com/openmhp/mhp-go/sila2/silatest"
@@ -272,7 +278,7 @@ func TestClientObservableCommand(t *testing.T) {
 	if err != nil || res["reached_temperature"] != 310.0 {
 		t.Fatalf("result %v %v", res, err)
 	}
-	// A bad UUID: INVALID_COMMAND_EXECUTION_UUID.
+	// A defined execution error, read from _Result after finishedWithError.
 	bad, _ := c.Start(ctx, "TemperatureController", "ControlTemperature", map[string]any{"target_temperature": 360.0})
 	if _, err := bad.Follow(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -280,5 +286,60 @@ func TestClientObservableCommand(t *testing.T) {
 	_, err = bad.Result(ctx)
 	if se, ok := sila2.AsSiLAError(err); !ok || se.Kind != sila2.KindDefined || se.ShortIdentifier() != "TemperatureNotReachable" {
 		t.Fatalf("unreachable: %v", err)
+	}
+}
+
+func TestClientBadUUIDAndInfoClosesAfterFinalStatus(t *testing.T) {
+	l := startLab(t, silatest.Options{})
+	c := l.dial(t, sila2.TLSConfig{PinSHA256: l.cert.PinSHA256})
+	ctx := ctxT(t)
+	bogus, err := c.Attach("TemperatureController", "ControlTemperature", "00000000-0000-4000-8000-000000000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() error{
+		"_Info":   func() error { _, err := bogus.Follow(ctx, nil); return err },
+		"_Result": func() error { _, err := bogus.Result(ctx); return err },
+	} {
+		se, ok := sila2.AsSiLAError(call())
+		if !ok || se.Kind != sila2.KindFramework || se.FrameworkType != sila2.FrameworkInvalidCommandExecutionUUID {
+			t.Fatalf("%s with a bad UUID: %v", name, se)
+		}
+	}
+	x, err := c.Start(ctx, "TemperatureController", "ControlTemperature", map[string]any{"target_temperature": 351.0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server closes _Info after the final status: a raw stream sees
+	// finishedWithError, then EOF.
+	conn, err := grpc.NewClient(l.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tc, _ := c.Feature("TemperatureController")
+	info, _ := tc.Method("ControlTemperature_Info")
+	st, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, tc.Path("ControlTemperature_Info"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SendMsg(c.Framework().UUID(x.UUID())); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.CloseSend()
+	var statuses []int32
+	for {
+		m := dynamicpb.NewMessage(info.Output())
+		err := st.RecvMsg(m)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		statuses = append(statuses, sila2.DecodeExecInfo(m).Status)
+	}
+	if len(statuses) == 0 || statuses[len(statuses)-1] != sila2.StatusFinishedWithError {
+		t.Fatalf("statuses %v, want the stream to end after finishedWithError", statuses)
 	}
 }

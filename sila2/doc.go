@@ -38,7 +38,8 @@
 // cancellable only where the server implements CancelController, and
 // cancelled only when the server confirmed the cancel (or ended the command
 // with an error the config lists in cancelled_errors after a cancel or
-// estop); pausable where it implements PauseController; a command whose _Info stream cannot be resumed -> outcome unknown
+// estop); pausable where it implements PauseController; a command whose
+// _Info stream cannot be resumed -> outcome unknown
 // -> device fault. ValidationErrors become InvalidValue or LimitViolation
 // naming the parameter; framework errors of an initiating call are
 // refusals. Metadata the config gives is sent on the calls the server says
