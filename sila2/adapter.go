@@ -818,6 +818,11 @@ func (a *adapter) runObservable(ctx context.Context, job *binding.Job, action, f
 			return
 		case <-ctx.Done():
 		}
+		if follow.Err() != nil {
+			// Run already returned (the job's context ends after it): no cancel.
+			close(cancelSent)
+			return
+		}
 		if a.cancellable {
 			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), a.cancelWait)
 			err := x.Cancel(cctx)
