@@ -24,6 +24,7 @@ const (
 	KindFramework  ErrorKind = 4
 )
 
+// String names the kind as the SiLAError oneof does.
 func (k ErrorKind) String() string {
 	switch k {
 	case KindValidation:
@@ -51,6 +52,7 @@ type Error struct {
 	Message       string
 }
 
+// Error describes the SiLA error without its wire encoding.
 func (e *Error) Error() string {
 	switch e.Kind {
 	case KindValidation:
@@ -86,10 +88,12 @@ type ConnectionError struct {
 	Err  error
 }
 
+// Error implements error.
 func (e *ConnectionError) Error() string {
 	return fmt.Sprintf("SiLA connection error (%s): %v", e.Code, e.Err)
 }
 
+// Unwrap returns the gRPC error.
 func (e *ConnectionError) Unwrap() error { return e.Err }
 
 // Status encodes e as the gRPC status a SiLA server returns.
