@@ -306,8 +306,8 @@ func (f *Feature) check() error {
 		return fmt.Errorf("no Originator")
 	}
 	for _, part := range strings.Split(f.Originator+"."+f.category(), ".") {
-		if part == "" || !isLowerIdent(part) {
-			return fmt.Errorf("originator %q / category %q: each dotted part must be a lower-case identifier", f.Originator, f.Category)
+		if !isNamePart(part) {
+			return fmt.Errorf("originator %q / category %q: each dotted part must be an identifier", f.Originator, f.Category)
 		}
 	}
 	names := map[string]string{}
@@ -417,12 +417,14 @@ func (f *Feature) check() error {
 	return nil
 }
 
-func isLowerIdent(s string) bool {
+// isNamePart reports whether s can be one dotted part of an originator or
+// category: it becomes part of a protobuf package name (lower-cased there).
+func isNamePart(s string) bool {
 	for i, r := range s {
-		if r > unicode.MaxASCII {
-			return false
-		}
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' && i > 0 || r == '_' || r == '-' && i > 0) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
 			return false
 		}
 	}

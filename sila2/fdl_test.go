@@ -189,3 +189,28 @@ func TestParseFDLRefusesExponentialTypes(t *testing.T) {
 		t.Fatalf("2^20-node type: want a refusal, got %v", err)
 	}
 }
+
+func TestParseFDLOriginatorBecomesPackage(t *testing.T) {
+	fw, _ := sila2.NewFramework()
+	for _, tc := range []struct {
+		orig, cat string
+		ok        bool
+	}{
+		{"org.silastandard", "core.commands", true},
+		{"de.Uni_Lab", "", true},
+		{"my-org", "tests", false},
+		{"org.2lab", "tests", false},
+		{"org..x", "tests", false},
+	} {
+		text := fmt.Sprintf(`<Feature FeatureVersion="1.0" Originator=%q Category=%q><Identifier>T</Identifier></Feature>`, tc.orig, tc.cat)
+		f, err := sila2.ParseFDL([]byte(text))
+		if (err == nil) != tc.ok {
+			t.Fatalf("%s/%s: err %v, want ok=%v", tc.orig, tc.cat, err, tc.ok)
+		}
+		if err == nil {
+			if _, err := sila2.Compile(fw, f); err != nil {
+				t.Fatalf("%s/%s: accepted but does not compile: %v", tc.orig, tc.cat, err)
+			}
+		}
+	}
+}
