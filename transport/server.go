@@ -312,15 +312,17 @@ func (s *Server) errUnknownSession(method string) *mhp.Error {
 func (s *Server) handle(ctx context.Context, ss *session, req *Request, init func() (*session, *mhp.Error)) *Response {
 	start := time.Now()
 	result, err := s.dispatch(ctx, ss, req, init)
-	sid := ""
-	if ss != nil {
-		sid = ss.id
-	}
-	if err != nil {
-		s.log.Debug("mhp request refused", "method", req.Method, "session", sid, "code", int(mhp.CodeOf(err)),
-			"err", err, "took", time.Since(start))
-	} else {
-		s.log.Debug("mhp request", "method", req.Method, "session", sid, "took", time.Since(start))
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		sid, client := "", ""
+		if ss != nil {
+			sid, client = ss.id, ss.client
+		}
+		if err != nil {
+			s.log.Debug("mhp request refused", "method", req.Method, "session", sid, "client", client,
+				"code", int(mhp.CodeOf(err)), "err", err, "took", time.Since(start))
+		} else {
+			s.log.Debug("mhp request", "method", req.Method, "session", sid, "client", client, "took", time.Since(start))
+		}
 	}
 	if req.IsNotification() {
 		return nil

@@ -137,14 +137,14 @@ func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGr
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if !priority {
-			defer func() { <-c.slots }()
-		}
 		ss := c.session()
 		if ss != nil {
 			ss.touch(c.srv.clk.Now())
 		}
 		resp := c.srv.handle(ctx, ss, req, c.initSession)
+		if !priority {
+			<-c.slots // free before answering: the client may send its next request at once
+		}
 		c.respond(resp)
 	}()
 }
