@@ -991,11 +991,49 @@ func (a *adapter) setup(ctx context.Context) error {
 	a.mu.Lock()
 	a.stopSub = cancel
 	a.mu.Unlock()
+	if a.cfg.Lock != nil && a.cfg.Lock.TimeoutS > 0 {
+		a.wg.Add(1)
+		go a.keepLock(subCtx, time.Duration(a.cfg.Lock.TimeoutS)*time.Second)
+	}
 	for _, s := range a.subs {
 		a.wg.Add(1)
 		go a.runSubscription(subCtx, s)
 	}
 	return nil
+}
+
+// keepLock watches a lock that times out: every third of the timeout it
+// reads IsLocked (a call that carries the lock identifier, which keeps the
+// lock alive on servers that count it as activity) and locks again when
+// the server let the lock go.
+func (a *adapter) keepLock(ctx context.Context, timeout time.Duration) {
+	defer a.wg.Done()
+	every := timeout / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		a.mu.Lock()
+		id := a.lockID
+		a.mu.Unlock()
+		if id == "" {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, every)
+		v, err := a.client.Property(cctx, LockControllerID, "IsLocked")
+		if err == nil && v == false {
+			a.log.Warn("sila2: the server lock expired; locking again", "endpoint", a.cfg.Endpoint)
+			err = a.client.Lock(cctx, id, timeout)
+		}
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("sila2: keeping the server lock", "endpoint", a.cfg.Endpoint, "error", err)
+		}
+	}
 }
 
 // runSubscription keeps one observable property subscribed: each value is

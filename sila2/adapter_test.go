@@ -509,3 +509,19 @@ func TestAdapterPauseResume(t *testing.T) {
 		t.Fatalf("job %+v", got)
 	}
 }
+
+func TestAdapterKeepsTimedLock(t *testing.T) {
+	l := startLab(t, silatest.Options{LockController: true})
+	openAdapter(t, l, "lock: {identifier: kept, timeout_s: 1}\n")
+	if l.srv.Locked() != "kept" {
+		t.Fatal("not locked")
+	}
+	l.srv.ForceUnlock() // the lock timed out at the server
+	deadline := time.Now().Add(testTimeout)
+	for l.srv.Locked() != "kept" {
+		if time.Now().After(deadline) {
+			t.Fatal("the adapter did not lock the server again")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

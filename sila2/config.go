@@ -97,6 +97,8 @@ type LockConfig struct {
 	// Identifier is the lock secret; default a random UUID.
 	Identifier string `yaml:"identifier,omitempty"`
 	// TimeoutS is passed to LockServer; 0 means the lock never times out.
+	// With a timeout the driver checks IsLocked every third of it (keeping
+	// the lock active) and locks again if the server let it go.
 	TimeoutS int64 `yaml:"timeout_s,omitempty"`
 }
 

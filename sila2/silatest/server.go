@@ -995,6 +995,13 @@ func (s *Server) lockHandlers() Handlers {
 	}
 }
 
+// ForceUnlock drops the lock, as a server whose lock timed out does.
+func (s *Server) ForceUnlock() {
+	s.mu.Lock()
+	s.lockID = ""
+	s.mu.Unlock()
+}
+
 // Locked reports the current lock identifier ("" when unlocked).
 func (s *Server) Locked() string {
 	s.mu.Lock()
