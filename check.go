@@ -2,6 +2,7 @@ package mhp
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -37,14 +39,11 @@ func (s *Shape) Check(path string, v any) (any, *Error) {
 		}
 		out = f
 	case TypeInteger:
-		f, ok := toFloat(v)
-		if !ok {
-			return nil, typeError(path, "an integer", v)
+		n, e := checkInteger(path, v)
+		if e != nil {
+			return nil, e
 		}
-		if math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-			return nil, Errorf(CodeInvalidValue, "%s=%v is not an integer", path, formatValue(v)).With("field", path)
-		}
-		out = int64(f)
+		out = n
 	case TypeBoolean:
 		b, ok := v.(bool)
 		if !ok {
@@ -96,6 +95,75 @@ func (s *Shape) Check(path string, v any) (any, *Error) {
 		return nil, e
 	}
 	return out, nil
+}
+
+// maxSafeInteger is the largest integer a float64 (every JSON peer that
+// decodes numbers as doubles) carries exactly: 2^53-1.
+const maxSafeInteger = 1<<53 - 1
+
+// checkInteger converts v to an int64 exactly, refusing fractions, bools
+// and integers beyond ±maxSafeInteger (which would arrive rounded: 2^53+1
+// decodes as 2^53 on most peers, so such a value is refused, not changed).
+func checkInteger(path string, v any) (int64, *Error) {
+	notInteger := func() *Error {
+		return Errorf(CodeInvalidValue, "%s=%s is not an integer", path, formatValue(v)).With("field", path)
+	}
+	unsafe := func() *Error {
+		return Errorf(CodeInvalidValue, "%s=%s is beyond ±%d, the integers JSON carries exactly", path,
+			formatValue(v), int64(maxSafeInteger)).With("field", path)
+	}
+	fromFloat := func(f float64) (int64, *Error) {
+		if math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f) {
+			return 0, notInteger()
+		}
+		if math.Abs(f) > maxSafeInteger {
+			return 0, unsafe()
+		}
+		return int64(f), nil
+	}
+	var n int64
+	switch x := v.(type) {
+	case int:
+		n = int64(x)
+	case int8:
+		n = int64(x)
+	case int16:
+		n = int64(x)
+	case int32:
+		n = int64(x)
+	case int64:
+		n = x
+	case uint, uint8, uint16, uint32, uint64:
+		u := reflect.ValueOf(x).Uint()
+		if u > maxSafeInteger {
+			return 0, unsafe()
+		}
+		n = int64(u)
+	case json.Number:
+		i, err := strconv.ParseInt(string(x), 10, 64)
+		if err == nil {
+			n = i
+			break
+		}
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, unsafe()
+		}
+		f, ok := toFloat(x) // 1e3, 3.0, 2.5
+		if !ok {
+			return 0, typeError(path, "an integer", v)
+		}
+		return fromFloat(f)
+	default:
+		f, ok := toFloat(v)
+		if !ok {
+			return 0, typeError(path, "an integer", v)
+		}
+		return fromFloat(f)
+	}
+	if n > maxSafeInteger || n < -maxSafeInteger {
+		return 0, unsafe()
+	}
+	return n, nil
 }
 
 func (s *Shape) checkItem(path string, v any) (any, *Error) {
@@ -151,7 +219,14 @@ func (p Params) Check(action string, params map[string]any) (map[string]any, *Er
 		v, ok := params[x.Name]
 		if !ok {
 			if x.Shape != nil && x.Shape.Default != nil {
-				out[x.Name] = x.Shape.Default
+				// The default goes through the shape too: normalised like a sent
+				// value, and a fresh copy the action may modify.
+				n, e := x.Shape.Check(x.Name, x.Shape.Default)
+				if e != nil {
+					e.Message = fmt.Sprintf("%s: the declared default of parameter %q is invalid (send a value): %s", action, x.Name, e.Message)
+					return nil, e
+				}
+				out[x.Name] = n
 				continue
 			}
 			if x.Shape != nil && x.Shape.Optional {
@@ -170,6 +245,23 @@ func (p Params) Check(action string, params map[string]any) (map[string]any, *Er
 
 func (l *Limits) check(path string, v any) *Error {
 	if l.Empty() {
+		return nil
+	}
+	if list, ok := v.([]any); ok && !l.enumOfLists() {
+		// Lengths bound the list; every other limit bounds each element.
+		if e := l.checkLength(path, len(list)); e != nil {
+			return e
+		}
+		each := *l
+		each.MinLength, each.MaxLength = nil, nil
+		if each.Empty() {
+			return nil
+		}
+		for i, item := range list {
+			if e := each.check(fmt.Sprintf("%s[%d]", path, i), item); e != nil {
+				return e
+			}
+		}
 		return nil
 	}
 	if len(l.Enum) > 0 {
@@ -219,16 +311,32 @@ func (l *Limits) check(path string, v any) *Error {
 		n = len(x)
 	}
 	if n >= 0 {
-		if l.MinLength != nil && n < *l.MinLength {
-			return Errorf(CodeLimitViolation, "%s has length %d, below minLength %d", path, n, *l.MinLength).
-				With("minLength", *l.MinLength).With("field", path)
-		}
-		if l.MaxLength != nil && n > *l.MaxLength {
-			return Errorf(CodeLimitViolation, "%s has length %d, above maxLength %d", path, n, *l.MaxLength).
-				With("maxLength", *l.MaxLength).With("field", path)
-		}
+		return l.checkLength(path, n)
 	}
 	return nil
+}
+
+func (l *Limits) checkLength(path string, n int) *Error {
+	if l.MinLength != nil && n < *l.MinLength {
+		return Errorf(CodeLimitViolation, "%s has length %d, below minLength %d", path, n, *l.MinLength).
+			With("minLength", *l.MinLength).With("field", path)
+	}
+	if l.MaxLength != nil && n > *l.MaxLength {
+		return Errorf(CodeLimitViolation, "%s has length %d, above maxLength %d", path, n, *l.MaxLength).
+			With("maxLength", *l.MaxLength).With("field", path)
+	}
+	return nil
+}
+
+// enumOfLists reports whether the enum lists whole arrays, so a list value
+// is compared whole rather than element by element.
+func (l *Limits) enumOfLists() bool {
+	for _, e := range l.Enum {
+		if _, ok := toList(e); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *Limits) violation(path string, v any, what string, bound float64) *Error {
@@ -253,7 +361,9 @@ func checkText(path, s string) *Error {
 		return Errorf(CodeInvalidValue, "%s: string is not valid UTF-8", path).With("field", path)
 	}
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
+		// C0, DEL and C1 controls, and the Unicode line and paragraph
+		// separators, which split lines as CR and LF do.
+		if r < 0x20 || (r >= 0x7f && unicode.IsControl(r)) || r == '\u2028' || r == '\u2029' {
 			return Errorf(CodeInvalidValue, "%s: string contains control character %U", path, r).With("field", path)
 		}
 	}
@@ -339,8 +449,9 @@ func toFloat(v any) (float64, bool) {
 	case uint64:
 		return float64(x), true
 	case json.Number:
+		// Out of range parses as ±Inf (or 0): a number, refused later as not finite.
 		f, err := strconv.ParseFloat(string(x), 64)
-		return f, err == nil
+		return f, err == nil || errors.Is(err, strconv.ErrRange)
 	}
 	return 0, false
 }

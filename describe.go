@@ -30,6 +30,11 @@ type Description struct {
 // silently dropped. The default tier is full.
 func Describe(d *Descriptor, state DeviceState, req DescribeRequest) (*Description, error) {
 	out := &Description{Detail: req.Detail, State: state, Descriptor: *d}
+	switch req.Detail {
+	case "", DetailCard, DetailSummary, DetailFull:
+	default:
+		return nil, Errorf(CodeInvalidParams, "detail %q is not one of card, summary, full", req.Detail).With("field", "detail")
+	}
 	if req.Select != nil {
 		out.Detail = DetailSelect
 		sel := Descriptor{MHP: d.MHP, DeviceInfo: d.DeviceInfo, Safety: d.Safety}
@@ -57,12 +62,8 @@ func Describe(d *Descriptor, state DeviceState, req DescribeRequest) (*Descripti
 		out.Descriptor = sel
 		return out, nil
 	}
-	switch req.Detail {
-	case "":
+	if req.Detail == "" {
 		out.Detail = DetailFull
-	case DetailCard, DetailSummary, DetailFull:
-	default:
-		return nil, Errorf(CodeInvalidParams, "detail %q is not one of card, summary, full", req.Detail).With("field", "detail")
 	}
 	if out.MHP == "" {
 		out.MHP = ProtocolVersion

@@ -40,6 +40,7 @@ type Driver struct {
 	faultReason  string
 	jobs         map[string]*jobRec
 	finished     []string // finished job ids, oldest first
+	jobSeq       uint64
 	active       int
 	activeExcl   int // active non-concurrent jobs
 	lease        *leaseRec
@@ -58,7 +59,9 @@ type Driver struct {
 
 type jobRec struct {
 	job     mhp.Job
+	seq     uint64 // invoke order, for jobs/list
 	handle  *Job
+	ctx     context.Context // the Run context: ended by cancel, estop, timeout
 	cancel  context.CancelFunc
 	exclude bool // non-concurrent
 	done    chan struct{}
@@ -224,10 +227,26 @@ func (d *Driver) errorf(code mhp.Code, format string, args ...any) *mhp.Error {
 	return mhp.Errorf(code, format, args...).At(d.now())
 }
 
-// stamp re-stamps an error made elsewhere with the driver's clock.
+// stamp re-stamps an error the driver just made elsewhere (a shape check,
+// mhp.Describe) with the driver's clock.
 func (d *Driver) stamp(e *mhp.Error) *mhp.Error {
 	e.TS = mhp.UnixSeconds(d.now())
 	return e
+}
+
+// adopt returns a copy of an error a binding returned, stamped with the
+// driver's clock: bindings may return one *mhp.Error value for every
+// refusal, so it is never modified.
+func (d *Driver) adopt(e *mhp.Error) *mhp.Error {
+	c := *e
+	if e.Data != nil {
+		c.Data = make(map[string]any, len(e.Data)+1)
+		for k, v := range e.Data {
+			c.Data[k] = v
+		}
+	}
+	c.TS = mhp.UnixSeconds(d.now())
+	return &c
 }
 
 // ---- notifications ----
@@ -330,8 +349,14 @@ func (d *Driver) leaseHolderAtLocked(now time.Time) string {
 		return ""
 	}
 	if !now.Before(d.lease.expires) {
+		l := d.lease
 		d.stopLeaseTimers()
 		d.lease = nil
+		if d.watchdog > 0 && !d.closed {
+			// The request saw the expiry before the expiry timer fired: the
+			// lease expired unreleased all the same, so the watchdog trips.
+			d.tripLocked(fmt.Sprintf("lease of %s expired without release", l.holder))
+		}
 		return ""
 	}
 	return d.lease.holder
@@ -413,12 +438,13 @@ func (d *Driver) checkLease(l *leaseRec) {
 	}
 	d.stopLeaseTimers()
 	d.lease = nil
-	if d.watchdog > 0 {
+	if d.watchdog == 0 {
 		d.mu.Unlock()
-		d.trip("watchdog", fmt.Sprintf("lease of %s expired without release", l.holder))
 		return
 	}
+	cancelled := d.estopLocked()
 	d.mu.Unlock()
+	d.estopFinish(context.Background(), "watchdog", fmt.Sprintf("lease of %s expired without release", l.holder), cancelled)
 }
 
 // checkWatchdog runs when the lease holder may have gone silent.
@@ -437,13 +463,18 @@ func (d *Driver) checkWatchdog(l *leaseRec) {
 	}
 	d.stopLeaseTimers()
 	d.lease = nil
+	cancelled := d.estopLocked()
 	d.mu.Unlock()
-	d.trip("watchdog", fmt.Sprintf("lease holder %s silent for %gs (watchdog %gs)", l.holder, silent.Seconds(), d.watchdog.Seconds()))
+	d.estopFinish(context.Background(), "watchdog",
+		fmt.Sprintf("lease holder %s silent for %gs (watchdog %gs)", l.holder, silent.Seconds(), d.watchdog.Seconds()), cancelled)
 }
 
-// trip is the watchdog's estop.
-func (d *Driver) trip(by, reason string) {
-	_, _ = d.estopAs(context.Background(), by, reason)
+// tripLocked is the watchdog's estop from a request that found the lease
+// expired: the device latches in estop before mu is released, and the stop
+// hook and notification follow on their own goroutine.
+func (d *Driver) tripLocked(reason string) {
+	cancelled := d.estopLocked()
+	go d.estopFinish(context.Background(), "watchdog", reason, cancelled)
 }
 
 // Renew implements mhp.Device: session/renew, holder only.
@@ -489,10 +520,14 @@ func (d *Driver) EndSession(ctx context.Context) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.lease != nil && d.lease.holder == s {
+	if d.lease != nil && d.lease.holder == s && d.watchdog == 0 {
 		d.stopLeaseTimers()
 		d.lease = nil
 	}
+	// On a watchdog device the vanished holder keeps the lease: it is silent
+	// from now on, so the watchdog fails safe when its window runs out (an
+	// agent dying mid-protocol is what the watchdog is for). A client that
+	// means to hand control back releases first.
 	delete(d.sessions, s)
 }
 
@@ -826,10 +861,17 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 		// The request lock: one write at a time reaches the backend.
 		select {
 		case d.writeSem <- struct{}{}:
-			defer func() { <-d.writeSem }()
-		case <-ctx.Done():
-			return nil, d.errorf(mhp.CodeDeviceBusy, "settings/write %s: gave up waiting for an earlier write: %v", req.Name, ctx.Err())
+		default:
+			select {
+			case d.writeSem <- struct{}{}:
+			case <-ctx.Done():
+				return nil, d.errorf(mhp.CodeDeviceBusy, "settings/write %s: gave up waiting for an earlier write: %v", req.Name, ctx.Err())
+			}
+			// It waited behind another write: the interlock window, the lease
+			// check and the hook's deadline start now, not on arrival.
+			now = d.now()
 		}
+		defer func() { <-d.writeSem }()
 	}
 	// One deadline (HookTimeout, kept by the write sweeper) covers the live
 	// interlock reads and the hook; estop cancels it too. The caller going
@@ -840,6 +882,10 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	if e := d.stateGateLocked(); e != nil {
 		d.mu.Unlock()
 		return nil, e
+	}
+	if d.closed {
+		d.mu.Unlock()
+		return nil, d.errorf(mhp.CodeDeviceFault, "settings/write %s: driver is closed", req.Name)
 	}
 	d.inflightSeq++
 	key := d.inflightSeq
@@ -874,7 +920,7 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	status, err := set.Write(hctx, value)
 	if err != nil {
 		if me, ok := mhp.AsError(err); ok && !me.OutcomeUnknown() {
-			return nil, d.stamp(me)
+			return nil, d.adopt(me)
 		}
 		reason := fmt.Sprintf("write %s=%v: outcome unknown: %v", req.Name, value, err)
 		d.latchFault(reason)
@@ -970,6 +1016,14 @@ func (d *Driver) EStop(ctx context.Context, reason string) (*mhp.EStopResult, er
 
 func (d *Driver) estopAs(ctx context.Context, by, reason string) (*mhp.EStopResult, error) {
 	d.mu.Lock()
+	cancelled := d.estopLocked()
+	d.mu.Unlock()
+	return d.estopFinish(ctx, by, reason, cancelled), nil
+}
+
+// estopLocked latches estop and cancels every active job and write in
+// flight; it returns the cancelled job ids. mu is held.
+func (d *Driver) estopLocked() []string {
 	d.estop = true
 	var cancelled []string
 	for id, r := range d.jobs {
@@ -984,8 +1038,11 @@ func (d *Driver) estopAs(ctx context.Context, by, reason string) (*mhp.EStopResu
 	for _, w := range d.inflight {
 		w.cancel()
 	}
-	d.mu.Unlock()
+	return cancelled
+}
 
+// estopFinish runs the stop hook after estopLocked and publishes safety/estop.
+func (d *Driver) estopFinish(ctx context.Context, by, reason string, cancelled []string) *mhp.EStopResult {
 	res := &mhp.EStopResult{State: mhp.StateEStop, Stopped: true, Cancelled: cancelled}
 	if d.cfg.EStop == nil {
 		res.Stopped = false
@@ -1006,7 +1063,7 @@ func (d *Driver) estopAs(ctx context.Context, by, reason string) (*mhp.EStopResu
 		p["stop_error"] = res.StopError
 	}
 	d.publishLocked(mhp.NotifySafetyEStop, p)
-	return res, nil
+	return res
 }
 
 // Reset implements mhp.Device: safety/reset. It refuses while a job is
@@ -1094,7 +1151,7 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	if act.Validate != nil {
 		if err := act.Validate(params); err != nil {
 			if me, ok := mhp.AsError(err); ok {
-				return nil, d.stamp(me)
+				return nil, d.adopt(me)
 			}
 			return nil, d.errorf(mhp.CodeInvalidValue, "%s: %v", req.Name, err).With("gate", "limits")
 		}
@@ -1134,8 +1191,10 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	r := &jobRec{
 		job: mhp.Job{ID: id, Action: req.Name, Params: params, Owner: s, State: mhp.JobQueued,
 			Started: mhp.UnixSeconds(d.now())},
-		handle: h, cancel: cancel, exclude: !act.Spec.Concurrent, done: make(chan struct{}),
+		handle: h, ctx: jctx, cancel: cancel, exclude: !act.Spec.Concurrent, done: make(chan struct{}),
 	}
+	d.jobSeq++
+	r.seq = d.jobSeq
 	d.jobs[id] = r
 	d.active++
 	snapshot := r.job
@@ -1188,7 +1247,12 @@ func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
 		// the binding has JobGrace to report the end state.
 		wait := d.cfg.JobGrace
 		if r.handle.CancelRequested() && !d.isEStop() && errors.Is(ctx.Err(), context.Canceled) {
-			wait += deadline.Sub(d.now())
+			// The context's deadline is on the system clock (bindings read it
+			// with ctx.Deadline), so its remaining time is measured there,
+			// whatever the driver's clock says.
+			if left := time.Until(deadline); left > 0 {
+				wait += left
+			}
 		}
 		grace := make(chan struct{})
 		t := d.clk.AfterFunc(wait, func() { close(grace) })
@@ -1236,7 +1300,7 @@ func (d *Driver) finishJob(r *jobRec, act *Action, out runResult) {
 		}
 	default:
 		if me, ok := mhp.AsError(out.err); ok && !me.OutcomeUnknown() {
-			j.State, j.Outcome, j.Error = mhp.JobFailed, mhp.OutcomeNotStarted, d.stamp(me)
+			j.State, j.Outcome, j.Error = mhp.JobFailed, mhp.OutcomeNotStarted, d.adopt(me)
 			j.Error.With("outcome", mhp.OutcomeNotStarted)
 			break
 		}
@@ -1310,21 +1374,21 @@ func (d *Driver) Jobs(ctx context.Context, req mhp.JobsRequest) ([]mhp.Job, erro
 	d.touch(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]mhp.Job, 0, len(d.jobs))
+	recs := make([]*jobRec, 0, len(d.jobs))
 	for _, r := range d.jobs {
 		if req.Active && r.job.State.Terminal() {
 			continue
 		}
-		out = append(out, r.job)
+		recs = append(recs, r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Started != out[j].Started {
-			return out[i].Started > out[j].Started
-		}
-		return out[i].ID > out[j].ID
-	})
-	if req.Limit > 0 && len(out) > req.Limit {
-		out = out[:req.Limit]
+	// Newest first by invoke order: start times can be equal on a coarse clock.
+	sort.Slice(recs, func(i, j int) bool { return recs[i].seq > recs[j].seq })
+	if req.Limit > 0 && len(recs) > req.Limit {
+		recs = recs[:req.Limit]
+	}
+	out := make([]mhp.Job, len(recs))
+	for i, r := range recs {
+		out[i] = r.job
 	}
 	return out, nil
 }
@@ -1357,13 +1421,21 @@ func (d *Driver) CancelJob(ctx context.Context, id string) (*mhp.Job, error) {
 	return &snap, nil
 }
 
-// PauseJob implements mhp.Device: jobs/pause (not lease-gated).
+// PauseJob implements mhp.Device: jobs/pause (not lease-gated). Pausing a
+// paused job answers its status again.
 func (d *Driver) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 	s := d.touch(ctx)
 	r, act, e := d.pausable(id)
 	if e != nil {
 		return nil, e
 	}
+	d.mu.Lock()
+	if r.job.Paused {
+		snap := r.job
+		d.mu.Unlock()
+		return &snap, nil
+	}
+	d.mu.Unlock()
 	if act.Pause != nil {
 		pctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
 		err := act.Pause(pctx, r.handle)
@@ -1372,25 +1444,31 @@ func (d *Driver) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 			return nil, d.hookRefusal("pause", r.job.ID, err)
 		}
 	}
-	r.handle.setPaused(true)
 	d.mu.Lock()
+	if r.job.State.Terminal() { // the job ended while the backend paused
+		e := d.errorf(mhp.CodeDeviceBusy, "job %s ended %s before it paused", id, r.job.State).With("id", id)
+		d.mu.Unlock()
+		return nil, e
+	}
+	r.handle.setPaused(true)
 	r.job.Paused = true
 	snap := r.job
 	d.publishLocked(mhp.NotifyJobsPaused, map[string]any{"job": snap, "by": s})
 	return &snap, nil
 }
 
-// ResumeJob implements mhp.Device: jobs/resume, lease-gated and refused in estop or fault.
+// ResumeJob implements mhp.Device: jobs/resume, refused in estop or fault and
+// lease-gated like an invoke (on a watchdog device it needs the lease).
 func (d *Driver) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
-	s := d.touch(ctx)
+	s, now := d.touchAt(ctx)
 	d.mu.Lock()
 	if e := d.stateGateLocked(); e != nil {
 		d.mu.Unlock()
 		return nil, e
 	}
-	if holder := d.leaseHolderLocked(); holder != "" && holder != s {
+	if e := d.leaseGateLocked(s, now); e != nil {
 		d.mu.Unlock()
-		return nil, d.errorf(mhp.CodeNotLeased, "another session holds the lease").With("holder", holder)
+		return nil, e
 	}
 	d.mu.Unlock()
 	r, act, e := d.pausable(id)
@@ -1404,15 +1482,28 @@ func (d *Driver) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
 		return nil, d.errorf(mhp.CodeDeviceBusy, "job %s is not paused", id).With("id", id)
 	}
 	if act.Resume != nil {
-		rctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
+		// The hook runs under the job's context too, so an estop or cancel
+		// arriving meanwhile cuts it short.
+		rctx, cancel := context.WithTimeout(r.ctx, d.cfg.HookTimeout)
+		stop := context.AfterFunc(ctx, cancel)
 		err := act.Resume(rctx, r.handle)
+		stop()
 		cancel()
 		if err != nil {
 			return nil, d.hookRefusal("resume", r.job.ID, err)
 		}
 	}
-	r.handle.setPaused(false)
 	d.mu.Lock()
+	if e := d.stateGateLocked(); e != nil { // estop or fault came while the backend resumed
+		d.mu.Unlock()
+		return nil, e
+	}
+	if r.job.State.Terminal() {
+		e := d.errorf(mhp.CodeDeviceBusy, "job %s ended %s before it resumed", id, r.job.State).With("id", id)
+		d.mu.Unlock()
+		return nil, e
+	}
+	r.handle.setPaused(false)
 	r.job.Paused = false
 	snap := r.job
 	d.publishLocked(mhp.NotifyJobsResumed, map[string]any{"job": snap, "by": s})
@@ -1438,7 +1529,7 @@ func (d *Driver) pausable(id string) (*jobRec, *Action, *mhp.Error) {
 
 func (d *Driver) hookRefusal(what, id string, err error) error {
 	if me, ok := mhp.AsError(err); ok {
-		return d.stamp(me)
+		return d.adopt(me)
 	}
 	return d.errorf(mhp.CodeServerError, "%s of job %s failed at the backend: %v", what, id, err).With("id", id)
 }

@@ -1,0 +1,579 @@
+package binding_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/clock"
+)
+
+// Regression tests for defects the conformance suite did not catch.
+
+// lagClock is a manual clock whose Now can run ahead of its timers, as a real
+// clock does when a timer goroutine is late: a request may see a deadline
+// passed before the timer for it has fired.
+type lagClock struct {
+	*clock.Manual
+	mu   sync.Mutex
+	skew time.Duration
+}
+
+func (c *lagClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Manual.Now().Add(c.skew)
+}
+
+func (c *lagClock) setSkew(d time.Duration) {
+	c.mu.Lock()
+	c.skew = d
+	c.mu.Unlock()
+}
+
+// doneSignal is a context that reports when a caller first waits on it.
+type doneSignal struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func newDoneSignal(ctx context.Context) *doneSignal {
+	return &doneSignal{Context: ctx, waiting: make(chan struct{})}
+}
+
+func (c *doneSignal) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// jobDevice has a cooperative pausable action, a stubborn one, and hooks the
+// tests drive. Fields set before newJobDevice returns are read-only after.
+type jobDevice struct {
+	drv     *binding.Driver
+	stops   atomic.Int32
+	steps   chan struct{} // the cooperative action returns when closed
+	forever chan struct{}
+	pause   func(ctx context.Context, j *binding.Job) error
+	resume  func(ctx context.Context, j *binding.Job) error
+	started chan string
+}
+
+func newJobDevice(t *testing.T, clk clock.Clock, watchdog float64, cfg func(*binding.Config)) *jobDevice {
+	t.Helper()
+	jd := &jobDevice{steps: make(chan struct{}), forever: make(chan struct{}), started: make(chan string, 16)}
+	c := binding.Config{
+		Device: mhp.DeviceInfo{ID: "jobs-01", Class: "test"},
+		Clock:  clk,
+		Safety: mhp.Safety{WatchdogS: watchdog},
+		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "door_closed", Type: mhp.TypeBoolean},
+			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: true}, nil }}},
+		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "sp", Type: mhp.TypeNumber},
+			Write: func(context.Context, any) (binding.WriteStatus, error) { return binding.Applied, nil }}},
+		Actions: []binding.Action{
+			{Spec: mhp.Action{Name: "steps", Pausable: true, Cancellable: true, Concurrent: true},
+				Run: func(ctx context.Context, j *binding.Job) (any, error) {
+					jd.started <- j.ID()
+					for {
+						if err := j.Checkpoint(ctx); err != nil {
+							return nil, err
+						}
+						select {
+						case <-jd.steps:
+							return "done", nil
+						case <-ctx.Done():
+						}
+					}
+				},
+				Pause: func(ctx context.Context, j *binding.Job) error {
+					if jd.pause != nil {
+						return jd.pause(ctx, j)
+					}
+					return nil
+				},
+				Resume: func(ctx context.Context, j *binding.Job) error {
+					if jd.resume != nil {
+						return jd.resume(ctx, j)
+					}
+					return nil
+				}},
+			{Spec: mhp.Action{Name: "stubborn", Cancellable: true, Concurrent: true},
+				Run: func(ctx context.Context, j *binding.Job) (any, error) {
+					jd.started <- j.ID()
+					<-jd.forever
+					return nil, nil
+				}},
+		},
+		EStop: func(context.Context) error { jd.stops.Add(1); return nil },
+	}
+	if cfg != nil {
+		cfg(&c)
+	}
+	drv, err := binding.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jd.drv = drv
+	t.Cleanup(func() {
+		close(jd.forever)
+		drv.Close()
+	})
+	return jd
+}
+
+// TestWriteQueuedBehindSlowWriteReadsInterlocksFresh: a write that waited
+// for the request lock behind a slow write is gated from when it got the
+// lock. Before the fix its interlock window started when it arrived, so it
+// was refused InterlockOpen ("reading them took 3s") although the interlock
+// read true at once.
+func TestWriteQueuedBehindSlowWriteReadsInterlocksFresh(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	inHook, release := make(chan struct{}), make(chan struct{})
+	drv, err := binding.New(binding.Config{
+		Device: mhp.DeviceInfo{ID: "queue-01"},
+		Clock:  clk,
+		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "door_closed", Type: mhp.TypeBoolean},
+			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: true}, nil }}},
+		Settings: []binding.Setting{
+			{Spec: mhp.Setting{Name: "slow", Type: mhp.TypeNumber},
+				Write: func(context.Context, any) (binding.WriteStatus, error) {
+					close(inHook)
+					<-release
+					return binding.Applied, nil
+				}},
+			{Spec: mhp.Setting{Name: "guarded", Type: mhp.TypeNumber, Interlocks: []string{"door_closed"}},
+				Write: func(context.Context, any) (binding.WriteStatus, error) { return binding.Applied, nil }},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	slowErr := make(chan error, 1)
+	go func() {
+		_, err := drv.Write(context.Background(), mhp.WriteRequest{Name: "slow", Value: 1.0})
+		slowErr <- err
+	}()
+	waitClosed(t, inHook, "the slow write to enter its hook")
+	qctx := newDoneSignal(context.Background())
+	queued := make(chan error, 1)
+	go func() {
+		_, err := drv.Write(qctx, mhp.WriteRequest{Name: "guarded", Value: 2.0})
+		queued <- err
+	}()
+	waitClosed(t, qctx.waiting, "the second write to queue for the request lock")
+	clk.Advance(3 * time.Second) // the slow write takes longer than InterlockTimeout (2s)
+	close(release)
+	if err := <-slowErr; err != nil {
+		t.Fatalf("slow write: %v", err)
+	}
+	if err := <-queued; err != nil {
+		t.Fatalf("write queued behind a slow write: %v, want it to pass (its interlock reads true)", err)
+	}
+}
+
+// TestLeaseExpirySeenFirstByARequestTripsWatchdog: on a watchdog device a
+// lease that expires unreleased estops the device, also when a request
+// notices the expiry before the expiry timer fires. Before the fix the
+// request dropped the lease silently and the watchdog never tripped.
+func TestLeaseExpirySeenFirstByARequestTripsWatchdog(t *testing.T) {
+	clk := &lagClock{Manual: clock.NewManual(time.Unix(1_800_000_000, 0))}
+	jd := newJobDevice(t, clk, 10, func(c *binding.Config) { c.JobGrace = time.Minute })
+	a := mhp.AsSession(jd.drv, "a")
+	ctx := context.Background()
+	if _, err := a.Acquire(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Invoke(ctx, mhp.InvokeRequest{Name: "stubborn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-jd.started
+	clk.setSkew(1500 * time.Millisecond) // the lease expired; its timer has not fired yet
+	_, err = a.Write(ctx, mhp.WriteRequest{Name: "sp", Value: 1.0})
+	if mhp.CodeOf(err) != mhp.CodeNotLeased {
+		t.Fatalf("write after the lease expired: %v, want NotLeased", err)
+	}
+	if st := jd.drv.State(); st != mhp.StateEStop {
+		t.Fatalf("state %s after the lease expired unreleased on a watchdog device, want estop", st)
+	}
+	waitUntil(t, "the stop hook", func() bool { return jd.stops.Load() == 1 })
+	if j, _ := a.Job(ctx, res.Job.ID); !j.CancelRequested {
+		t.Fatalf("job %+v not cancelled by the watchdog", j)
+	}
+	clk.Advance(30 * time.Second) // the late lease timers fire: no second trip
+	if _, err := a.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := jd.stops.Load(); n != 1 {
+		t.Fatalf("stop hook ran %d times, want once", n)
+	}
+}
+
+// TestEndSessionOfHolderLeavesWatchdogArmed: the lease holder's connection
+// going away (EndSession) is the agent dying mid-protocol, which is what the
+// watchdog is for. Before the fix EndSession released the lease, which
+// disarmed the watchdog: the job ran on unsupervised and the device never
+// failed safe. Without a watchdog EndSession still releases the lease.
+func TestEndSessionOfHolderLeavesWatchdogArmed(t *testing.T) {
+	t.Run("watchdog", func(t *testing.T) {
+		clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+		jd := newJobDevice(t, clk, 2, nil)
+		a, b := mhp.AsSession(jd.drv, "a"), mhp.AsSession(jd.drv, "b")
+		ctx := context.Background()
+		if _, err := a.Acquire(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Invoke(ctx, mhp.InvokeRequest{Name: "stubborn"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-jd.started
+		a.EndSession(ctx)
+		if _, err := b.Acquire(ctx, time.Minute); mhp.CodeOf(err) != mhp.CodeNotLeased {
+			t.Fatalf("another session took the lease of a vanished holder before the watchdog ran out: %v", err)
+		}
+		clk.Advance(3 * time.Second)
+		waitUntil(t, "the watchdog to estop", func() bool { return jd.drv.State() == mhp.StateEStop && jd.stops.Load() == 1 })
+		if j, _ := b.Job(ctx, res.Job.ID); !j.CancelRequested {
+			t.Fatalf("job %+v not cancelled by the watchdog", j)
+		}
+		if _, err := b.Acquire(ctx, time.Minute); err != nil {
+			t.Fatalf("acquire after the watchdog dropped the lease: %v", err)
+		}
+	})
+	t.Run("no watchdog", func(t *testing.T) {
+		jd := newJobDevice(t, clock.NewManual(time.Unix(1_800_000_000, 0)), 0, nil)
+		a, b := mhp.AsSession(jd.drv, "a"), mhp.AsSession(jd.drv, "b")
+		ctx := context.Background()
+		if _, err := a.Acquire(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		a.EndSession(ctx)
+		if _, err := b.Acquire(ctx, time.Minute); err != nil {
+			t.Fatalf("acquire after the holder's session ended: %v", err)
+		}
+	})
+}
+
+// TestResumeOnWatchdogDeviceNeedsLease: resuming a paused job restarts
+// motion, so on a watchdog device it needs the lease like an invoke does.
+// Before the fix anyone could resume while nobody held the lease, and the
+// job ran with no watchdog supervising it.
+func TestResumeOnWatchdogDeviceNeedsLease(t *testing.T) {
+	jd := newJobDevice(t, clock.NewManual(time.Unix(1_800_000_000, 0)), 5, nil)
+	a, b := mhp.AsSession(jd.drv, "a"), mhp.AsSession(jd.drv, "b")
+	ctx := context.Background()
+	if _, err := a.Acquire(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Invoke(ctx, mhp.InvokeRequest{Name: "steps"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-jd.started
+	if _, err := a.PauseJob(ctx, res.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.ResumeJob(ctx, res.Job.ID)
+	if e, _ := mhp.AsError(err); e == nil || e.Code != mhp.CodeNotLeased || e.Data["reason"] != "lease_required" || e.TS == 0 {
+		t.Fatalf("unleased resume on a watchdog device: %v, want NotLeased lease_required", err)
+	}
+	if _, err := b.Acquire(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := b.ResumeJob(ctx, res.Job.ID); err != nil || j.Paused {
+		t.Fatalf("resume by the holder: %+v, %v", j, err)
+	}
+}
+
+// TestPauseOrResumeRacingJobEnd: when the job ends while the backend's
+// pause or resume hook runs, the request fails DeviceBusy and the finished
+// job is never marked paused nor followed by a paused/resumed notification.
+func TestPauseOrResumeRacingJobEnd(t *testing.T) {
+	for _, which := range []string{"pause", "resume"} {
+		t.Run(which, func(t *testing.T) {
+			finished := make(chan struct{})
+			var mu sync.Mutex
+			var after []string // notifications after jobs/finished
+			jd := newJobDevice(t, clock.Real{}, 0, nil)
+			ctx := mhp.WithSession(context.Background(), "a")
+			var id string
+			// The hook lets the job end (the backend finished the step, or a
+			// cancel landed) and returns only once the job is terminal.
+			endDuringHook := func(context.Context, *binding.Job) error {
+				if which == "pause" {
+					close(jd.steps)
+				} else if _, err := jd.drv.CancelJob(ctx, id); err != nil {
+					return err
+				}
+				select {
+				case <-finished:
+					return nil
+				case <-time.After(5 * time.Second):
+					return errors.New("job did not finish")
+				}
+			}
+			var once sync.Once
+			stop := jd.drv.Listen(func(n mhp.Notification) {
+				mu.Lock()
+				defer mu.Unlock()
+				select {
+				case <-finished:
+					after = append(after, n.Method)
+				default:
+				}
+				if n.Method == mhp.NotifyJobsFinished {
+					once.Do(func() { close(finished) })
+				}
+			})
+			defer stop()
+			res, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "steps"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id = res.Job.ID
+			<-jd.started
+			if which == "pause" {
+				jd.pause = endDuringHook
+				_, err = jd.drv.PauseJob(ctx, id)
+			} else {
+				if _, err := jd.drv.PauseJob(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+				jd.resume = endDuringHook
+				_, err = jd.drv.ResumeJob(ctx, id)
+			}
+			if mhp.CodeOf(err) != mhp.CodeDeviceBusy {
+				t.Fatalf("%s of a job that ended meanwhile: %v, want DeviceBusy", which, err)
+			}
+			j, _ := jd.drv.Job(ctx, id)
+			if !j.State.Terminal() || j.Paused {
+				t.Fatalf("job %+v, want terminal and not paused", j)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range after {
+				if m == mhp.NotifyJobsPaused || m == mhp.NotifyJobsResumed {
+					t.Fatalf("%s published after jobs/finished: %v", m, after)
+				}
+			}
+		})
+	}
+}
+
+// TestCancelGraceFollowsTheJobDeadline: after a plain cancel the backend may
+// take until the job's deadline to report; only after that plus JobGrace is
+// the job abandoned. Before the fix the wait mixed the job's (real) deadline
+// with the driver's clock: with a manual clock set in the past a stubborn job
+// was never abandoned, and with one set in the future (the conformance
+// memory driver's) a cancel the backend was about to honour was abandoned as
+// outcome unknown, faulting the device, at the next clock step.
+func TestCancelGraceFollowsTheJobDeadline(t *testing.T) {
+	t.Run("past clock abandons after deadline and grace", func(t *testing.T) {
+		clk := clock.NewManual(time.Unix(1_000_000_000, 0))
+		jd := newJobDevice(t, clk, 0, func(c *binding.Config) { c.JobTimeout = time.Hour })
+		ctx := mhp.WithSession(context.Background(), "a")
+		res, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "stubborn"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-jd.started
+		if _, err := jd.drv.CancelJob(ctx, res.Job.ID); err != nil {
+			t.Fatal(err)
+		}
+		// The abandonment timer is armed once runJob saw the cancel.
+		waitUntil(t, "the grace timer", func() bool { return clk.Pending() > 0 })
+		clk.Advance(time.Hour + time.Minute)
+		j := waitJob(t, jd.drv, res.Job.ID)
+		if j.State != mhp.JobFailed || j.Outcome != mhp.OutcomeUnknown {
+			t.Fatalf("stubborn job past its deadline and grace: %+v, want failed with outcome unknown", j)
+		}
+	})
+	t.Run("future clock waits for the backend", func(t *testing.T) {
+		clk := clock.NewManual(time.Unix(1_893_456_000, 0))
+		proceed, sawCancel := make(chan struct{}), make(chan struct{})
+		jd := newJobDevice(t, clk, 0, func(c *binding.Config) {
+			c.Actions = append(c.Actions, binding.Action{Spec: mhp.Action{Name: "slow_cancel", Cancellable: true},
+				Run: func(ctx context.Context, j *binding.Job) (any, error) {
+					<-ctx.Done()
+					close(sawCancel)
+					<-proceed // the backend takes a moment to confirm the stop
+					return nil, binding.ErrCancelled
+				}})
+		})
+		ctx := mhp.WithSession(context.Background(), "a")
+		res, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "slow_cancel"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := jd.drv.CancelJob(ctx, res.Job.ID); err != nil {
+			t.Fatal(err)
+		}
+		<-sawCancel
+		waitUntil(t, "the grace timer", func() bool { return clk.Pending() > 0 })
+		clk.Advance(time.Second) // a heartbeat's worth of time
+		// Give a wrongly fired abandonment timer the chance to finish the job.
+		waitUntil(t, "the clock's timers to run", func() bool {
+			j, _ := jd.drv.Job(ctx, res.Job.ID)
+			return j.State.Terminal() || clk.Pending() > 0
+		})
+		close(proceed)
+		j := waitJob(t, jd.drv, res.Job.ID)
+		if j.State != mhp.JobCancelled || jd.drv.State() != mhp.StateIdle {
+			t.Fatalf("job %+v, device %s; want cancelled and idle", j, jd.drv.State())
+		}
+	})
+}
+
+// TestHookErrorsAreNotMutated: a binding may return one *mhp.Error value
+// for every refusal. The driver stamps and annotates a copy; before the fix
+// it wrote ts and data.outcome into the binding's value, which raced when
+// two requests failed at once.
+func TestHookErrorsAreNotMutated(t *testing.T) {
+	refusal := &mhp.Error{Code: mhp.CodeInvalidValue, Message: "backend refused", Data: map[string]any{"backend": "x"}}
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	jd := newJobDevice(t, clk, 0, func(c *binding.Config) {
+		c.Settings = append(c.Settings, binding.Setting{Spec: mhp.Setting{Name: "refused", Type: mhp.TypeNumber, DuringJob: true},
+			Write: func(context.Context, any) (binding.WriteStatus, error) { return binding.Applied, refusal }})
+		c.Actions = append(c.Actions, binding.Action{Spec: mhp.Action{Name: "refused", Concurrent: true},
+			Run: func(context.Context, *binding.Job) (any, error) { return nil, refusal }})
+	})
+	ctx := mhp.WithSession(context.Background(), "a")
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, err := jd.drv.Write(ctx, mhp.WriteRequest{Name: "refused", Value: 1.0})
+			if e, _ := mhp.AsError(err); e == nil || e.Code != mhp.CodeInvalidValue || e.TS != mhp.UnixSeconds(clk.Now()) {
+				t.Errorf("write: %v, want the binding's refusal stamped with the driver clock", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			res, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "refused"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			j := waitJob(t, jd.drv, res.Job.ID)
+			if j.Outcome != mhp.OutcomeNotStarted || j.Error == nil || j.Error.Data["outcome"] != mhp.OutcomeNotStarted {
+				t.Errorf("job %+v, want failed not_started", j)
+			}
+		}()
+	}
+	wg.Wait()
+	if refusal.TS != 0 || len(refusal.Data) != 1 {
+		t.Fatalf("the binding's error was modified: ts %v data %v", refusal.TS, refusal.Data)
+	}
+}
+
+// TestJobsListNewestFirstAtOneInstant: jobs/list is newest first even when
+// jobs started at the same clock reading. Before the fix equal start times
+// were ordered by the random job id.
+func TestJobsListNewestFirstAtOneInstant(t *testing.T) {
+	jd := newJobDevice(t, clock.NewManual(time.Unix(1_800_000_000, 0)), 0, nil)
+	ctx := mhp.WithSession(context.Background(), "a")
+	var ids []string
+	for i := 0; i < 6; i++ {
+		res, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "stubborn"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Job.ID)
+	}
+	list, err := jd.drv.Jobs(ctx, mhp.JobsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != len(ids) {
+		t.Fatalf("listed %d jobs, want %d", len(list), len(ids))
+	}
+	for i, j := range list {
+		if want := ids[len(ids)-1-i]; j.ID != want {
+			t.Fatalf("jobs/list[%d] = %s, want %s (newest first)", i, j.ID, want)
+		}
+	}
+}
+
+// TestWriteAfterCloseRefused: a closed driver runs no hooks. Before the fix a
+// write after Close reached the backend with no deadline (the write sweeper
+// is not armed once closed).
+func TestWriteAfterCloseRefused(t *testing.T) {
+	var wrote atomic.Int32
+	drv, err := binding.New(binding.Config{
+		Device: mhp.DeviceInfo{ID: "closed-01"},
+		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "sp", Type: mhp.TypeNumber},
+			Write: func(context.Context, any) (binding.WriteStatus, error) { wrote.Add(1); return binding.Applied, nil }}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = drv.Write(context.Background(), mhp.WriteRequest{Name: "sp", Value: 1.0})
+	if e, _ := mhp.AsError(err); e == nil || e.Code != mhp.CodeDeviceFault || wrote.Load() != 0 {
+		t.Fatalf("write after Close: %v (hook ran %d times), want DeviceFault and no hook", err, wrote.Load())
+	}
+}
+
+// TestParamDefaultsAreNormalised: a parameter's default reaches Run in the
+// same form as a sent value (int64 for integers, float64 for numbers), and
+// as a copy Run may modify. Before the fix the descriptor's default went
+// through as declared (a Go int), so a Run asserting int64 panicked.
+func TestParamDefaultsAreNormalised(t *testing.T) {
+	got := make(chan []any, 2)
+	jd := newJobDevice(t, clock.Real{}, 0, func(c *binding.Config) {
+		c.Actions = append(c.Actions, binding.Action{Spec: mhp.Action{Name: "mix", Concurrent: true, Params: mhp.Params{
+			{Name: "cycles", Shape: &mhp.Shape{Type: mhp.TypeInteger, Default: 3}},
+			{Name: "speed", Shape: &mhp.Shape{Type: mhp.TypeNumber, Default: 5}},
+			{Name: "wells", Shape: &mhp.Shape{Type: mhp.TypeArray, Items: &mhp.Shape{Type: mhp.TypeInteger}, Default: []any{1, 2}}},
+		}},
+			Run: func(ctx context.Context, j *binding.Job) (any, error) {
+				p := j.Params()
+				w, _ := p["wells"].([]any)
+				if len(w) != 2 {
+					return nil, errors.New("no wells")
+				}
+				got <- []any{p["cycles"], p["speed"], w[0]}
+				w[0] = int64(99) // Run owns its params
+				return nil, nil
+			}})
+	})
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if _, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "mix"}); err != nil {
+			t.Fatal(err)
+		}
+		p := <-got
+		if p[0] != int64(3) || p[1] != 5.0 {
+			t.Fatalf("defaults reached Run as cycles %#v speed %#v, want int64(3) and 5.0", p[0], p[1])
+		}
+		if p[2] != int64(1) {
+			t.Fatalf("default list's first item reached Run as %#v on invoke %d, want a fresh int64(1)", p[2], i)
+		}
+	}
+}
