@@ -164,9 +164,14 @@ func replayGolden(t *testing.T, file string) {
 	})
 }
 
-// awaitRaw returns the raw answer line whose id is id.
+// awaitRaw returns the raw answer line whose id is id; answers to other ids
+// read meanwhile are kept for their own await.
 func (rs *rawStream) awaitRaw(id string) []byte {
 	rs.t.Helper()
+	if line, ok := rs.early[id]; ok {
+		delete(rs.early, id)
+		return line
+	}
 	deadline := time.After(testTimeout)
 	for {
 		select {
@@ -181,9 +186,13 @@ func (rs *rawStream) awaitRaw(id string) []byte {
 			if err := json.Unmarshal(line, &r); err != nil {
 				rs.t.Fatalf("line %q: %v", line, err)
 			}
-			if r.Method == "" && string(r.ID) == id {
+			if r.Method != "" {
+				continue // a notification
+			}
+			if string(r.ID) == id {
 				return line
 			}
+			rs.early[string(r.ID)] = line
 		case <-deadline:
 			rs.t.Fatalf("no answer with id %s within %v", id, testTimeout)
 		}

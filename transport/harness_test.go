@@ -186,11 +186,12 @@ type rawStream struct {
 	t     testing.TB
 	pc    *pipeConn
 	lines chan []byte
+	early map[string][]byte // answers read while awaiting another id
 }
 
 func newRawStream(t testing.TB, srv *transport.Server) *rawStream {
 	pc := servePipe(t, srv)
-	rs := &rawStream{t: t, pc: pc, lines: make(chan []byte, 1024)}
+	rs := &rawStream{t: t, pc: pc, lines: make(chan []byte, 1024), early: map[string][]byte{}}
 	go func() {
 		br := bufio.NewReaderSize(pc.r, 1<<20)
 		for {
@@ -217,24 +218,11 @@ func (rs *rawStream) send(line string) {
 // await returns the response whose id is id, skipping notifications.
 func (rs *rawStream) await(id string) rawResp {
 	rs.t.Helper()
-	deadline := time.After(testTimeout)
-	for {
-		select {
-		case line, ok := <-rs.lines:
-			if !ok {
-				rs.t.Fatalf("stream closed waiting for id %s", id)
-			}
-			var r rawResp
-			if err := json.Unmarshal(line, &r); err != nil {
-				rs.t.Fatalf("line %q: %v", line, err)
-			}
-			if string(r.ID) == id {
-				return r
-			}
-		case <-deadline:
-			rs.t.Fatalf("no answer with id %s within %v", id, testTimeout)
-		}
+	var r rawResp
+	if err := json.Unmarshal(rs.awaitRaw(id), &r); err != nil {
+		rs.t.Fatal(err)
 	}
+	return r
 }
 
 // code returns the error code of r, 0 for a result.

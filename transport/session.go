@@ -24,7 +24,9 @@ type session struct {
 
 	mu        sync.Mutex
 	subs      map[string]bool
-	buf       []event // ring of at most cap events, oldest first
+	ring      []event // circular buffer of at most cap events
+	head      int     // index of the oldest event in ring
+	count     int     // events in ring
 	cap       int
 	nextID    uint64 // id of the next event
 	delivered uint64 // highest id written to a stream
@@ -98,12 +100,19 @@ func (s *session) push(data []byte) {
 	if s.closed {
 		return
 	}
-	if len(s.buf) == s.cap {
-		copy(s.buf, s.buf[1:])
-		s.buf = s.buf[:len(s.buf)-1]
-	}
-	s.buf = append(s.buf, event{id: s.nextID, data: data})
+	e := event{id: s.nextID, data: data}
 	s.nextID++
+	switch {
+	case s.count < len(s.ring):
+		s.ring[(s.head+s.count)%len(s.ring)] = e
+		s.count++
+	case len(s.ring) < s.cap: // grow lazily up to cap
+		s.ring = append(s.ring, e)
+		s.count++
+	default: // full: overwrite the oldest
+		s.ring[s.head] = e
+		s.head = (s.head + 1) % len(s.ring)
+	}
 	close(s.wake)
 	s.wake = make(chan struct{})
 }
@@ -117,12 +126,14 @@ func (s *session) since(after uint64) (evs []event, lost uint64, wake <-chan str
 	if s.closed {
 		return nil, 0, nil, false
 	}
-	if len(s.buf) > 0 && s.buf[0].id > after+1 {
-		lost = s.buf[0].id - after - 1
-	}
-	for _, e := range s.buf {
-		if e.id > after {
-			evs = append(evs, e)
+	if s.count > 0 {
+		if oldest := s.ring[s.head].id; oldest > after+1 {
+			lost = oldest - after - 1
+		}
+		for i := 0; i < s.count; i++ {
+			if e := s.ring[(s.head+i)%len(s.ring)]; e.id > after {
+				evs = append(evs, e)
+			}
 		}
 	}
 	return evs, lost, s.wake, true
@@ -167,6 +178,6 @@ func (s *session) close() {
 	if !s.closed {
 		s.closed = true
 		close(s.wake)
-		s.buf = nil
+		s.ring, s.count = nil, 0
 	}
 }
