@@ -470,7 +470,7 @@ func TestEStopCommand(t *testing.T) {
 }
 
 func TestAdapterPauseResume(t *testing.T) {
-	l := startLab(t, silatest.Options{CancelController: true, PauseController: true})
+	l := startLab(t, silatest.Options{CancelController: true, PauseController: true, Unpausable: []string{"Stabilize"}})
 	d := openAdapter(t, l, "")
 	desc := d.Descriptor()
 	if ct, _ := desc.Action("control_temperature"); !ct.Pausable {
@@ -492,10 +492,6 @@ func TestAdapterPauseResume(t *testing.T) {
 	if !x.Paused() {
 		t.Fatal("jobs/pause did not reach the server")
 	}
-	// Pausing twice is refused (by the binding or the server: InvalidCommandState).
-	if _, err := d.PauseJob(ctxT(t), j.ID); err == nil {
-		t.Fatal("a second pause must be refused")
-	}
 	if _, err := d.ResumeJob(ctxT(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -508,6 +504,21 @@ func TestAdapterPauseResume(t *testing.T) {
 	if got := waitJob(t, d, j.ID, terminal); got.State != mhp.JobDone {
 		t.Fatalf("job %+v", got)
 	}
+	// The server refuses to pause Stabilize: NotSupported, the job runs on unpaused.
+	st := invoke(t, d, "stabilize", nil)
+	<-l.thermo.Running()
+	waitJob(t, d, st.ID, func(j *mhp.Job) bool { return j.Extra["command_execution_uuid"] != nil })
+	_, err := d.PauseJob(ctxT(t), st.ID)
+	if mhp.CodeOf(err) != mhp.CodeNotSupported {
+		t.Fatalf("pause refused by the server: %v, want NotSupported", err)
+	}
+	if got, _ := d.Job(ctxT(t), st.ID); got.Paused || got.State != mhp.JobRunning {
+		t.Fatalf("refused pause changed the job: %+v", got)
+	}
+	if err := l.thermo.End(silatest.Reach, testTimeout); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, d, st.ID, terminal)
 }
 
 func TestAdapterKeepsTimedLock(t *testing.T) {

@@ -70,6 +70,9 @@ type Options struct {
 	CancelController bool
 	LockController   bool
 	PauseController  bool
+	// Unpausable names commands (by identifier) whose executions PauseController
+	// refuses to pause with OperationNotSupported.
+	Unpausable []string
 	// Lifetime is the lifetime of execution sent in confirmations (0: none).
 	Lifetime time.Duration
 }
@@ -605,6 +608,8 @@ type Exec struct {
 	UUID string
 	// Accepted is what the command's Accept hook returned.
 	Accepted any
+	// Command is the command's identifier.
+	Command string
 
 	srv      *Server
 	mu       sync.Mutex
@@ -702,7 +707,7 @@ func (s *Server) start(stream grpc.ServerStream, r route, in *dynamicpb.Message)
 		}
 		accepted = v
 	}
-	x := &Exec{Params: vals, Accepted: accepted, UUID: newUUID(), srv: s, changed: make(chan struct{}), cancel: make(chan struct{}), stopped: make(chan struct{}), done: make(chan struct{}),
+	x := &Exec{Params: vals, Accepted: accepted, Command: r.item, UUID: newUUID(), srv: s, changed: make(chan struct{}), cancel: make(chan struct{}), stopped: make(chan struct{}), done: make(chan struct{}),
 		info: sila2.ExecInfo{Status: sila2.StatusWaiting, Progress: 0, Remaining: -1}}
 	s.mu.Lock()
 	s.execs[x.UUID] = x
@@ -928,6 +933,11 @@ func (s *Server) pauseHandlers() Handlers {
 			s.mu.Unlock()
 			if !ok {
 				return nil, pauseErr("InvalidCommandExecutionUUID", "no command execution "+id)
+			}
+			for _, c := range s.opts.Unpausable {
+				if c == x.Command {
+					return nil, pauseErr("OperationNotSupported", x.Command+" cannot be paused")
+				}
 			}
 			x.mu.Lock()
 			defer x.mu.Unlock()
