@@ -117,7 +117,8 @@ type Server struct {
 	sessions map[string]*session
 	sweep    clock.Timer
 	closed   bool
-	stop     func() // stops device notifications
+	done     chan struct{} // closed by Close: streams end
+	stop     func()        // stops device notifications
 }
 
 // NewServer builds a server for dev. Invalid options (negative sizes) are
@@ -125,7 +126,8 @@ type Server struct {
 // Close the server to stop its listener on the device and end its sessions.
 func NewServer(dev mhp.Device, opts Options) *Server {
 	opts = opts.withDefaults()
-	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock, sessions: map[string]*session{}}
+	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock, sessions: map[string]*session{},
+		done: make(chan struct{})}
 	s.token = sha256.Sum256([]byte(opts.Token))
 	s.methods = s.methodTable()
 	s.stop = dev.Listen(s.fanout)
@@ -144,6 +146,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.done)
 	if s.sweep != nil {
 		s.sweep.Stop()
 	}

@@ -15,7 +15,9 @@ import (
 // ServeStdio speaks newline-delimited JSON-RPC on one stream pair (a driver
 // process's stdin and stdout, or any pipe) until r ends, ctx is cancelled or
 // the server closes. The stream is one session, issued by its initialize;
-// the session ends (EndSession: lease released) when the stream does.
+// the session ends (EndSession: lease released) when the stream does. It
+// returns nil at the end of r or when the server is closed, ctx's error when
+// ctx ends; a read blocked in r is left to end with r.
 //
 // Requests run concurrently, so a response may come before that of an earlier
 // request (JSON-RPC matches them by id); safety/estop and ping are answered
@@ -49,6 +51,8 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-s.done:
+			return nil
 		case err := <-readErr:
 			if errors.Is(err, io.EOF) {
 				return nil

@@ -902,3 +902,39 @@ func TestStreamInFlightLimitSparesPriority(t *testing.T) {
 		t.Fatalf("read after the write ended: %v", r.Error)
 	}
 }
+
+func TestServerCloseEndsStreams(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	srv := transport.NewServer(m.drv, transport.Options{Logger: quietLogger()})
+	pc := servePipe(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	d, err := client.DialStream(ctx, pc.r, pc.w, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.Acquire(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-pc.done:
+		pc.done <- err
+		if err != nil {
+			t.Fatalf("ServeStdio after Close: %v", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("ServeStdio still running after the server closed")
+	}
+	if srv.Sessions() != 0 {
+		t.Fatalf("%d sessions after Close", srv.Sessions())
+	}
+	other := client.Connect(m.drv, client.Options{})
+	defer other.Close()
+	if _, err := other.Acquire(ctx, time.Minute); err != nil {
+		t.Fatalf("the closed server's session still holds the lease: %v", err)
+	}
+}
