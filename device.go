@@ -37,8 +37,11 @@ type Device interface {
 	// Listen registers fn for every notification the device publishes, in
 	// order; fn must not block. The returned func stops delivery.
 	Listen(fn func(Notification)) (stop func())
-	// EndSession forgets a session: its lease is released and its
-	// subscriptions dropped (a transport calls it when a connection closes).
+	// EndSession forgets a session: its subscriptions are dropped and its
+	// lease released (a transport calls it when a connection closes). On a
+	// device with a watchdog the lease is not released: a holder that went
+	// away is silent, so the watchdog fails safe when its window runs out;
+	// a client handing control back calls Release first.
 	EndSession(ctx context.Context)
 }
 

@@ -38,6 +38,7 @@ type Driver struct {
 	estop        bool
 	fault        bool
 	faultReason  string
+	latches      uint64 // counts estops and faults latched, so a reset sees one that came during its verify
 	jobs         map[string]*jobRec
 	finished     []string // finished job ids, oldest first
 	jobSeq       uint64
@@ -54,6 +55,8 @@ type Driver struct {
 	nextListener int
 	lastValues   map[string]any
 	poller       clock.Timer
+	pollCancel   context.CancelFunc // ends the poll in progress
+	pollDone     chan struct{}      // closed when the poll in progress returns
 	closed       bool
 }
 
@@ -184,6 +187,10 @@ func (d *Driver) Close() error {
 	if d.poller != nil {
 		d.poller.Stop()
 	}
+	pollDone := d.pollDone
+	if d.pollCancel != nil {
+		d.pollCancel()
+	}
 	if d.sweeper != nil {
 		d.sweeper.Stop()
 	}
@@ -192,6 +199,16 @@ func (d *Driver) Close() error {
 	}
 	d.stopLeaseTimers()
 	d.mu.Unlock()
+	if pollDone != nil {
+		// Let a poll in progress return before the backend closes; Read
+		// honours its context, so this is short, and it is bounded anyway.
+		t := time.NewTimer(d.cfg.InterlockTimeout)
+		select {
+		case <-pollDone:
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	if d.cfg.Close != nil {
 		return d.cfg.Close()
 	}
@@ -712,6 +729,11 @@ func (d *Driver) poll() {
 		d.mu.Unlock()
 		return
 	}
+	// Close cancels pctx and waits for done, so no poll reads the backend
+	// once the Close hook runs.
+	pctx, cancel := context.WithTimeout(context.Background(), d.cfg.InterlockTimeout)
+	done := make(chan struct{})
+	d.pollCancel, d.pollDone = cancel, done
 	d.mu.Unlock()
 	names := make([]string, 0, len(subs))
 	for n := range subs {
@@ -720,9 +742,10 @@ func (d *Driver) poll() {
 		}
 	}
 	sort.Strings(names)
-	pctx, cancel := context.WithTimeout(context.Background(), d.cfg.InterlockTimeout)
-	defer cancel()
 	for _, n := range names {
+		if errors.Is(pctx.Err(), context.Canceled) { // closed
+			break
+		}
 		v, err := d.readSignal(pctx, d.signals[n])
 		var val any
 		if err == nil {
@@ -730,16 +753,23 @@ func (d *Driver) poll() {
 		}
 		d.offer(n, val, v.Time)
 	}
+	cancel()
 	d.mu.Lock()
+	d.pollCancel, d.pollDone = nil, nil
 	if !d.closed {
 		d.poller = d.clk.AfterFunc(d.cfg.PollInterval, d.poll)
 	}
 	d.mu.Unlock()
+	close(done)
 }
 
 // offer publishes a signal value if it changed and someone subscribed.
 func (d *Driver) offer(name string, value any, at time.Time) {
 	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
 	prev, seen := d.lastValues[name]
 	if seen && reflect.DeepEqual(prev, value) {
 		d.mu.Unlock()
@@ -974,6 +1004,7 @@ func (d *Driver) latchFault(reason string) {
 	d.mu.Lock()
 	already := d.fault
 	d.fault = true
+	d.latches++
 	if !already {
 		d.faultReason = reason
 	}
@@ -1025,6 +1056,7 @@ func (d *Driver) estopAs(ctx context.Context, by, reason string) (*mhp.EStopResu
 // flight; it returns the cancelled job ids. mu is held.
 func (d *Driver) estopLocked() []string {
 	d.estop = true
+	d.latches++
 	var cancelled []string
 	for id, r := range d.jobs {
 		if !r.job.State.Terminal() {
@@ -1079,6 +1111,7 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 		d.mu.Unlock()
 		return nil, d.errorf(mhp.CodeDeviceBusy, "cannot reset while %d job(s) are still active", d.active)
 	}
+	latches := d.latches
 	d.mu.Unlock()
 	if err := d.verify(ctx); err != nil {
 		return nil, d.errorf(mhp.CodeDeviceFault, "reset refused: recovery not verified: %v", err).With("verified", false)
@@ -1087,6 +1120,12 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	if d.active > 0 {
 		d.mu.Unlock()
 		return nil, d.errorf(mhp.CodeDeviceBusy, "cannot reset while %d job(s) are still active", d.active)
+	}
+	if d.latches != latches { // an estop or fault came while verifying: it stands
+		if e := d.stateGateLocked(); e != nil {
+			d.mu.Unlock()
+			return nil, e.With("reason", "latched while the reset verified recovery")
+		}
 	}
 	was := d.estop || d.fault
 	d.estop, d.fault, d.faultReason = false, false, ""
@@ -1187,7 +1226,7 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	}
 	jctx, cancel := context.WithTimeout(context.Background(), timeout)
 	id := d.newJobIDLocked()
-	h := &Job{id: id, action: req.Name, params: params, d: d}
+	h := &Job{id: id, action: req.Name, params: copyValue(params).(map[string]any), d: d}
 	r := &jobRec{
 		job: mhp.Job{ID: id, Action: req.Name, Params: params, Owner: s, State: mhp.JobQueued,
 			Started: mhp.UnixSeconds(d.now())},
@@ -1317,6 +1356,7 @@ func (d *Driver) finishJob(r *jobRec, act *Action, out runResult) {
 	if faultReason != "" && !d.fault {
 		// Latch before publishing so jobs/finished carries state "fault".
 		d.fault = true
+		d.latches++
 		d.faultReason = faultReason
 	} else {
 		faultReason = ""
@@ -1535,3 +1575,23 @@ func (d *Driver) hookRefusal(what, id string, err error) error {
 }
 
 var _ mhp.Device = (*Driver)(nil)
+
+// copyValue deep-copies a checked value (maps, lists, scalars), so Run and
+// the job record do not share mutable parameters.
+func copyValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, item := range x {
+			m[k] = copyValue(item)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, item := range x {
+			l[i] = copyValue(item)
+		}
+		return l
+	}
+	return v
+}

@@ -577,3 +577,144 @@ func TestParamDefaultsAreNormalised(t *testing.T) {
 		}
 	}
 }
+
+// TestEStopDuringResetVerifyWins: an estop that arrives while safety/reset
+// is verifying recovery is not undone by the reset. Before the fix the reset
+// cleared the estop latched during its verify and the device went idle.
+func TestEStopDuringResetVerifyWins(t *testing.T) {
+	var jd *jobDevice
+	var stopDuringVerify atomic.Bool
+	jd = newJobDevice(t, clock.Real{}, 0, func(c *binding.Config) {
+		c.Verify = func(ctx context.Context) error {
+			if stopDuringVerify.Load() {
+				if _, err := jd.drv.EStop(mhp.WithSession(ctx, "operator"), "pressed during reset"); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	})
+	ctx := mhp.WithSession(context.Background(), "a")
+	if _, err := jd.drv.EStop(ctx, "first"); err != nil {
+		t.Fatal(err)
+	}
+	stopDuringVerify.Store(true)
+	_, err := jd.drv.Reset(ctx)
+	if e, _ := mhp.AsError(err); e == nil || e.Code != mhp.CodeEStopActive || e.TS == 0 {
+		t.Fatalf("reset with an estop during its verify: %v, want EStopActive", err)
+	}
+	if st := jd.drv.State(); st != mhp.StateEStop {
+		t.Fatalf("state %s, want estop kept", st)
+	}
+	stopDuringVerify.Store(false)
+	if r, err := jd.drv.Reset(ctx); err != nil || r.State != mhp.StateIdle {
+		t.Fatalf("second reset: %+v, %v", r, err)
+	}
+}
+
+// TestRunParamsAreItsOwn: the params Run gets are its own copy; changing
+// them does not change what jobs/status reports (nor race with a client
+// encoding the job). Before the fix both shared one map.
+func TestRunParamsAreItsOwn(t *testing.T) {
+	changed := make(chan struct{})
+	jd := newJobDevice(t, clock.Real{}, 0, func(c *binding.Config) {
+		c.Actions = append(c.Actions, binding.Action{Spec: mhp.Action{Name: "plate", Concurrent: true, Params: mhp.Params{
+			{Name: "wells", Shape: &mhp.Shape{Type: mhp.TypeArray, Items: &mhp.Shape{Type: mhp.TypeObject}}}}},
+			Run: func(ctx context.Context, j *binding.Job) (any, error) {
+				p := j.Params()
+				p["wells"].([]any)[0].(map[string]any)["vol"] = 999.0
+				p["extra"] = true
+				close(changed)
+				<-ctx.Done()
+				return nil, binding.ErrCancelled
+			}})
+	})
+	ctx := context.Background()
+	res, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "plate",
+		Params: map[string]any{"wells": []any{map[string]any{"vol": 10.0}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-changed
+	j, err := jd.drv.Job(ctx, res.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := j.Params["wells"].([]any)[0].(map[string]any)
+	if w["vol"] != 10.0 || j.Params["extra"] != nil {
+		t.Fatalf("jobs/status params %v after Run changed its own, want the invoked ones", j.Params)
+	}
+}
+
+// TestCloseEndsPollingBeforeTheBackendCloses: Close stops a poll in
+// progress and waits for it before the Close hook releases the backend; no
+// signal is read or published afterwards. Before the fix a poll in progress
+// went on reading (and publishing) through and after the Close hook.
+func TestCloseEndsPollingBeforeTheBackendCloses(t *testing.T) {
+	var inRead, readsB, readsAfterClose atomic.Int32
+	var closing atomic.Bool
+	entered := make(chan struct{})
+	var once sync.Once
+	var readInFlightAtClose atomic.Bool
+	drv, err := binding.New(binding.Config{
+		Device: mhp.DeviceInfo{ID: "poll-01"},
+		Signals: []binding.Signal{
+			{Spec: mhp.Signal{Name: "a", Type: mhp.TypeNumber},
+				Read: func(ctx context.Context) (binding.Sample, error) {
+					inRead.Add(1)
+					defer inRead.Add(-1)
+					if closing.Load() {
+						readsAfterClose.Add(1)
+					}
+					once.Do(func() { close(entered) })
+					<-ctx.Done() // a slow backend that honours its deadline
+					return binding.Sample{}, ctx.Err()
+				}},
+			{Spec: mhp.Signal{Name: "b", Type: mhp.TypeNumber},
+				Read: func(ctx context.Context) (binding.Sample, error) {
+					readsB.Add(1)
+					if closing.Load() {
+						readsAfterClose.Add(1)
+					}
+					return binding.Sample{Value: 1.0}, nil
+				}},
+		},
+		InterlockTimeout: time.Minute,
+		Close: func() error {
+			readInFlightAtClose.Store(inRead.Load() > 0)
+			closing.Store(true)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published atomic.Int32
+	stop := drv.Listen(func(n mhp.Notification) {
+		if closing.Load() {
+			published.Add(1)
+		}
+	})
+	defer stop()
+	ctx := mhp.WithSession(context.Background(), "a")
+	if _, err := drv.Subscribe(ctx, []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, entered, "the poll to read signal a")
+	start := time.Now()
+	if err := drv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("Close took %s", took)
+	}
+	if readInFlightAtClose.Load() {
+		t.Fatal("the Close hook ran while the poller was still reading the backend")
+	}
+	if n := readsB.Load(); n != 0 {
+		t.Fatalf("signal b read %d times by a poll that Close ended", n)
+	}
+	if readsAfterClose.Load() != 0 || published.Load() != 0 {
+		t.Fatalf("reads %d, notifications %d after the Close hook", readsAfterClose.Load(), published.Load())
+	}
+}
