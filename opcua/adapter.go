@@ -215,6 +215,7 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 			act.Pause = a.pauseProgram(it)
 			act.Resume = a.resumeProgram(it)
 			act.Spec.Cancellable = true
+			act.Spec.Pausable = true
 		}
 		bc.Actions = append(bc.Actions, act)
 	}

@@ -182,10 +182,7 @@ func (a *adapter) runProgram(item ActionItem) func(context.Context, *binding.Job
 					if !sawRunning && s == "Ready" {
 						continue
 					}
-					if haltSent && s == "Halted" {
-						return nil, binding.ErrCancelled
-					}
-					return a.programResult(ctx, item)
+					return a.programResult(ctx, item, haltSent)
 				}
 			case <-startBy.C:
 				if !sawRunning {
@@ -209,20 +206,27 @@ func (a *adapter) runProgram(item ActionItem) func(context.Context, *binding.Job
 	}
 }
 
-// programResult reads the Result variable (and outputs) after an end we
-// did not ask for.
-func (a *adapter) programResult(ctx context.Context, item ActionItem) (any, error) {
+// programResult maps a program's end. Halted is both "completed" and
+// "stopped" in Part 10, so the Result variable decides: success -> done
+// (even after our Halt: it completed anyway), failure -> cancelled when we
+// sent Halt, else failed. Without a readable result only our Halt is
+// certain (cancelled); any other end has an unknown outcome.
+func (a *adapter) programResult(ctx context.Context, item ActionItem, haltSent bool) (any, error) {
 	spec := item.Program
 	what := "action " + item.Name
 	cl := a.client()
-	if spec.Result == "" || cl == nil {
-		return nil, fmt.Errorf("%s: the program halted and no result variable says how it ended: outcome unknown", what)
-	}
+	var res []*ua.DataValue
+	var err error
 	rctx, cancel := a.callCtx(ctx)
 	defer cancel()
-	res, err := cl.Read(rctx, []*ua.ReadValueID{{NodeID: a.node(spec.Result), AttributeID: ua.AttributeIDValue}})
-	if err != nil || isBad(res[0].Status) || res[0].Value == nil {
-		return nil, fmt.Errorf("%s: the program halted and its result is unreadable: outcome unknown", what)
+	if spec.Result != "" && cl != nil {
+		res, err = cl.Read(rctx, []*ua.ReadValueID{{NodeID: a.node(spec.Result), AttributeID: ua.AttributeIDValue}})
+	}
+	if spec.Result == "" || cl == nil || err != nil || isBad(res[0].Status) || res[0].Value == nil {
+		if haltSent {
+			return nil, binding.ErrCancelled
+		}
+		return nil, fmt.Errorf("%s: the program halted and no readable result says how it ended: outcome unknown", what)
 	}
 	v := res[0].Value.Value()
 	ok := false
@@ -235,6 +239,9 @@ func (a *adapter) programResult(ctx context.Context, item ActionItem) (any, erro
 		ok = spec.Success != nil && reflect.DeepEqual(fromValue(v), fromValue(normalise(spec.Success)))
 	}
 	out := map[string]any{"result": fromValue(v)}
+	if !ok && haltSent {
+		return nil, binding.ErrCancelled
+	}
 	if !ok {
 		return nil, binding.Failed(fmt.Errorf("%s: the program ended with result %v", what, fromValue(v)), out)
 	}

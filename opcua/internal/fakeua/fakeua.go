@@ -75,13 +75,16 @@ type Server struct {
 	ns   *server.NodeNameSpace
 	lads *server.NodeNameSpace
 
-	proxy net.Listener
-	conns map[net.Conn]bool
+	proxy  net.Listener
+	target string
+	cancel context.CancelFunc
+	conns  map[net.Conn]bool
 
 	mu       sync.Mutex
 	extra    map[string]any // ro_counter, small
 	snapshot map[string]string
 	units    map[string]*unit
+	prog     *program
 	channels map[*uasc.SecureChannel]bool
 	stop     chan struct{}
 	done     chan struct{}
@@ -152,21 +155,25 @@ func Start(in *conformance.Instrument) (*Server, error) {
 	s.build()
 	s.srv.RegisterHandler(id.WriteRequest_Encoding_DefaultBinary, s.handleWrite)
 	s.srv.RegisterHandler(id.CallRequest_Encoding_DefaultBinary, s.handleCall)
-	if err := s.srv.Start(context.Background()); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if err := s.srv.Start(ctx); err != nil {
+		cancel()
 		proxy.Close()
 		return nil, err
 	}
 	s.URL = fmt.Sprintf("opc.tcp://%s", proxy.Addr())
-	go s.serveProxy(fmt.Sprintf("127.0.0.1:%d", port))
+	s.target = fmt.Sprintf("127.0.0.1:%d", port)
+	go s.serveProxy(proxy, s.target)
 	go s.watch()
 	return s, nil
 }
 
 // serveProxy forwards client connections to the gopcua server, so that
 // DropConnections can cut them like a broken link.
-func (s *Server) serveProxy(target string) {
+func (s *Server) serveProxy(l net.Listener, target string) {
 	for {
-		c, err := s.proxy.Accept()
+		c, err := l.Accept()
 		if err != nil {
 			return
 		}
@@ -201,9 +208,40 @@ func (s *Server) Close() error {
 	}
 	close(s.stop)
 	<-s.done
-	s.proxy.Close()
+	s.mu.Lock()
+	l := s.proxy
+	s.mu.Unlock()
+	l.Close()
 	s.DropConnections()
-	return s.srv.Close()
+	err := s.srv.Close()
+	s.cancel()
+	return err
+}
+
+// Down makes the server unreachable: the listener closes and every
+// connection is cut, so reconnects fail until Up.
+func (s *Server) Down() {
+	s.mu.Lock()
+	l := s.proxy
+	s.mu.Unlock()
+	l.Close()
+	s.DropConnections()
+}
+
+// Up makes the server reachable again on the same address.
+func (s *Server) Up() error {
+	s.mu.Lock()
+	addr := s.proxy.Addr().String()
+	s.mu.Unlock()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.proxy = l
+	s.mu.Unlock()
+	go s.serveProxy(l, s.target)
+	return nil
 }
 
 // DropConnections cuts every client connection (TCP), as a broken link
@@ -320,6 +358,120 @@ func (s *Server) build() {
 	for _, action := range []string{conformance.ActionRun, conformance.ActionMonitor} {
 		s.buildUnit(root, action)
 	}
+	s.buildProgram(root)
+}
+
+// ProgramAction is the instrument action name of the Part 10 program "Batch".
+const ProgramAction = "batch"
+
+// program is the Part 10 program Batch: Ready -> Running <-> Suspended ->
+// Halted, with Result (Boolean) and Yield (Double).
+type program struct {
+	state  uint32
+	result bool
+	yield  float64
+	work   *conformance.Work
+	halted bool
+}
+
+func (s *Server) buildProgram(root *server.Node) {
+	p := &program{state: 2400}
+	s.prog = p
+	b := s.object(root, "Batch", "Batch")
+	cs := s.variable(b, "CurrentState", "Batch.CurrentState", id.LocalizedText, 1, func() *ua.DataValue {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return good(&ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: map[uint32]string{2400: "Ready", 2402: "Running", 2404: "Suspended", 2406: "Halted"}[p.state]})
+	})
+	s.variable(cs, "Id", "Batch.CurrentState.Id", id.NodeID, 1, func() *ua.DataValue {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return good(ua.NewNumericNodeID(0, p.state))
+	})
+	s.variable(b, "Result", "Batch.Result", id.Boolean, 1, func() *ua.DataValue {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return good(p.result)
+	})
+	s.variable(b, "Yield", "Batch.Yield", id.Double, 1, func() *ua.DataValue {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return good(p.yield)
+	})
+	for _, m := range []string{"Start", "Suspend", "Resume", "Halt", "Reset"} {
+		s.method(b, m, "Batch."+m, nil)
+	}
+}
+
+func (s *Server) setProgram(state uint32) {
+	s.mu.Lock()
+	s.prog.state = state
+	s.mu.Unlock()
+	s.srv.ChangeNotification(s.nid("Batch.CurrentState.Id"))
+	s.srv.ChangeNotification(s.nid("Batch.CurrentState"))
+}
+
+// callProgram runs the Part 10 methods.
+func (s *Server) callProgram(key string) ua.StatusCode {
+	p := s.prog
+	s.mu.Lock()
+	state, w := p.state, p.work
+	s.mu.Unlock()
+	switch key {
+	case "Batch.Reset":
+		if state != 2406 {
+			return ua.StatusBadInvalidState
+		}
+		s.setProgram(2400)
+	case "Batch.Start":
+		if state != 2400 {
+			return ua.StatusBadInvalidState
+		}
+		w, err := s.In.Start(ProgramAction, nil)
+		if err != nil {
+			return ua.StatusBadInvalidState
+		}
+		s.mu.Lock()
+		p.work, p.result, p.yield, p.halted = w, false, 0, false
+		s.mu.Unlock()
+		s.setProgram(2402)
+		go func() {
+			time.Sleep(Hold)
+			<-w.Done()
+			st, _, _ := w.State()
+			s.mu.Lock()
+			switch st {
+			case conformance.WorkSucceeded:
+				p.result, p.yield = true, 12.5
+			default:
+				p.result = false
+			}
+			p.work = nil
+			s.mu.Unlock()
+			if st == conformance.WorkDropped {
+				s.DropConnections()
+			}
+			s.setProgram(2406)
+		}()
+	case "Batch.Suspend":
+		if state != 2402 {
+			return ua.StatusBadInvalidState
+		}
+		s.setProgram(2404)
+	case "Batch.Resume":
+		if state != 2404 {
+			return ua.StatusBadInvalidState
+		}
+		s.setProgram(2402)
+	case "Batch.Halt":
+		if (state != 2402 && state != 2404) || w == nil {
+			return ua.StatusBadInvalidState
+		}
+		w.Cancel()
+	default:
+		return ua.StatusBadMethodInvalid
+	}
+	return ua.StatusOK
 }
 
 func (s *Server) extraValue(name string) any {
@@ -663,6 +815,9 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 			}
 		}()
 		return nil, nil
+	}
+	if strings.HasPrefix(key, "Batch.") {
+		return status(s.callProgram(key)), nil
 	}
 	for action, u := range s.units {
 		prefix := "FU_" + action + "."
