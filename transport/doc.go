@@ -60,5 +60,8 @@
 //     resumable with Last-Event-ID from a bounded per-session buffer.
 //   - Token: with Options.Token, every HTTP request (including /mhp.json
 //     unless Options.PublicDescriptor) needs "Authorization: Bearer <token>",
-//     compared in constant time; a bad or missing token gets 401.
+//     compared in constant time; a bad or missing token gets 401. A request
+//     from a browser page (an Origin header) not in Options.AllowedOrigins
+//     gets 403, so a web page cannot drive a device on localhost (DNS
+//     rebinding, cross-site POST).
 package transport

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,8 @@ const (
 //   - GET /mhp.json: the full descriptor, no handshake.
 //
 // With Options.Token every path needs "Authorization: Bearer <token>" (401
-// otherwise), /mhp.json included unless Options.PublicDescriptor.
+// otherwise), /mhp.json included unless Options.PublicDescriptor. A request
+// with an Origin header not in Options.AllowedOrigins gets 403 (browsers).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /rpc", s.serveRPC)
@@ -55,6 +57,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("DELETE /session", s.serveEndSession)
 	mux.HandleFunc("GET /mhp.json", s.serveDescriptor)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.opts.AllowedOrigins, origin) {
+			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
+				Error: s.errorf(mhp.CodeServerError, "origin %q is not allowed", origin).With("reason", "origin_forbidden")})
+			s.log.Warn("mhp http request from a foreign origin refused", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
+			return
+		}
 		public := s.opts.PublicDescriptor && r.URL.Path == "/mhp.json"
 		if !public && !s.checkToken(bearer(r)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mhp"`)

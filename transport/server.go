@@ -25,6 +25,12 @@ type Options struct {
 	// probes on a trusted network. Default false: with a Token, every path
 	// needs it.
 	PublicDescriptor bool
+	// AllowedOrigins lists the browser origins ("https://lab.example.org")
+	// whose requests are served. A request that carries any other Origin
+	// header gets 403: a web page the operator happens to open must not
+	// drive the device (DNS rebinding, cross-site POSTs). Clients that are
+	// not browsers send no Origin and are unaffected.
+	AllowedOrigins []string
 	// MaxFrame is the largest request frame accepted, in bytes; default 4 MiB.
 	MaxFrame int
 	// SSEBuffer is how many notifications each session keeps for SSE resume

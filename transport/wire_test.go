@@ -938,3 +938,20 @@ func TestServerCloseEndsStreams(t *testing.T) {
 		t.Fatalf("the closed server's session still holds the lease: %v", err)
 	}
 }
+
+func TestForeignOriginRefused(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	srv := newServer(t, m.drv, transport.Options{AllowedOrigins: []string{"https://lab.example.org"}})
+	hs := serveHTTP(t, srv)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize"}`
+	resp, r := post(t, hs.URL, body, map[string]string{"Origin": "http://evil.example"})
+	if resp.StatusCode != http.StatusForbidden || r.Error == nil || r.Error.Data["reason"] != "origin_forbidden" {
+		t.Fatalf("foreign origin: HTTP %d %+v", resp.StatusCode, r.Error)
+	}
+	if resp, r := post(t, hs.URL, body, map[string]string{"Origin": "https://lab.example.org"}); resp.StatusCode != http.StatusOK || r.Error != nil {
+		t.Fatalf("allowed origin: HTTP %d %+v", resp.StatusCode, r.Error)
+	}
+	if resp, r := post(t, hs.URL, body, nil); resp.StatusCode != http.StatusOK || r.Error != nil {
+		t.Fatalf("no origin: HTTP %d %+v", resp.StatusCode, r.Error)
+	}
+}
