@@ -54,8 +54,9 @@ type Config struct {
 	JobGrace time.Duration
 	// PollInterval is how often subscribed, non-pushed signals are read; default 1s.
 	PollInterval time.Duration
-	// SessionIdle forgets a session (subscriptions, last-seen) after this long
-	// without a request; default 10m.
+	// SessionIdle forgets a session's last-seen record after this long
+	// without a request; default 10m. Sessions holding the lease or with
+	// subscriptions are kept until they release, unsubscribe or end.
 	SessionIdle time.Duration
 	// Logger receives operational logs; default slog.Default().
 	Logger *slog.Logger

@@ -344,7 +344,10 @@ func (d *Driver) touchAt(ctx context.Context) (string, time.Time) {
 	if now.Sub(d.lastSweep) > d.cfg.SessionIdle/4 {
 		d.lastSweep = now
 		for id, rec := range d.sessions {
-			if now.Sub(rec.lastSeen) > d.cfg.SessionIdle && (d.lease == nil || d.lease.holder != id) {
+			// A session with subscriptions is kept until it unsubscribes or
+			// ends (EndSession): it may only be listening, on an event stream
+			// the transport keeps open, with no request for a long while.
+			if now.Sub(rec.lastSeen) > d.cfg.SessionIdle && len(rec.subs) == 0 && (d.lease == nil || d.lease.holder != id) {
 				delete(d.sessions, id)
 			}
 		}

@@ -718,3 +718,58 @@ func TestCloseEndsPollingBeforeTheBackendCloses(t *testing.T) {
 		t.Fatalf("reads %d, notifications %d after the Close hook", readsAfterClose.Load(), published.Load())
 	}
 }
+
+// TestIdleListeningSessionKeepsSubscriptions: a session that subscribed and
+// then only listens (an open event stream, no requests) keeps getting
+// updates however long the run. Before the fix the driver forgot its
+// subscriptions after SessionIdle without a request, silently.
+func TestIdleListeningSessionKeepsSubscriptions(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	jd := newJobDevice(t, clk, 0, func(c *binding.Config) {
+		c.Signals = append(c.Signals, binding.Signal{Spec: mhp.Signal{Name: "temp", Type: mhp.TypeNumber}, Pushed: true,
+			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: 20.0}, nil }})
+	})
+	updates := make(chan any, 8)
+	stop := jd.drv.Listen(func(n mhp.Notification) {
+		if n.Signal() == "temp" {
+			updates <- n.Params["value"]
+		}
+	})
+	defer stop()
+	for _, session := range []string{"a", ""} { // a transport's session, and an in-process anonymous caller
+		ctx := mhp.WithSession(context.Background(), session)
+		if _, err := jd.drv.Subscribe(ctx, []string{"temp"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := mhp.AsSession(jd.drv, "b")
+	for i := 0; i < 4; i++ { // 80 minutes of other traffic
+		clk.Advance(20 * time.Minute)
+		if _, err := other.Ping(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jd.drv.PublishSignal("temp", binding.Sample{Value: 95.0})
+	select {
+	case v := <-updates:
+		if v != 95.0 {
+			t.Fatalf("update %v, want 95", v)
+		}
+	default:
+		t.Fatal("no signals/update for subscribers that were only listening")
+	}
+	a := mhp.AsSession(jd.drv, "a")
+	if err := a.Unsubscribe(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	jd.drv.EndSession(mhp.WithSession(context.Background(), "a"))
+	if err := jd.drv.Unsubscribe(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	jd.drv.PublishSignal("temp", binding.Sample{Value: 96.0})
+	select {
+	case v := <-updates:
+		t.Fatalf("update %v after every subscriber left", v)
+	default:
+	}
+}
