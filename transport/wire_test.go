@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -953,5 +954,59 @@ func TestForeignOriginRefused(t *testing.T) {
 	}
 	if resp, r := post(t, hs.URL, body, nil); resp.StatusCode != http.StatusOK || r.Error != nil {
 		t.Fatalf("no origin: HTTP %d %+v", resp.StatusCode, r.Error)
+	}
+}
+
+// TestClientResumesEventsAfterDrop drops every connection of an HTTP
+// client (its event stream included) while notifications keep coming: the
+// client reconnects with Last-Event-ID and its listener sees every one, in
+// order, once.
+func TestClientResumesEventsAfterDrop(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	srv := newServer(t, m.drv, transport.Options{})
+	hs := serveHTTP(t, srv)
+	a := dialHTTP(t, hs.URL, client.Options{ClientName: "listener"})
+	writer := client.Connect(m.drv, client.Options{})
+	defer writer.Close()
+	var mu sync.Mutex
+	var got []float64
+	stop := a.Listen(func(n mhp.Notification) {
+		if n.Method == mhp.NotifySettingsChanged && n.Params["name"] == conformance.SettingSetpoint {
+			v, _ := n.Params["value"].(float64)
+			mu.Lock()
+			got = append(got, v)
+			mu.Unlock()
+		}
+	})
+	defer stop()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	const n = 30
+	for i := 1; i <= n; i++ {
+		if _, err := writer.Set(ctx, conformance.SettingSetpoint, float64(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 5 {
+			waitFor(t, "the first notifications", func() bool { return count() == 5 })
+		}
+		if i%10 == 5 {
+			hs.CloseClientConnections() // the event stream drops mid-sequence
+		}
+	}
+	waitFor(t, "every notification after the drops", func() bool { return count() >= n })
+	mu.Lock()
+	defer mu.Unlock()
+	for i, v := range got {
+		if v != float64(i+1) {
+			t.Fatalf("notifications %v: position %d is %v", got, i, v)
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("%d notifications, want %d (duplicates?)", len(got), n)
 	}
 }
