@@ -176,6 +176,7 @@ func checkLimits(l *mhp.Limits) error {
 
 // withDefaults returns a copy of c with every zero option at its default.
 func (c Config) withDefaults() Config {
+	c.own()
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}
@@ -215,4 +216,81 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	return c
+}
+
+// own gives c its own copies of the binding lists and their specs, so that
+// neither the caller's Config nor a Descriptor handed out shares the limits
+// and shapes the gates enforce.
+func (c *Config) own() {
+	c.Signals = append([]Signal(nil), c.Signals...)
+	c.Settings = append([]Setting(nil), c.Settings...)
+	for i := range c.Settings {
+		c.Settings[i].Spec = cloneSetting(c.Settings[i].Spec)
+	}
+	c.Actions = append([]Action(nil), c.Actions...)
+	for i := range c.Actions {
+		c.Actions[i].Spec = cloneAction(c.Actions[i].Spec)
+	}
+	c.Safety.Interlocks = append([]string(nil), c.Safety.Interlocks...)
+}
+
+func cloneSetting(s mhp.Setting) mhp.Setting {
+	s.Limits = cloneLimits(s.Limits)
+	s.Interlocks = append([]string(nil), s.Interlocks...)
+	return s
+}
+
+func cloneAction(a mhp.Action) mhp.Action {
+	a.Interlocks = append([]string(nil), a.Interlocks...)
+	if a.Params != nil {
+		ps := make(mhp.Params, len(a.Params))
+		for i, p := range a.Params {
+			ps[i] = mhp.Param{Name: p.Name, Shape: cloneShape(p.Shape)}
+		}
+		a.Params = ps
+	}
+	a.Returns = cloneShape(a.Returns)
+	return a
+}
+
+func cloneShape(s *mhp.Shape) *mhp.Shape {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Limits = cloneLimits(s.Limits)
+	c.Items = cloneShape(s.Items)
+	if s.Properties != nil {
+		c.Properties = make(map[string]*mhp.Shape, len(s.Properties))
+		for k, v := range s.Properties {
+			c.Properties[k] = cloneShape(v)
+		}
+	}
+	c.Required = append([]string(nil), s.Required...)
+	return &c
+}
+
+func cloneLimits(l *mhp.Limits) *mhp.Limits {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	f := func(p *float64) *float64 {
+		if p == nil {
+			return nil
+		}
+		v := *p
+		return &v
+	}
+	n := func(p *int) *int {
+		if p == nil {
+			return nil
+		}
+		v := *p
+		return &v
+	}
+	c.Min, c.Max, c.ExclusiveMin, c.ExclusiveMax = f(l.Min), f(l.Max), f(l.ExclusiveMin), f(l.ExclusiveMax)
+	c.MinLength, c.MaxLength = n(l.MinLength), n(l.MaxLength)
+	c.Enum = append([]any(nil), l.Enum...)
+	return &c
 }

@@ -149,12 +149,12 @@ func New(cfg Config) (*Driver, error) {
 		s := &cfg.Settings[i]
 		s.shape = s.Spec.Shape()
 		d.settings[s.Spec.Name] = s
-		d.desc.Settings = append(d.desc.Settings, s.Spec)
+		d.desc.Settings = append(d.desc.Settings, cloneSetting(s.Spec))
 	}
 	for i := range cfg.Actions {
 		a := &cfg.Actions[i]
 		d.actions[a.Spec.Name] = a
-		d.desc.Actions = append(d.desc.Actions, a.Spec)
+		d.desc.Actions = append(d.desc.Actions, cloneAction(a.Spec))
 	}
 	return d, nil
 }
@@ -215,8 +215,23 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// Descriptor returns a copy of the descriptor generated from the bindings.
-func (d *Driver) Descriptor() mhp.Descriptor { return d.desc }
+// Descriptor returns a copy of the descriptor generated from the bindings;
+// changing it changes neither the driver's descriptor nor its gates.
+func (d *Driver) Descriptor() mhp.Descriptor {
+	c := d.desc
+	c.Signals = append([]mhp.Signal(nil), d.desc.Signals...)
+	c.Settings = make([]mhp.Setting, len(d.desc.Settings))
+	for i, s := range d.desc.Settings {
+		c.Settings[i] = cloneSetting(s)
+	}
+	c.Actions = make([]mhp.Action, len(d.desc.Actions))
+	for i, a := range d.desc.Actions {
+		c.Actions[i] = cloneAction(a)
+	}
+	c.Safety.Interlocks = append([]string(nil), d.desc.Safety.Interlocks...)
+	c.DeviceInfo.Tags = append([]string(nil), d.desc.Tags...)
+	return c
+}
 
 // State returns the device state: estop, fault, busy or idle.
 func (d *Driver) State() mhp.DeviceState {

@@ -773,3 +773,42 @@ func TestIdleListeningSessionKeepsSubscriptions(t *testing.T) {
 	default:
 	}
 }
+
+// TestDescriptorCopyDoesNotReachTheGates: changing the descriptor Descriptor
+// returns, or the Config the driver was built from, changes neither what the
+// driver describes nor what its gates enforce. Before the fix both shared the
+// limits and shapes the gates check (and New wrote defaults into the
+// caller's Config).
+func TestDescriptorCopyDoesNotReachTheGates(t *testing.T) {
+	cfg := binding.Config{
+		Device: mhp.DeviceInfo{ID: "copy-01"},
+		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "sp", Type: mhp.TypeNumber, Limits: mhp.Range(0, 100)},
+			Write: func(context.Context, any) (binding.WriteStatus, error) { return binding.Applied, nil }}},
+		Actions: []binding.Action{{Spec: mhp.Action{Name: "heat", Params: mhp.Params{
+			{Name: "temp", Shape: &mhp.Shape{Type: mhp.TypeNumber, Limits: mhp.Range(4, 99)}}}},
+			Run: func(context.Context, *binding.Job) (any, error) { return nil, nil }}},
+	}
+	drv, err := binding.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	if cfg.Settings[0].Spec.Approval != "" {
+		t.Fatalf("New wrote approval %q into the caller's Config", cfg.Settings[0].Spec.Approval)
+	}
+	desc := drv.Descriptor()
+	*desc.Settings[0].Limits.Max = 1000
+	*desc.Actions[0].Params[0].Shape.Limits.Max = 1000
+	*cfg.Settings[0].Spec.Limits.Max = 1000
+	*cfg.Actions[0].Spec.Params[0].Shape.Limits.Max = 1000
+	ctx := context.Background()
+	if _, err := drv.Write(ctx, mhp.WriteRequest{Name: "sp", Value: 500.0}); mhp.CodeOf(err) != mhp.CodeLimitViolation {
+		t.Fatalf("write 500 after changing a copy of the limits: %v, want LimitViolation", err)
+	}
+	if _, err := drv.Invoke(ctx, mhp.InvokeRequest{Name: "heat", Params: map[string]any{"temp": 500.0}}); mhp.CodeOf(err) != mhp.CodeLimitViolation {
+		t.Fatalf("invoke 500 after changing a copy of the limits: %v, want LimitViolation", err)
+	}
+	if m := *drv.Descriptor().Settings[0].Limits.Max; m != 100 {
+		t.Fatalf("descriptor max %v after changing a copy, want 100", m)
+	}
+}
