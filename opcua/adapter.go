@@ -11,10 +11,25 @@
 // username identity, a pinned server certificate, and reconnection with
 // backoff that rebuilds the subscriptions.
 //
-// Outcomes are honest:
-//   - a status code of the Refusals table (BadOutOfRange, BadTypeMismatch,
-//     BadNotWritable, BadUserAccessDenied, BadInvalidState, ...) is a refusal
-//     before anything took effect: an *mhp.Error naming the OPC UA code;
+// Outcomes are honest. A refusing status code is an *mhp.Error naming the
+// OPC UA code (in the message and data.opcua_status), and the device state
+// is unchanged:
+//
+//	BadOutOfRange                                 -> LimitViolation
+//	BadTypeMismatch, BadInvalidArgument,
+//	  BadArgumentsMissing, BadTooManyArguments    -> InvalidValue
+//	BadNotWritable, BadWriteNotSupported,
+//	  BadMethodInvalid, BadNotExecutable,
+//	  BadNotImplemented                           -> NotSupported (the node or method cannot)
+//	BadUserAccessDenied                           -> Forbidden (our OPC UA user may not)
+//	BadInvalidState, BadLocked                    -> DeviceBusy (busy, needs Clear, locked)
+//	BadNodeIdUnknown/Invalid, BadAttributeIdInvalid,
+//	  BadServerNotConnected, ServiceFault codes   -> ServerError (stale mapping, not connected)
+//	any other Bad code answering a write          -> ServerError (the server did not apply it)
+//
+// Beyond refusals:
+//   - a method that ran and answered another Bad code (BadDeviceFailure, ...)
+//     failed with a known outcome: the job ends failed, no fault;
 //   - a timeout, a lost connection or a closed session after a write or call
 //     was sent leaves the outcome unknown: the device latches in fault;
 //   - writes and calls are never retried;
@@ -22,6 +37,10 @@
 //     completed -> done, stopped/halted by our cancel -> cancelled, aborted
 //     by the device -> failed; an end that is ambiguous is resolved by
 //     reading the program's result, otherwise the outcome is unknown.
+//
+// Signals are served from one subscription (value, source timestamp,
+// status; Bad or stale reads null); signals used as interlocks are read
+// live at the gate, since a subscription lags by a publishing interval.
 package opcua
 
 import (

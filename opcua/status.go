@@ -43,8 +43,8 @@ type refusal struct {
 	reason string
 }
 
-// Refusals is the table of OPC UA status codes that mean "refused before
-// anything took effect", with the MHP code each becomes. A write or call
+// refusals is the table of OPC UA status codes that mean "refused before
+// anything took effect", with the MHP code each becomes (read only). A write or call
 // answered with one of these fails with an *mhp.Error whose message and
 // data.opcua_status name the OPC UA code; the device state is unchanged.
 //
@@ -65,7 +65,7 @@ type refusal struct {
 //	BadServerNotConnected              -> ServerError      (no connection: nothing was sent)
 //	BadTooManyOperations, BadServiceUnsupported,
 //	BadRequestTypeInvalid              -> ServerError      (the whole request was rejected)
-var Refusals = map[ua.StatusCode]refusal{
+var refusals = map[ua.StatusCode]refusal{
 	ua.StatusBadOutOfRange:           {mhp.CodeLimitViolation, "out_of_range"},
 	ua.StatusBadTypeMismatch:         {mhp.CodeInvalidValue, "type_mismatch"},
 	ua.StatusBadInvalidArgument:      {mhp.CodeInvalidValue, "invalid_argument"},
@@ -92,16 +92,18 @@ var Refusals = map[ua.StatusCode]refusal{
 	ua.StatusBadUserSignatureInvalid: {mhp.CodeForbidden, "user_signature_invalid"},
 }
 
-// IsRefusal reports whether sc is in the Refusals table.
+// IsRefusal reports whether sc means "refused before anything took
+// effect" (the table in the package documentation): such a code becomes an
+// *mhp.Error and leaves the device state unchanged.
 func IsRefusal(sc ua.StatusCode) bool {
-	_, ok := Refusals[codeOnly(sc)]
+	_, ok := refusals[codeOnly(sc)]
 	return ok
 }
 
 // refusalError builds the *mhp.Error of a refusing status code for what
 // (e.g. `setting "setpoint" write 120`).
 func refusalError(what string, sc ua.StatusCode) *mhp.Error {
-	r, ok := Refusals[codeOnly(sc)]
+	r, ok := refusals[codeOnly(sc)]
 	if !ok {
 		r = refusal{mhp.CodeServerError, "refused"}
 	}
