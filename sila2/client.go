@@ -400,7 +400,7 @@ func (c *Client) Property(ctx context.Context, feature, prop string) (any, error
 	if err != nil {
 		return nil, err
 	}
-	return res[SnakeCase(p.Identifier)], nil
+	return c.resolveBinaries(ctx, res[SnakeCase(p.Identifier)])
 }
 
 // Subscribe follows an observable property, calling fn with each value
@@ -426,7 +426,11 @@ func (c *Client) Subscribe(ctx context.Context, feature, prop string, fn func(an
 			if err != nil {
 				return err
 			}
-			return fn(res[SnakeCase(p.Identifier)])
+			v, err := c.resolveBinaries(ctx, res[SnakeCase(p.Identifier)])
+			if err != nil {
+				return err
+			}
+			return fn(v)
 		})
 }
 
@@ -478,7 +482,7 @@ func (c *Client) Call(ctx context.Context, feature, command string, params map[s
 	if cmd.IsObservable() {
 		return nil, fmt.Errorf("sila2: command %s is observable: use Start", cmd.Identifier)
 	}
-	in, err := f.EncodeElements(md.Input(), cmd.Parameters, params)
+	in, err := c.encodeParams(ctx, f, cmd, md, params)
 	if err != nil {
 		return nil, err
 	}
@@ -486,7 +490,29 @@ func (c *Client) Call(ctx context.Context, feature, command string, params map[s
 	if err != nil {
 		return nil, err
 	}
-	return f.DecodeElements(out, cmd.Responses)
+	return c.decodeResponses(ctx, f, out, cmd.Responses)
+}
+
+// encodeParams uploads binaries above the inline limit (with the command's
+// metadata) and encodes the parameters.
+func (c *Client) encodeParams(ctx context.Context, f *Compiled, cmd *Command, md protoreflect.MethodDescriptor, params map[string]any) (*dynamicpb.Message, error) {
+	params, err := c.uploadLarge(c.withMetadata(ctx, f, f.FQID("Command", cmd.Identifier)), f, cmd, params)
+	if err != nil {
+		return nil, err
+	}
+	return f.EncodeElements(md.Input(), cmd.Parameters, params)
+}
+
+// decodeResponses decodes responses and downloads binaries sent by transfer.
+func (c *Client) decodeResponses(ctx context.Context, f *Compiled, out protoreflect.Message, es []Element) (map[string]any, error) {
+	res, err := f.DecodeElements(out, es)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.resolveBinaries(ctx, res); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 func (c *Client) command(feature, command string) (*Compiled, *Command, protoreflect.MethodDescriptor, error) {
@@ -532,7 +558,7 @@ func (c *Client) Start(ctx context.Context, feature, command string, params map[
 	if !cmd.IsObservable() {
 		return nil, fmt.Errorf("sila2: command %s is unobservable: use Call", cmd.Identifier)
 	}
-	in, err := f.EncodeElements(md.Input(), cmd.Parameters, params)
+	in, err := c.encodeParams(ctx, f, cmd, md, params)
 	if err != nil {
 		return nil, err
 	}
@@ -604,7 +630,7 @@ func (e *execution) Intermediate(ctx context.Context, fn func(map[string]any)) e
 		return nil
 	}
 	err := e.c.serverStream(ctx, e.f, name, e.c.fw.UUID(e.id), md.Output(), func(m *dynamicpb.Message) error {
-		v, err := e.f.DecodeElements(m, e.cmd.Intermediate)
+		v, err := e.c.decodeResponses(ctx, e.f, m, e.cmd.Intermediate)
 		if err != nil {
 			return err
 		}
@@ -623,7 +649,7 @@ func (e *execution) Result(ctx context.Context) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.f.DecodeElements(out, e.cmd.Responses)
+	return e.c.decodeResponses(ctx, e.f, out, e.cmd.Responses)
 }
 
 func (e *execution) Cancel(ctx context.Context) error {

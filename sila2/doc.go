@@ -45,6 +45,9 @@
 // refusals. Metadata the config gives is sent on the calls the server says
 // it affects; the LockController lock is held while the driver runs.
 //
+// Binaries travel as base64 strings; above 2 MiB they go through the
+// binary transfer services (BinaryUpload, BinaryDownload) in chunks.
+//
 // Discover browses mDNS for _sila._tcp servers. The package silatest is a
 // reusable fake SiLA 2 server built on the same descriptors.
 package sila2

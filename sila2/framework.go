@@ -46,8 +46,10 @@ var frameworkErrorNames = map[int32]string{
 // Framework holds the descriptors of SiLAFramework.proto, built in Go at
 // run time, and the registry feature files resolve against.
 type Framework struct {
-	File  protoreflect.FileDescriptor
-	files *protoregistry.Files
+	File protoreflect.FileDescriptor
+	// Binary is SiLABinaryTransfer.proto (BinaryUpload, BinaryDownload).
+	Binary protoreflect.FileDescriptor
+	files  *protoregistry.Files
 }
 
 type fieldSpec struct {
@@ -181,7 +183,14 @@ func NewFramework() (*Framework, error) {
 	if err := files.RegisterFile(fd); err != nil {
 		return nil, err
 	}
-	return &Framework{File: fd, files: files}, nil
+	bin, err := protodesc.NewFile(binaryProto(), files)
+	if err != nil {
+		return nil, fmt.Errorf("sila2: binary transfer descriptor: %w", err)
+	}
+	if err := files.RegisterFile(bin); err != nil {
+		return nil, err
+	}
+	return &Framework{File: fd, Binary: bin, files: files}, nil
 }
 
 // Message returns the framework message descriptor with the short name ("String", "ExecutionInfo").

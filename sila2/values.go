@@ -201,6 +201,9 @@ func encodeBasic(m *dynamicpb.Message, basic string, v any, path string) error {
 	case BasicBinary:
 		var raw []byte
 		switch x := v.(type) {
+		case BinaryTransfer:
+			setScalar(m, 2, protoreflect.ValueOfString(x.UUID))
+			return nil
 		case []byte:
 			raw = x
 		case string:
@@ -212,8 +215,8 @@ func encodeBasic(m *dynamicpb.Message, basic string, v any, path string) error {
 		default:
 			return invalid(path, "want base64 text, got %T", v)
 		}
-		if len(raw) > 2<<20 {
-			return invalid(path, "binary of %d bytes is above the 2 MiB inline limit (binary transfer is not supported)", len(raw))
+		if len(raw) > MaxInlineBinary {
+			return invalid(path, "binary of %d bytes is above the 2 MiB inline limit: send it through binary transfer", len(raw))
 		}
 		setScalar(m, 1, protoreflect.ValueOfBytes(raw))
 	case BasicDate, BasicTime, BasicTimestamp:
@@ -356,7 +359,7 @@ func decodeBasic(m protoreflect.Message, basic string) (any, error) {
 		return getField(m, 1).Bool(), nil
 	case BasicBinary:
 		if id := getField(m, 2).String(); id != "" {
-			return nil, fmt.Errorf("binary transfer %s: large binaries are not supported", id)
+			return BinaryTransfer{UUID: id}, nil
 		}
 		return base64.StdEncoding.EncodeToString(getField(m, 1).Bytes()), nil
 	case BasicDate, BasicTime, BasicTimestamp:

@@ -90,6 +90,7 @@ type Server struct {
 	lockID   string
 	calls    map[string]int
 	required []*metaReq
+	binaries map[string]*blob
 	breakCh  chan struct{}
 	grpc     *grpc.Server
 	lis      net.Listener
@@ -148,7 +149,7 @@ func New(opts Options) (*Server, error) {
 		opts.Version = "0.1"
 	}
 	s := &Server{fw: fw, opts: opts, name: opts.Name, routes: map[string]route{}, execs: map[string]*Exec{}, calls: map[string]int{},
-		breakCh: make(chan struct{})}
+		breakCh: make(chan struct{}), binaries: map[string]*blob{}}
 	svc := sila2.SiLAServiceFDL
 	if opts.Legacy {
 		svc = strings.Replace(svc, "<Identifier>FeatureIdentifier</Identifier>", "<Identifier>QualifiedFeatureIdentifier</Identifier>", 1)
@@ -345,6 +346,9 @@ func (s *Server) handle(_ any, stream grpc.ServerStream) error {
 	if !ok {
 		return status.Error(codes.Internal, "no method")
 	}
+	if s.isBinaryPath(path) {
+		return s.handleBinary(path, stream)
+	}
 	s.mu.Lock()
 	r, ok := s.routes[path]
 	s.mu.Unlock()
@@ -498,8 +502,12 @@ func (s *Server) get(ctx context.Context, stream grpc.ServerStream, r route, md 
 	if err != nil {
 		return err
 	}
-	out, err := r.f.c.EncodeElements(md.Output(), []sila2.Element{{Identifier: p.Identifier, DataType: p.DataType}},
-		map[string]any{sila2.SnakeCase(p.Identifier): v})
+	els := []sila2.Element{{Identifier: p.Identifier, DataType: p.DataType}}
+	vals, err := s.offerDownloads(r.f, els, map[string]any{sila2.SnakeCase(p.Identifier): v})
+	if err != nil {
+		return err
+	}
+	out, err := r.f.c.EncodeElements(md.Output(), els, vals)
 	if err != nil {
 		return &sila2.Error{Kind: sila2.KindUndefined, Message: "handler value: " + err.Error()}
 	}
@@ -531,6 +539,9 @@ func (s *Server) params(f *feature, cmd *sila2.Command, in *dynamicpb.Message) (
 	if err != nil {
 		return nil, &sila2.Error{Kind: sila2.KindValidation, Message: err.Error()}
 	}
+	if vals, err = s.resolveUploads(f, cmd, vals); err != nil {
+		return nil, err
+	}
 	for _, p := range cmd.Parameters {
 		name := sila2.SnakeCase(p.Identifier)
 		fq := f.c.FQID("Command", cmd.Identifier, "Parameter", p.Identifier)
@@ -558,6 +569,9 @@ func (s *Server) call(ctx context.Context, stream grpc.ServerStream, r route, md
 	s.count(r.f, r.item)
 	res, err := h(ctx, vals)
 	if err != nil {
+		return err
+	}
+	if res, err = s.offerDownloads(r.f, cmd.Responses, res); err != nil {
 		return err
 	}
 	out, err := r.f.c.EncodeElements(md.Output(), cmd.Responses, res)
@@ -816,6 +830,9 @@ func (s *Server) result(stream grpc.ServerStream, r route, md protoreflect.Metho
 		return xerr
 	}
 	cmd, _ := r.f.c.Feature.Command(r.item)
+	if res, err = s.offerDownloads(r.f, cmd.Responses, res); err != nil {
+		return err
+	}
 	out, err := r.f.c.EncodeElements(md.Output(), cmd.Responses, res)
 	if err != nil {
 		return &sila2.Error{Kind: sila2.KindUndefined, Message: "handler responses: " + err.Error()}
