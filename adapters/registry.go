@@ -34,6 +34,21 @@ type Source struct {
 	Path, Dir string
 	// Data is the file's bytes.
 	Data []byte
+	// Refine, when set, edits the bindings an adapter generated before the
+	// driver is built: a device package merges its descriptor (notes,
+	// narrower limits, stricter approval, examples) this way.
+	Refine func(*binding.Config) error
+}
+
+// NewDriver builds the driver of an adapter's bindings, applying the
+// source's Refine first. Every adapter factory builds its driver with it.
+func (s Source) NewDriver(cfg binding.Config) (*binding.Driver, error) {
+	if s.Refine != nil {
+		if err := s.Refine(&cfg); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Path, err)
+		}
+	}
+	return binding.New(cfg)
 }
 
 // Decode decodes the config strictly into v: an unknown field is an error
@@ -97,11 +112,17 @@ func (r *Registry) Kinds() []string {
 // Open reads a config file and builds its driver with the factory its
 // `adapter:` field names.
 func (r *Registry) Open(ctx context.Context, path string) (*binding.Driver, error) {
+	return r.OpenRefined(ctx, path, nil)
+}
+
+// OpenRefined is Open with the generated bindings edited by refine before
+// the driver is built (see Source.Refine); a device package uses it.
+func (r *Registry) OpenRefined(ctx context.Context, path string, refine func(*binding.Config) error) (*binding.Driver, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return r.Build(ctx, Source{Path: path, Dir: filepath.Dir(path), Data: data})
+	return r.Build(ctx, Source{Path: path, Dir: filepath.Dir(path), Data: data, Refine: refine})
 }
 
 // Build builds a driver from an in-memory config.

@@ -23,5 +23,9 @@ func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) 
 	if err := src.Decode(&cfg); err != nil {
 		return nil, err
 	}
-	return New(cfg, Options{})
+	_, bc, err := newAdapter(cfg, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return src.NewDriver(bc)
 }
