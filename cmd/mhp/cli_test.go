@@ -79,7 +79,7 @@ func servePackage(t testing.TB, dir string) (string, *devicepkg.Device) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pkg.Close() })
-	dev, err := buildPackage(pkg, sim.Options{Speed: 20000, Tick: time.Millisecond}, (&app{stderr: io.Discard}).quietLogger())
+	dev, err := buildPackage(context.Background(), pkg, sim.Options{Speed: 20000, Tick: time.Millisecond}, (&app{stderr: io.Discard}).quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestParseValueAndArgs(t *testing.T) {
 func TestTokenFile(t *testing.T) {
 	pkg, _ := devicepkg.Load(tcPkg)
 	defer pkg.Close()
-	dev, _ := buildPackage(pkg, sim.Options{}, nil)
+	dev, _ := buildPackage(context.Background(), pkg, sim.Options{}, nil)
 	defer dev.Close()
 	hs := httptest.NewServer(transport.NewServer(dev, transport.Options{Token: "s3cret"}).Handler())
 	defer hs.Close()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
@@ -127,7 +128,7 @@ func openTarget(ctx context.Context, target string, simOpts sim.Options, log *sl
 		if err != nil {
 			return nil, nil, err
 		}
-		dev, err := buildPackage(pkg, simOpts, log)
+		dev, err := buildPackage(ctx, pkg, simOpts, log)
 		if err != nil {
 			pkg.Close()
 			return nil, nil, err
@@ -154,26 +155,36 @@ func openTarget(ctx context.Context, target string, simOpts sim.Options, log *sl
 	return drv, drv.Close, nil
 }
 
-// buildPackage builds a package's device on the bindings its card names.
-func buildPackage(pkg *devicepkg.Package, simOpts sim.Options, log *slog.Logger) (*devicepkg.Device, error) {
-	cfg, err := packageBindings(pkg, simOpts)
+// buildPackage builds a package's device on the bindings its card names: a
+// simulated driver (sim:thermocycler, sim:arm) or an adapter config file
+// (relative to the package folder), with the package merged over the
+// bindings either way.
+func buildPackage(ctx context.Context, pkg *devicepkg.Package, simOpts sim.Options, log *slog.Logger) (*devicepkg.Device, error) {
+	d := pkg.Card.Driver
+	if sim.IsDriver(d) {
+		cfg, err := sim.Config(d, simOpts)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Logger = log
+		return devicepkg.Build(pkg, cfg)
+	}
+	if d == "" || filepath.IsAbs(d) || strings.Contains(filepath.ToSlash(d), "..") {
+		return nil, fmt.Errorf("%s: driver %q: want sim:thermocycler, sim:arm or an adapter config file inside the package",
+			filepath.Join(pkg.Dir, devicepkg.CardFile), d)
+	}
+	reg, err := newRegistry()
 	if err != nil {
 		return nil, err
 	}
-	cfg.Logger = log
-	return devicepkg.Build(pkg, cfg)
-}
-
-// packageBindings resolves a package's `driver:` to bindings. Simulated
-// drivers only for now: an adapter factory returns a built driver, over
-// which a package cannot merge (see the report).
-func packageBindings(pkg *devicepkg.Package, simOpts sim.Options) (binding.Config, error) {
-	d := pkg.Card.Driver
-	if sim.IsDriver(d) {
-		return sim.Config(d, simOpts)
+	drv, err := reg.OpenRefined(ctx, filepath.Join(pkg.Dir, d), func(cfg *binding.Config) error {
+		cfg.Logger = log
+		return pkg.Apply(cfg)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return binding.Config{}, fmt.Errorf("%s: driver %q: packages can run on sim:thermocycler or sim:arm; serve an adapter config file directly (%s)",
-		filepath.Join(pkg.Dir, devicepkg.CardFile), d, "mhp serve plc.yaml")
+	return devicepkg.NewDevice(drv, pkg), nil
 }
 
 func startDriver(ctx context.Context, cfg binding.Config) (mhp.Device, func() error, error) {
