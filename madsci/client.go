@@ -3,6 +3,7 @@ package madsci
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -432,7 +433,10 @@ func (c *Client) submitLegacy(ctx context.Context, s Submission) (*ActionResult,
 	if err != nil {
 		return nil, mhp.Errorf(mhp.CodeInvalidValue, "madsci: args of %s are not JSON: %v", s.Action, err)
 	}
-	q := url.Values{"action_name": {s.Action}, "args": {string(ab)}}
+	// Our own action id: if the reply is lost, the id still names the
+	// action for reconciliation (GET /action/{id}).
+	id := NewULID(c.o.Clock.Now())
+	q := url.Values{"action_name": {s.Action}, "args": {string(ab)}, "action_id": {id}}
 	var mk body
 	if len(s.Files) > 0 {
 		mk = legacyFilesBody(s.Files)
@@ -442,14 +446,14 @@ func (c *Client) submitLegacy(ctx context.Context, s Submission) (*ActionResult,
 		if r := refusal(err, "action "+s.Action); r != nil {
 			return nil, r
 		}
-		return nil, fmt.Errorf("madsci: POST /action %s: %w", s.Action, err)
+		return nil, fmt.Errorf("madsci: POST /action %s (action_id %s): %w", s.Action, id, err)
 	}
 	var res ActionResult
 	if err := json.Unmarshal(data, &res); err != nil {
-		return nil, fmt.Errorf("madsci: POST /action %s: bad JSON reply: %w", s.Action, err)
+		return nil, fmt.Errorf("madsci: POST /action %s (action_id %s): bad JSON reply: %w", s.Action, id, err)
 	}
-	if res.ActionID == "" && !Terminal(res.Status) {
-		return nil, fmt.Errorf("madsci: POST /action %s: reply has no action_id and status %q", s.Action, res.Status)
+	if res.ActionID == "" {
+		res.ActionID = id
 	}
 	return &res, nil
 }
@@ -512,6 +516,35 @@ func (c *Client) Detect(ctx context.Context) (string, error) {
 		return LayoutLegacy, nil
 	}
 	return "", errors.New("madsci: /openapi.json shows neither the v0.5+ start route nor POST /action")
+}
+
+// NewULID returns a ULID (26 Crockford base32 characters: 48 bits of
+// milliseconds, 80 random bits), the id form MADSci uses.
+func NewULID(t time.Time) string {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	var b [16]byte
+	ms := uint64(t.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:])
+	// 128 bits -> 26 characters, 5 bits each from the top (2 leading pad bits).
+	out := make([]byte, 26)
+	var acc uint64
+	bits := 2 // the first character carries the 2 pad bits and 3 data bits
+	idx := 0
+	acc = 0
+	for _, x := range b {
+		acc = acc<<8 | uint64(x)
+		bits += 8
+		for bits >= 5 {
+			bits -= 5
+			out[idx] = alphabet[(acc>>uint(bits))&31]
+			idx++
+		}
+	}
+	return string(out[:idx])
 }
 
 // SetLayout fixes the layout (after Detect).

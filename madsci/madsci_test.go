@@ -671,3 +671,11 @@ func TestPythonTypeMapping(t *testing.T) {
 		}
 	}
 }
+
+func TestNewULID(t *testing.T) {
+	a := madsci.NewULID(time.UnixMilli(1))
+	b := madsci.NewULID(time.UnixMilli(2))
+	if len(a) != 26 || len(b) != 26 || a[:10] != "0000000001" || b[:10] != "0000000002" || a == b {
+		t.Fatalf("ULIDs %q %q", a, b)
+	}
+}

@@ -449,3 +449,56 @@ class TypeMappingTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CLITest(unittest.TestCase):
+    """The script as a process: --factory file.py:callable, --port 0, loopback."""
+
+    def test_serves_factory_machine(self) -> None:
+        import os
+        import re
+        import subprocess
+        import sys
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            fac = os.path.join(d, "fac.py")
+            with open(fac, "w") as f:
+                f.write("import plrbridge\n"
+                        "class M:\n"
+                        "    async def ping(self, n: int = 1) -> int:\n"
+                        "        plrbridge.report_progress(0.5)\n"
+                        "        return n\n"
+                        "def make():\n"
+                        "    return M()\n")
+            script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plrbridge.py")
+            p = subprocess.Popen([sys.executable, script, "--factory", fac + ":make", "--port", "0"],
+                                 stderr=subprocess.PIPE, text=True)
+            try:
+                line = p.stderr.readline()
+                m = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
+                self.assertIsNotNone(m, line)
+                with urllib.request.urlopen(m.group(1) + "/describe", timeout=WAIT) as r:
+                    d = json.loads(r.read())
+                self.assertEqual([x["name"] for x in d["methods"]], ["ping"])
+                req = urllib.request.Request(m.group(1) + "/tasks", data=json.dumps({"method": "ping", "params": {"n": 3}}).encode(),
+                                             method="POST", headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=WAIT) as r:
+                    tid = json.loads(r.read())["task"]["id"]
+                deadline = time.monotonic() + WAIT
+                while True:
+                    with urllib.request.urlopen(m.group(1) + "/tasks/" + tid, timeout=WAIT) as r:
+                        t = json.loads(r.read())["task"]
+                    if t["status"] in plrbridge.TERMINAL:
+                        break
+                    self.assertLess(time.monotonic(), deadline)
+                    time.sleep(0.005)
+                self.assertEqual((t["status"], t["result"]), ("done", 3))
+            finally:
+                p.terminate()
+                p.wait(timeout=WAIT)
+                p.stderr.close()
+
+    def test_bad_factory_spec(self) -> None:
+        with self.assertRaises(ValueError):
+            plrbridge.load_factory("no_colon_here")
