@@ -73,3 +73,22 @@ func TestOverrideOfUnknownActionRefused(t *testing.T) {
 		t.Fatalf("override of a missing action: %v", err)
 	}
 }
+
+func TestExampleConfigParsesWhole(t *testing.T) {
+	path := filepath.Join("..", "examples", "madsci-node", "node.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := madsci.Load(adapters.Source{Path: path, Dir: filepath.Dir(path), Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Defaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Actions["run_protocol"].Timeout != 2*time.Hour || cfg.Actions["read_plate"].Params["wavelength_nm"].Limits == nil ||
+		!strings.HasSuffix(cfg.FilesDir, filepath.Join("madsci-node", "protocols")) {
+		t.Fatalf("example config decoded as %+v", cfg)
+	}
+}

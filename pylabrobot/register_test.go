@@ -82,3 +82,20 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("override of a missing method: %v", err)
 	}
 }
+
+func TestExampleConfigsParseWhole(t *testing.T) {
+	for _, file := range []string{"bridge.yaml", "legacy.yaml"} {
+		path := filepath.Join("..", "examples", "plr-bridge", file)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := pylabrobot.Load(adapters.Source{Path: path, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Defaults().Validate(); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+}
