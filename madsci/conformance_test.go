@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/madsci"
@@ -61,7 +62,7 @@ func harness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 		t.Fatalf("madsci.Binding: %v", err)
 	}
 	bc.PollInterval = 20 * time.Millisecond
-	d, err := bindingNew(bc)
+	d, err := binding.New(bc)
 	if err != nil {
 		n.Close()
 		t.Fatalf("binding.New: %v", err)
