@@ -38,6 +38,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives operational logs; default slog.Default().
 	Logger *slog.Logger
+	// Refine, when set, edits the generated bindings before the driver is
+	// built (a device package merges its descriptor this way).
+	Refine func(*binding.Config) error
 }
 
 // Open connects to the server the config names, reads its features and
@@ -124,6 +127,11 @@ func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, owns bool, 
 	}
 	bc.Clock = opt.Clock
 	bc.Logger = logger
+	if opt.Refine != nil {
+		if err := opt.Refine(&bc); err != nil {
+			return nil, err
+		}
+	}
 	d, err := binding.New(bc)
 	if err != nil {
 		return nil, err

@@ -276,6 +276,6 @@ func Register(r *adapters.Registry) error {
 		if err != nil {
 			return nil, err
 		}
-		return Open(ctx, cfg, Options{})
+		return Open(ctx, cfg, Options{Refine: src.Refine})
 	})
 }
