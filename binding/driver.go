@@ -50,6 +50,7 @@ type Driver struct {
 	inflight     map[uint64]inflightWrite // writes in progress, cancelled by estop or their deadline
 	inflightSeq  uint64
 	sweeper      clock.Timer // armed while writes are in progress
+	sweepAt      time.Time   // when sweeper fires
 	listeners    map[int]func(mhp.Notification)
 	listenerList []func(mhp.Notification) // listeners in registration order
 	nextListener int
@@ -107,7 +108,7 @@ func (d *Driver) sweepWrites() {
 		}
 	}
 	if !next.IsZero() {
-		d.sweeper = d.clk.AfterFunc(next.Sub(now), d.sweepWrites)
+		d.sweeper, d.sweepAt = d.clk.AfterFunc(next.Sub(now), d.sweepWrites), next
 	}
 }
 
@@ -921,9 +922,10 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 		}
 		defer func() { <-d.writeSem }()
 	}
-	// One deadline (HookTimeout, kept by the write sweeper) covers the live
-	// interlock reads and the hook; estop cancels it too. The caller going
-	// away does not cut a write half way.
+	// One context, cancelled by the write sweeper at its deadline and by
+	// estop, covers the live interlock reads (deadline InterlockTimeout) and
+	// then the hook (HookTimeout). The caller going away does not cut a
+	// write half way.
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	d.mu.Lock()
@@ -937,9 +939,17 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	}
 	d.inflightSeq++
 	key := d.inflightSeq
-	d.inflight[key] = inflightWrite{cancel: cancel, deadline: now.Add(d.cfg.HookTimeout)}
-	if d.sweeper == nil && !d.closed {
-		d.sweeper = d.clk.AfterFunc(d.cfg.HookTimeout, d.sweepWrites)
+	hookDeadline := now.Add(d.cfg.HookTimeout)
+	first := hookDeadline
+	if len(set.Spec.Interlocks) > 0 {
+		first = now.Add(d.cfg.InterlockTimeout)
+	}
+	d.inflight[key] = inflightWrite{cancel: cancel, deadline: first}
+	if d.sweeper == nil || first.Before(d.sweepAt) {
+		if d.sweeper != nil {
+			d.sweeper.Stop()
+		}
+		d.sweeper, d.sweepAt = d.clk.AfterFunc(first.Sub(now), d.sweepWrites), first
 	}
 	d.mu.Unlock()
 	defer func() {
@@ -963,6 +973,18 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	if e := d.stateGateLocked(); e != nil { // estop may have come while the gates read interlocks
 		d.mu.Unlock()
 		return nil, e
+	}
+	if hctx.Err() != nil { // a deadline passed or Close came as the gates ended: nothing was sent
+		d.mu.Unlock()
+		if len(set.Spec.Interlocks) > 0 {
+			return nil, d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took longer than %s",
+				set.Spec.Interlocks, d.cfg.InterlockTimeout).With("interlock", set.Spec.Interlocks[0]).With("gate", "interlocks")
+		}
+		return nil, d.errorf(mhp.CodeServerError, "settings/write %s was cancelled before it was sent (driver closing or deadline passed)",
+			req.Name).With("outcome", mhp.OutcomeNotStarted)
+	}
+	if len(set.Spec.Interlocks) > 0 {
+		d.inflight[key] = inflightWrite{cancel: cancel, deadline: hookDeadline}
 	}
 	d.mu.Unlock()
 	status, err := set.Write(hctx, value)

@@ -812,3 +812,49 @@ func TestDescriptorCopyDoesNotReachTheGates(t *testing.T) {
 		t.Fatalf("descriptor max %v after changing a copy, want 100", m)
 	}
 }
+
+// TestWriteInterlockReadBoundedByInterlockTimeout: a live interlock read
+// during settings/write is cut at InterlockTimeout (the interlock is then
+// open), not at the hook's HookTimeout. Before the fix a hung interlock read
+// held the write (and the request lock) for HookTimeout.
+func TestWriteInterlockReadBoundedByInterlockTimeout(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	entered := make(chan struct{}, 4)
+	var wrote atomic.Int32
+	drv, err := binding.New(binding.Config{
+		Device: mhp.DeviceInfo{ID: "lock-01"},
+		Clock:  clk,
+		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "door_closed", Type: mhp.TypeBoolean},
+			Read: func(ctx context.Context) (binding.Sample, error) {
+				entered <- struct{}{}
+				<-ctx.Done() // a slow backend that honours its context
+				return binding.Sample{}, ctx.Err()
+			}}},
+		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "sp", Type: mhp.TypeNumber, Interlocks: []string{"door_closed"}},
+			Write: func(context.Context, any) (binding.WriteStatus, error) { wrote.Add(1); return binding.Applied, nil }}},
+		InterlockTimeout: 2 * time.Second,
+		HookTimeout:      time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	res := make(chan error, 1)
+	go func() {
+		_, err := drv.Write(context.Background(), mhp.WriteRequest{Name: "sp", Value: 1.0})
+		res <- err
+	}()
+	<-entered
+	clk.Advance(2 * time.Second)
+	select {
+	case err := <-res:
+		if e, _ := mhp.AsError(err); e == nil || e.Code != mhp.CodeInterlockOpen || e.Data["interlock"] != "door_closed" {
+			t.Fatalf("write with a hung interlock read: %v, want InterlockOpen on door_closed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("write still blocked on its interlock read after InterlockTimeout")
+	}
+	if wrote.Load() != 0 || drv.State() != mhp.StateIdle {
+		t.Fatalf("hook ran %d times, state %s; want no write and idle", wrote.Load(), drv.State())
+	}
+}
