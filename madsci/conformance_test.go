@@ -85,12 +85,6 @@ func harness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 		Advance: clk.Advance,
 		Skip: map[string]string{
 			"jobs/progress_reported": "MADSci nodes report no action progress (only running): progress is indeterminate",
-			// Suite race, reported to the lead: the check releases the work as
-			// soon as the job is "running", which for an HTTP adapter is before
-			// the create/start requests reached the node; the Instrument then
-			// starts a fresh blocked work that nothing releases. The same
-			// behaviour is covered by TestTerminalStates/succeeded_after_running.
-			"jobs/lifecycle_queued_running_done": "suite race: Release before the backend call (waits on job state, not Backend.Calls)",
 		},
 	}
 }
