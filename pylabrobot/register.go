@@ -19,7 +19,11 @@ func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) 
 	if err != nil {
 		return nil, err
 	}
-	return New(ctx, cfg, Deps{})
+	bc, err := Binding(ctx, cfg, Deps{})
+	if err != nil {
+		return nil, err
+	}
+	return src.NewDriver(bc)
 }
 
 // Load decodes a config file strictly.
