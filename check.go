@@ -190,6 +190,9 @@ func checkObject(path string, props map[string]*Shape, required []string, m map[
 		if !ok && strict {
 			return nil, Errorf(CodeInvalidValue, "%s: undeclared field %q", orRoot(path), k).With("field", sub)
 		}
+		if e := checkText(sub+" (key)", k); e != nil {
+			return nil, e.With("field", sub)
+		}
 		n, e := shape.checkItem(sub, m[k])
 		if e != nil {
 			return nil, e
@@ -391,6 +394,9 @@ func checkAny(path string, v any) *Error {
 		}
 	case map[string]any:
 		for k, item := range x {
+			if e := checkText(join(path, k)+" (key)", k); e != nil {
+				return e.With("field", join(path, k))
+			}
 			if e := checkAny(join(path, k), item); e != nil {
 				return e
 			}

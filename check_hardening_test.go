@@ -155,3 +155,28 @@ func TestDescribeRefusesUnknownTierWithSelect(t *testing.T) {
 		t.Fatalf("card tier with select: %v", err)
 	}
 }
+
+// TestObjectKeysRefuseControlCharacters: object keys are strings too. Before
+// the fix a key with CR LF passed in an object without declared properties
+// and in an unshaped value.
+func TestObjectKeysRefuseControlCharacters(t *testing.T) {
+	open := &mhp.Shape{Type: mhp.TypeObject}
+	anything := &mhp.Shape{Type: mhp.TypeAny}
+	for _, tc := range []struct {
+		name  string
+		shape *mhp.Shape
+		in    any
+	}{
+		{"open object", open, map[string]any{"a\r\nb": 1.0}},
+		{"any", anything, map[string]any{"x": map[string]any{"k\u0085": "v"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.shape.Check("o", tc.in); err == nil || err.Code != mhp.CodeInvalidValue {
+				t.Fatalf("Check(%q) = %v, want InvalidValue", tc.in, err)
+			}
+		})
+	}
+	if _, err := open.Check("o", map[string]any{"temp_°C": 1.0}); err != nil {
+		t.Fatalf("unicode key: %v", err)
+	}
+}
