@@ -742,8 +742,15 @@ func (d *Driver) subscribedLocked() map[string]bool {
 // reschedules itself while anything is subscribed.
 func (d *Driver) poll() {
 	d.mu.Lock()
-	subs := d.subscribedLocked()
-	if len(subs) == 0 || d.closed {
+	names := make([]string, 0, 8)
+	for n := range d.subscribedLocked() {
+		if !d.signals[n].Pushed {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 || d.closed {
+		// Nothing to poll (pushed signals publish themselves): the next
+		// Subscribe starts the poller again.
 		d.poller = nil
 		d.mu.Unlock()
 		return
@@ -754,12 +761,6 @@ func (d *Driver) poll() {
 	done := make(chan struct{})
 	d.pollCancel, d.pollDone = cancel, done
 	d.mu.Unlock()
-	names := make([]string, 0, len(subs))
-	for n := range subs {
-		if !d.signals[n].Pushed {
-			names = append(names, n)
-		}
-	}
 	sort.Strings(names)
 	for _, n := range names {
 		if errors.Is(pctx.Err(), context.Canceled) { // closed

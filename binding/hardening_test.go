@@ -858,3 +858,55 @@ func TestWriteInterlockReadBoundedByInterlockTimeout(t *testing.T) {
 		t.Fatalf("hook ran %d times, state %s; want no write and idle", wrote.Load(), drv.State())
 	}
 }
+
+// TestPollerIdleWithOnlyPushedSubscriptions: subscriptions to pushed
+// signals only (the adapter publishes them) leave no poller ticking, and a
+// later subscription to a polled signal starts it. Before the fix the
+// poller re-armed itself every PollInterval for as long as any signal was
+// subscribed, polling nothing.
+func TestPollerIdleWithOnlyPushedSubscriptions(t *testing.T) {
+	clk := &firedClock{Manual: clock.NewManual(time.Unix(1_800_000_000, 0)), fired: make(chan struct{}, 16)}
+	var polled atomic.Int32
+	jd := newJobDevice(t, clk, 0, func(c *binding.Config) {
+		c.Signals = append(c.Signals,
+			binding.Signal{Spec: mhp.Signal{Name: "pushed", Type: mhp.TypeNumber}, Pushed: true,
+				Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: 1.0}, nil }},
+			binding.Signal{Spec: mhp.Signal{Name: "polled", Type: mhp.TypeNumber},
+				Read: func(context.Context) (binding.Sample, error) {
+					return binding.Sample{Value: float64(polled.Add(1))}, nil
+				}})
+	})
+	ctx := mhp.WithSession(context.Background(), "a")
+	if _, err := jd.drv.Subscribe(ctx, []string{"pushed"}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(0) // the first poll runs
+	<-clk.fired
+	if n := clk.Pending(); n != 0 {
+		t.Fatalf("%d timers pending after a poll with only pushed signals subscribed, want none", n)
+	}
+	if _, err := jd.drv.Subscribe(ctx, []string{"polled"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		waitUntil(t, "the poller to be armed", func() bool { return clk.Pending() > 0 })
+		clk.Advance(time.Second)
+		<-clk.fired
+		if polled.Load() != int32(i) {
+			t.Fatalf("%d polls after %d ticks", polled.Load(), i)
+		}
+	}
+}
+
+// firedClock is a manual clock that reports each timer function returning.
+type firedClock struct {
+	*clock.Manual
+	fired chan struct{}
+}
+
+func (c *firedClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	return c.Manual.AfterFunc(d, func() {
+		f()
+		c.fired <- struct{}{}
+	})
+}
