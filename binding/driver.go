@@ -171,7 +171,9 @@ func (d *Driver) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close cancels running jobs, stops polling and runs the Close hook.
+// Close cancels running jobs and writes in progress, stops polling, waits
+// up to JobGrace for them to return (so a Run can still send its backend the
+// cancel), then runs the Close hook.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -179,10 +181,13 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.closed = true
+	var running []chan struct{}
 	for _, r := range d.jobs {
 		if !r.job.State.Terminal() {
+			r.job.CancelRequested = true
 			r.handle.requestCancel()
 			r.cancel()
+			running = append(running, r.done)
 		}
 	}
 	if d.poller != nil {
@@ -200,15 +205,35 @@ func (d *Driver) Close() error {
 	}
 	d.stopLeaseTimers()
 	d.mu.Unlock()
+	// Let the poll, the jobs and a write in progress return before the
+	// backend closes, so a Run can still send the backend its cancel; all of
+	// it bounded by JobGrace.
+	t := time.NewTimer(d.cfg.JobGrace)
+	defer t.Stop()
 	if pollDone != nil {
-		// Let a poll in progress return before the backend closes; Read
-		// honours its context, so this is short, and it is bounded anyway.
-		t := time.NewTimer(d.cfg.InterlockTimeout)
-		select {
-		case <-pollDone:
-		case <-t.C:
+		running = append(running, pollDone)
+	}
+	expired := false
+	for _, ch := range running {
+		if expired {
+			break
 		}
-		t.Stop()
+		select {
+		case <-ch:
+		case <-t.C:
+			expired = true
+		}
+	}
+	if !expired {
+		select {
+		case d.writeSem <- struct{}{}: // no write is talking to the backend
+			<-d.writeSem
+		case <-t.C:
+			expired = true
+		}
+	}
+	if expired {
+		d.cfg.Logger.Warn("closing with work still running", "device", d.cfg.Device.ID, "waited", d.cfg.JobGrace)
 	}
 	if d.cfg.Close != nil {
 		return d.cfg.Close()

@@ -910,3 +910,59 @@ func (c *firedClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 		c.fired <- struct{}{}
 	})
 }
+
+// TestCloseLetsJobsStopBeforeTheBackendCloses: Close cancels running jobs
+// and gives their Run (up to JobGrace) the chance to send the backend its
+// cancel before the Close hook closes the connection. Before the fix the
+// Close hook ran at once, so the backend's work could not be stopped and
+// ran on unsupervised.
+func TestCloseLetsJobsStopBeforeTheBackendCloses(t *testing.T) {
+	backendClosed := make(chan struct{})
+	var cancelSentAfterClose, jobRunningAtClose atomic.Bool
+	running := make(chan struct{})
+	var ran atomic.Bool
+	drv, err := binding.New(binding.Config{
+		Device: mhp.DeviceInfo{ID: "close-01"},
+		Actions: []binding.Action{{Spec: mhp.Action{Name: "move", Cancellable: true},
+			Run: func(ctx context.Context, j *binding.Job) (any, error) {
+				close(running)
+				<-ctx.Done()
+				// Sending the backend's stop takes a moment; the link must
+				// still be open for it.
+				select {
+				case <-backendClosed:
+					cancelSentAfterClose.Store(true)
+				case <-time.After(100 * time.Millisecond):
+				}
+				ran.Store(true)
+				return nil, binding.ErrCancelled
+			}}},
+		JobGrace: time.Minute,
+		Close: func() error {
+			jobRunningAtClose.Store(!ran.Load())
+			close(backendClosed)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := drv.Invoke(context.Background(), mhp.InvokeRequest{Name: "move"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-running
+	if err := drv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if jobRunningAtClose.Load() || cancelSentAfterClose.Load() {
+		t.Fatal("the Close hook closed the backend while a job was still sending its cancel")
+	}
+	j, err := drv.Job(context.Background(), res.Job.ID)
+	if err != nil || j.State != mhp.JobCancelled || !j.CancelRequested {
+		t.Fatalf("job after Close: %+v, %v; want cancelled", j, err)
+	}
+	if _, err := drv.Write(context.Background(), mhp.WriteRequest{Name: "x"}); mhp.CodeOf(err) != mhp.CodeUnknownName {
+		t.Fatalf("write after Close: %v", err)
+	}
+}
