@@ -1290,7 +1290,24 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	if timeout <= 0 {
 		timeout = d.cfg.JobTimeout
 	}
-	jctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// The deadline is on the system clock (bindings read it with
+	// ctx.Deadline); the driver's clock ends the job at its timeout too, so
+	// an injected clock governs job timeouts as it does leases.
+	tctx, cancelTimeout := context.WithTimeout(context.Background(), timeout)
+	jctx, cancelCause := context.WithCancelCause(tctx)
+	var timer clock.Timer
+	if _, system := d.clk.(clock.Real); !system {
+		timer = d.clk.AfterFunc(timeout, func() {
+			cancelCause(fmt.Errorf("action %s ran past its %s timeout: %w", req.Name, timeout, context.DeadlineExceeded))
+		})
+	}
+	cancel := func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		cancelCause(context.Canceled)
+		cancelTimeout()
+	}
 	id := d.newJobIDLocked()
 	h := &Job{id: id, action: req.Name, params: copyValue(params).(map[string]any), d: d}
 	r := &jobRec{
@@ -1351,7 +1368,7 @@ func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
 		// wait lasts until the job's own deadline; after a timeout or an estop
 		// the binding has JobGrace to report the end state.
 		wait := d.cfg.JobGrace
-		if r.handle.CancelRequested() && !d.isEStop() && errors.Is(ctx.Err(), context.Canceled) {
+		if r.handle.CancelRequested() && !d.isEStop() && errors.Is(context.Cause(ctx), context.Canceled) {
 			// The context's deadline is on the system clock (bindings read it
 			// with ctx.Deadline), so its remaining time is measured there,
 			// whatever the driver's clock says.
@@ -1366,7 +1383,7 @@ func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
 			t.Stop()
 		case <-grace:
 			out = runResult{err: fmt.Errorf("action %s did not return within %s after its context ended (%v): abandoned",
-				act.Spec.Name, wait, ctx.Err())}
+				act.Spec.Name, wait, context.Cause(ctx))}
 		}
 	}
 	d.finishJob(r, act, out)

@@ -966,3 +966,56 @@ func TestCloseLetsJobsStopBeforeTheBackendCloses(t *testing.T) {
 		t.Fatalf("write after Close: %v", err)
 	}
 }
+
+// TestJobTimeoutFollowsTheDriverClock: an action's Timeout is kept by the
+// driver's clock, as leases and JobGrace are: a job past it ends failed
+// with outcome unknown, and a Run that ignores the end is abandoned after
+// JobGrace. Before the fix the timeout ran on the system clock only, so
+// with an injected clock it never came.
+func TestJobTimeoutFollowsTheDriverClock(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	gotErr := make(chan error, 1)
+	never := make(chan struct{})
+	jd := newJobDevice(t, clk, 0, func(c *binding.Config) {
+		c.Actions = append(c.Actions,
+			binding.Action{Spec: mhp.Action{Name: "timed", Concurrent: true}, Timeout: time.Minute,
+				Run: func(ctx context.Context, j *binding.Job) (any, error) {
+					err := j.Checkpoint(ctx)
+					for err == nil {
+						<-ctx.Done()
+						err = j.Checkpoint(ctx)
+					}
+					gotErr <- err
+					return nil, err
+				}},
+			binding.Action{Spec: mhp.Action{Name: "deaf", Concurrent: true}, Timeout: time.Minute,
+				Run: func(ctx context.Context, j *binding.Job) (any, error) {
+					<-never // ignores its context
+					return nil, nil
+				}})
+	})
+	t.Cleanup(func() { close(never) })
+	ctx := mhp.WithSession(context.Background(), "a")
+	timed, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "timed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deaf, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "deaf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the timeout timers", func() bool { return clk.Pending() >= 2 })
+	clk.Advance(time.Minute)
+	if err := <-gotErr; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Checkpoint after the timeout: %v, want context.DeadlineExceeded", err)
+	}
+	j := waitJob(t, jd.drv, timed.Job.ID)
+	if j.State != mhp.JobFailed || j.Outcome != mhp.OutcomeUnknown {
+		t.Fatalf("timed-out job %+v, want failed with outcome unknown", j)
+	}
+	waitUntil(t, "the grace timer", func() bool { return clk.Pending() >= 1 })
+	clk.Advance(10 * time.Second) // JobGrace
+	if j := waitJob(t, jd.drv, deaf.Job.ID); j.Outcome != mhp.OutcomeUnknown {
+		t.Fatalf("deaf job %+v, want abandoned with outcome unknown", j)
+	}
+}

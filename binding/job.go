@@ -42,15 +42,16 @@ func (j *Job) CancelRequested() bool {
 }
 
 // Checkpoint blocks while the job is paused. It returns ErrCancelled if the
-// job's context ended because of a cancel or estop, ctx.Err() for another
-// end (timeout), nil to go on. Simulated devices call it between steps.
+// job's context ended because of a cancel or estop, the context's cause for
+// another end (a timeout: errors.Is(err, context.DeadlineExceeded)), nil to
+// go on. Simulated devices call it between steps.
 func (j *Job) Checkpoint(ctx context.Context) error {
 	for {
-		if err := ctx.Err(); err != nil {
+		if ctx.Err() != nil {
 			if j.CancelRequested() {
 				return ErrCancelled
 			}
-			return err
+			return context.Cause(ctx)
 		}
 		j.mu.Lock()
 		paused, ch := j.paused, j.resumed
