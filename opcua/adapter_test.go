@@ -21,6 +21,11 @@ func extraConfig(url string) Config {
 		SettingItem{Setting: mhp.Setting{Name: "counter_w", Type: mhp.TypeInteger}, Node: fakeua.NodeID("ro_counter")},
 		SettingItem{Setting: mhp.Setting{Name: "small_as_double", Type: mhp.TypeNumber}, Node: fakeua.NodeID("small"), DataType: "Double"},
 	)
+	// A LADS function started with plain Start(Properties): no run id, the
+	// RunningStateMachine's Complete says done.
+	cfg.Actions = append(cfg.Actions, ActionItem{Action: mhp.Action{Name: "plain_start",
+		Params: mhp.Params{{Name: "speed", Shape: &mhp.Shape{Type: mhp.TypeNumber}}}},
+		LADS: &LADSSpec{FunctionalUnit: fakeua.NodeID("FU_" + conformance.ActionMonitor), Start: "Start"}})
 	return cfg
 }
 
@@ -273,6 +278,15 @@ func TestLADSOutcomes(t *testing.T) {
 		p, _ := dev.Ping(ctx)
 		return p.State == mhp.StateIdle
 	})
+
+	// Plain Start(Properties): done from the RunningStateMachine's Complete.
+	job = invokeWait(t, dev, "plain_start", map[string]any{"speed": 3.5})
+	if job.State != mhp.JobDone {
+		t.Fatalf("plain start: %+v", job)
+	}
+	if got := srv.In.Calls(conformance.ActionMonitor); got != 1 {
+		t.Fatalf("monitor unit started %d times", got)
+	}
 
 	// Refused start -> not started.
 	srv.In.Script(conformance.ActionRun, conformance.Refuse)
