@@ -260,7 +260,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	wg.Wait()
-	fctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
+	// Shutting down: say offline if the broker takes it promptly (the will
+	// covers the rest).
+	fctx, cancel := context.WithTimeout(context.Background(), min(p.cfg.PublishTimeout, time.Second))
 	defer cancel()
 	if client.State().Up {
 		_ = client.Publish(fctx, p.Topic("status"), 1, true, []byte("offline"))
