@@ -5,18 +5,48 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // testBroker is an embedded mochi-mqtt broker on a random loopback port.
 type testBroker struct {
 	srv  *mochi.Server
 	addr string // tcp://127.0.0.1:port
+	gate *gateHook
+}
+
+// gateHook allows every client and topic, except clients the test banned.
+type gateHook struct {
+	mochi.HookBase
+	mu     sync.Mutex
+	banned map[string]bool
+}
+
+func (h *gateHook) ID() string { return "test-gate" }
+
+func (h *gateHook) Provides(b byte) bool {
+	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck
+}
+
+func (h *gateHook) OnConnectAuthenticate(cl *mochi.Client, _ packets.Packet) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.banned[cl.ID]
+}
+
+func (h *gateHook) OnACLCheck(*mochi.Client, string, bool) bool { return true }
+
+// ban refuses (or again allows) a client id's connections.
+func (b *testBroker) ban(clientID string, banned bool) {
+	b.gate.mu.Lock()
+	defer b.gate.mu.Unlock()
+	b.gate.banned[clientID] = banned
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -24,7 +54,8 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func newBroker(t testing.TB) *testBroker {
 	t.Helper()
 	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: quietLogger()})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+	gate := &gateHook{banned: map[string]bool{}}
+	if err := srv.AddHook(gate, nil); err != nil {
 		t.Fatalf("broker hook: %v", err)
 	}
 	l := listeners.NewTCP(listeners.Config{ID: "t1", Address: "127.0.0.1:0"})
@@ -33,7 +64,7 @@ func newBroker(t testing.TB) *testBroker {
 	}
 	go func() { _ = srv.Serve() }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return &testBroker{srv: srv, addr: "tcp://" + l.Address()}
+	return &testBroker{srv: srv, addr: "tcp://" + l.Address(), gate: gate}
 }
 
 // kick drops a client's connection from the broker side (abrupt: the
@@ -45,6 +76,31 @@ func (b *testBroker) kick(clientID string) bool {
 	}
 	cl.Stop(errors.New("kicked by the test"))
 	return true
+}
+
+// drop cuts a client's connection and lets it back only once the broker
+// has forgotten the old session (mochi cleans a kicked clean session
+// asynchronously; a reconnect racing that cleanup can lose its fresh
+// subscriptions, which no real broker does).
+func (b *testBroker) drop(clientID string) bool {
+	b.ban(clientID, true)
+	defer b.ban(clientID, false)
+	if !b.kick(clientID) {
+		return false
+	}
+	b.gone(clientID)
+	return true
+}
+
+// gone waits (bounded) until the broker has forgotten a client.
+func (b *testBroker) gone(clientID string) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := b.srv.Clients.Get(clientID); !ok {
+			return
+		}
+		time.Sleep(time.Millisecond) // polling the broker's client table
+	}
 }
 
 // dial connects a paho client and waits for the connection.

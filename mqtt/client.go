@@ -271,9 +271,18 @@ func (p *PahoClient) onConnect(c paho.Client) {
 	}
 }
 
-func (p *PahoClient) onLost(_ paho.Client, err error) {
+func (p *PahoClient) onLost(c paho.Client, err error) {
 	p.log.Warn("mqtt: connection lost", "client", p.opt.ClientID, "err", err)
-	p.setUp(false)
+	// paho runs this handler and the reconnect concurrently: when the new
+	// connection is already open, the link stays as onConnect reports it;
+	// either way waiters learn that a connection was lost.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !c.IsConnectionOpen() {
+		p.up = false
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 func (p *PahoClient) subscribeNow(filter string, s sub, conn uint64) error {

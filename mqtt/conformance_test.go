@@ -36,7 +36,7 @@ func startFixture(t *testing.T, opt conformance.Options, edit func(*Config)) *mq
 	adapterID := fmt.Sprintf("adapter-%d", n)
 	in := conformance.NewInstrument()
 	f := &mqttFixture{broker: b, in: in, prefix: prefix, clk: clock.NewManual(time.Now())}
-	f.fake = newFakeDevice(t, b, prefix, fmt.Sprintf("device-%d", n), in, func() { b.kick(adapterID) })
+	f.fake = newFakeDevice(t, b, prefix, fmt.Sprintf("device-%d", n), in, func() { b.drop(adapterID) })
 	cfg := fixtureConfig(prefix, b.addr, adapterID)
 	cfg.Safety.WatchdogS = opt.WatchdogS
 	if edit != nil {

@@ -34,6 +34,7 @@ type fakeDevice struct {
 	mu      sync.Mutex
 	work    map[string]*conformance.Work // job id -> work
 	jobsGot []string
+	closed  bool
 	wg      sync.WaitGroup
 }
 
@@ -65,6 +66,9 @@ func newFakeDevice(t testing.TB, b *testBroker, prefix, clientID string, in *con
 	}
 	t.Cleanup(func() {
 		in.ReleaseAll()
+		f.mu.Lock()
+		f.closed = true
+		f.mu.Unlock()
 		f.wg.Wait()
 		_ = c.Close()
 	})
@@ -108,6 +112,11 @@ func (f *fakeDevice) publishSignal(ctx context.Context, name string) []byte {
 
 // async runs fn off paho's message goroutine (handlers must not block).
 func (f *fakeDevice) async(fn func(ctx context.Context)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()

@@ -105,6 +105,9 @@ func (a *adapter) onJobReply(ac *ActionConfig, m Message) {
 			p.terminal = r
 		}
 	} else if p.terminal == nil {
+		if r.progress == nil && p.progress != nil {
+			r.progress = p.progress.progress // coalesced: keep the fraction not yet reported
+		}
 		p.progress = r
 	}
 	p.mu.Unlock()
@@ -149,6 +152,7 @@ func (a *adapter) run(ctx context.Context, ac *ActionConfig, job *binding.Job) (
 	}
 
 	started := false // a reply arrived: the device took the job
+	fraction := 0.0
 	wait := ctx.Done()
 	var cancelTimer *time.Timer
 	var cancelDeadline <-chan time.Time
@@ -169,9 +173,10 @@ func (a *adapter) run(ctx context.Context, ac *ActionConfig, job *binding.Job) (
 				extra["status"] = progress.status
 			}
 			if progress.progress != nil {
-				job.Progress(*progress.progress, extra)
-			} else if len(extra) > 0 {
-				job.Progress(0, extra)
+				fraction = *progress.progress
+			}
+			if progress.progress != nil || len(extra) > 0 {
+				job.Progress(fraction, extra) // a message without a fraction keeps the last one
 			}
 		}
 		if terminal != nil {
