@@ -49,6 +49,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -353,6 +354,12 @@ func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 	}
 	if arr, ok := res[0].Value.Value().([]string); ok {
 		a.mu.Lock()
+		if a.nsArray != nil && !slices.Equal(a.nsArray, arr) {
+			// Requests resolve nsu= ids afresh; the running subscription
+			// keeps the indexes of the first connection.
+			a.log.Warn("opcua: the server's namespace array changed since the first connection; restart the driver if subscribed nsu= nodes moved",
+				"endpoint", a.cfg.Endpoint)
+		}
 		a.nsArray = arr
 		a.nodes = map[string]*ua.NodeID{} // indexes may have changed
 		a.mu.Unlock()

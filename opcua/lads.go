@@ -428,6 +428,7 @@ type ladsJob struct {
 	cancelSent  string // "Stop" or "Abort" once sent
 	runtime     float64
 	estimate    float64
+	lastP       float64
 	disconnects int
 }
 
@@ -458,25 +459,39 @@ func (t *ladsJob) apply(e event) {
 			if e.i == wEstimate {
 				t.estimate = 0
 			}
-			return
+			break
 		}
 		f, ok := asFloat(fromVariant(e.dv.Value))
 		if !ok {
-			return
+			break
 		}
 		if e.i == wRuntime {
 			t.runtime = f
 		} else {
 			t.estimate = f
 		}
-		if t.estimate > 0 && t.sawRunning {
-			p := t.runtime / t.estimate
-			if p > 0.99 {
-				p = 0.99 // done comes from the state, not the clock
-			}
-			t.job.Progress(p, map[string]any{"eta_s": (t.estimate - t.runtime) / 1000})
-		}
 	}
+	t.report()
+}
+
+// report publishes progress (CurrentRuntime / EstimatedRuntime) once the
+// run is seen running: the values arrive in any order.
+func (t *ladsJob) report() {
+	if t.estimate <= 0 || !t.sawRunning {
+		return
+	}
+	p := t.runtime / t.estimate
+	if p > 0.99 {
+		p = 0.99 // done comes from the state, not the clock
+	}
+	if p < 0 {
+		p = 0
+	}
+	if p == t.lastP {
+		return
+	}
+	t.lastP = p
+	t.job.Progress(p, map[string]any{"eta_s": (t.estimate - t.runtime) / 1000})
 }
 
 // awaitInitial waits for the unit's current state: it must be Stopped.
@@ -507,7 +522,8 @@ func (t *ladsJob) awaitInitial(ctx context.Context) error {
 		return refusalError(fmt.Sprintf("%s: functional unit %s is %s, not Stopped", t.what, t.spec.FunctionalUnit, t.state), ua.StatusBadInvalidState).
 			With("lads_state", t.state)
 	}
-	t.sawRunning, t.sawComplete = false, false
+	// Whatever ran before is not ours: its completion and runtime.
+	t.sawRunning, t.sawComplete, t.runtime, t.lastP = false, false, 0, 0
 	return nil
 }
 

@@ -892,6 +892,7 @@ func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequ
 	u.runID = runID
 	u.progress = 0
 	s.mu.Unlock()
+	s.srv.ChangeNotification(s.nid("FU_" + u.name + ".ActiveProgram.CurrentRuntime"))
 	s.setUnit(u, 5099, 5168)
 	go func() {
 		time.Sleep(Hold) // let subscribers see Running
