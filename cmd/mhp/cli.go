@@ -73,6 +73,7 @@ Other:
   mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
   mhp serve-directory [MANIFEST] [--http ADDR] [--probe HOST,...] [--browse]
       a directory of devices (directory/search, directory/get); --http defaults to 127.0.0.1:18900
+  mhp sila discover [--timeout D]              SiLA 2 servers announced by mDNS
   mhp version
 
 Exit status: 0 ok; 1 refused, job failed, problems found; 2 usage; 3 unreachable.
@@ -163,6 +164,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.runCmd(ctx, args[1:])
 	case cmd == "serve-directory":
 		return a.serveDirectoryCmd(ctx, args[1:])
+	case cmd == "sila":
+		return a.silaCmd(ctx, args[1:])
 	case isTarget(cmd):
 		return a.deviceCmd(ctx, cmd, args[1:])
 	default:
