@@ -92,11 +92,6 @@ func harness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 		Other:   mhp.AsSession(d, "session-b"),
 		Backend: srv.In,
 		Advance: clk.Advance,
-		Skip: map[string]string{
-			"jobs/lifecycle_queued_running_done": "suite race: the check releases the blocked work as soon as the job reads running, " +
-				"before it reached a remote backend (Instrument.Release is a no-op while nothing blocks); " +
-				"the same lifecycle through the adapter is TestLADSOutcomes",
-		},
 	}
 }
 
