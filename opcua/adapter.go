@@ -73,7 +73,7 @@ func Register(r *adapters.Registry) error {
 		if err != nil {
 			return nil, err
 		}
-		return New(cfg, Options{})
+		return New(cfg, Options{Refine: src.Refine})
 	})
 }
 
@@ -112,6 +112,9 @@ type Options struct {
 	// Tune adjusts the binding config before the driver is built (poll
 	// interval, job timeouts, ...).
 	Tune func(*binding.Config)
+	// Refine, when set, edits the generated bindings before the driver is
+	// built and may refuse them (a device package merges its descriptor).
+	Refine func(*binding.Config) error
 }
 
 // adapter is the mapping of one config onto bindings.
@@ -247,6 +250,11 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 	bc.Close = a.close
 	if opt.Tune != nil {
 		opt.Tune(&bc)
+	}
+	if opt.Refine != nil {
+		if err := opt.Refine(&bc); err != nil {
+			return nil, err
+		}
 	}
 	d, err := binding.New(bc)
 	if err != nil {
