@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -356,8 +357,10 @@ func TestDeviceRejectsAction(t *testing.T) {
 	}
 }
 
-func TestLastWillOfflineOpensInterlock(t *testing.T) {
-	f := startFixture(t, conformance.Options{}, nil)
+func TestLastWillOfflineOpensInterlock(t *testing.T) { testLastWill(t, mochiEnv(t)) }
+
+func testLastWill(t *testing.T, env brokerEnv) {
+	f := startFixture(t, env, conformance.Options{}, nil)
 	ctx := context.Background()
 	run := func() error {
 		_, err := f.drv.Invoke(ctx, mhp.InvokeRequest{Name: conformance.ActionRun, Params: map[string]any{"duration_s": 1.0}})
@@ -365,15 +368,15 @@ func TestLastWillOfflineOpensInterlock(t *testing.T) {
 	}
 	// the device dies without a clean disconnect (and stays away): the
 	// broker publishes its will
-	devID := fmt.Sprintf("device-%s", f.prefix[len("lab/fix"):])
-	f.broker.ban(devID, true)
-	if !f.broker.kick(devID) {
-		t.Fatal("device not connected")
-	}
+	restore := env.killDevice(f.deviceID)
 	within(t, 5*time.Second, "door_closed unavailable", func() bool {
 		r, err := f.drv.Read(ctx, []string{conformance.SignalDoorClosed})
 		return err == nil && r.Values[conformance.SignalDoorClosed] == nil && r.Unavailable[conformance.SignalDoorClosed] != ""
 	})
+	r, _ := f.drv.Read(ctx, []string{conformance.SignalDoorClosed})
+	if !strings.Contains(r.Unavailable[conformance.SignalDoorClosed], "offline") {
+		t.Fatalf("reason %q does not say the device is offline", r.Unavailable[conformance.SignalDoorClosed])
+	}
 	before := f.in.Calls(conformance.ActionRun)
 	if err := run(); mhp.CodeOf(err) != mhp.CodeInterlockOpen {
 		t.Fatalf("invoke while the device is offline: %v, want InterlockOpen", err)
@@ -382,9 +385,8 @@ func TestLastWillOfflineOpensInterlock(t *testing.T) {
 		t.Fatal("the command reached the device")
 	}
 	// the device comes back (paho reconnects it) and says online
-	f.broker.gone(devID)
-	f.broker.ban(devID, false)
-	within(t, 5*time.Second, "door_closed readable again", func() bool {
+	restore()
+	within(t, 10*time.Second, "door_closed readable again", func() bool {
 		r, err := f.drv.Read(ctx, []string{conformance.SignalDoorClosed})
 		return err == nil && r.Values[conformance.SignalDoorClosed] == true
 	})

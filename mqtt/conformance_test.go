@@ -16,33 +16,79 @@ import (
 
 var fixtureSeq atomic.Int64
 
-// mqttFixture is one device under test: embedded broker, fake device on
-// it, and the adapter's driver, all fresh.
-type mqttFixture struct {
-	broker *testBroker
-	in     *conformance.Instrument
-	fake   *fakeDevice
-	drv    *binding.Driver
-	a      *adapter
-	clk    *clock.Manual
-	prefix string
+// brokerEnv is where a fixture runs: the addresses the device and the
+// adapter dial, and how to cut their links.
+type brokerEnv struct {
+	name        string
+	deviceAddr  string
+	adapterAddr string
+	// dropAdapter cuts the adapter's link; it may reconnect at once.
+	dropAdapter func(adapterID string)
+	// killDevice cuts the device's link abruptly and keeps it away until
+	// the returned restore runs.
+	killDevice func(deviceID string) (restore func())
+	// retained counts the broker's retained messages on a topic (-1: unknown).
+	retained func(topic string) int
 }
 
-func startFixture(t *testing.T, opt conformance.Options, edit func(*Config)) *mqttFixture {
+// mochiEnv is an embedded mochi broker.
+func mochiEnv(t testing.TB) brokerEnv {
+	b := newBroker(t)
+	return brokerEnv{name: "mochi", deviceAddr: b.addr, adapterAddr: b.addr,
+		dropAdapter: func(id string) { b.drop(id) },
+		killDevice: func(id string) func() {
+			b.ban(id, true)
+			b.kick(id)
+			return func() { b.gone(id); b.ban(id, false) }
+		},
+		retained: func(topic string) int { return len(b.srv.Topics.Messages(topic)) },
+	}
+}
+
+// proxiedEnv is any broker at addr, reached through proxies that cut links.
+func proxiedEnv(t testing.TB, name, addr string) brokerEnv {
+	dev, ad := newProxy(t, addr), newProxy(t, addr)
+	return brokerEnv{name: name, deviceAddr: dev.addr(), adapterAddr: ad.addr(),
+		dropAdapter: func(string) { ad.drop() },
+		killDevice: func(string) func() {
+			dev.pause(true)
+			dev.drop()
+			return func() { dev.pause(false) }
+		},
+		retained: func(string) int { return -1 },
+	}
+}
+
+// mqttFixture is one device under test: broker, fake device on it, and the
+// adapter's driver, all fresh.
+type mqttFixture struct {
+	env      brokerEnv
+	in       *conformance.Instrument
+	fake     *fakeDevice
+	drv      *binding.Driver
+	a        *adapter
+	clk      *clock.Manual
+	prefix   string
+	deviceID string
+}
+
+// runID keeps topics and client ids of one test run apart on a shared broker.
+var runID = newID()[:8]
+
+func startFixture(t *testing.T, env brokerEnv, opt conformance.Options, edit func(*Config)) *mqttFixture {
 	t.Helper()
 	n := fixtureSeq.Add(1)
-	b := newBroker(t)
-	prefix := fmt.Sprintf("lab/fix%d", n)
-	adapterID := fmt.Sprintf("adapter-%d", n)
+	prefix := fmt.Sprintf("lab/%s/fix%d", runID, n)
+	adapterID := fmt.Sprintf("adapter-%s-%d", runID, n)
 	in := conformance.NewInstrument()
-	f := &mqttFixture{broker: b, in: in, prefix: prefix, clk: clock.NewManual(time.Now())}
-	f.fake = newFakeDevice(t, b, prefix, fmt.Sprintf("device-%d", n), in, func() { b.drop(adapterID) })
-	cfg := fixtureConfig(prefix, b.addr, adapterID)
+	f := &mqttFixture{env: env, in: in, prefix: prefix, clk: clock.NewManual(time.Now()), deviceID: fmt.Sprintf("device-%s-%d", runID, n)}
+	f.fake = newFakeDevice(t, env.deviceAddr, prefix, f.deviceID, in, func() { env.dropAdapter(adapterID) })
+	cfg := fixtureConfig(prefix, env.adapterAddr, adapterID)
 	cfg.Safety.WatchdogS = opt.WatchdogS
 	if edit != nil {
 		edit(&cfg)
 	}
-	client, err := DialPaho(DialOptions{Broker: b.addr, ClientID: adapterID, ConnectTimeout: 5 * time.Second,
+	client, err := DialPaho(DialOptions{Broker: env.adapterAddr, ClientID: adapterID, ConnectTimeout: 5 * time.Second,
 		MaxReconnectInterval: 200 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
@@ -79,11 +125,8 @@ func (f *mqttFixture) waitSeen(t testing.TB, name string, payload []byte) {
 	var last string
 	defer func() {
 		if t.Failed() {
-			topic := f.prefix + "/signal/" + name
-			cl, ok := f.broker.srv.Clients.Get(f.a.cfg.ClientID)
-			closed := ok && cl.Closed()
-			t.Logf("last seen for %s: %s; retained at broker: %d; subscribers: %+v; client known %v closed %v; state %+v", name, last,
-				len(f.broker.srv.Topics.Messages(topic)), f.broker.srv.Topics.Subscribers(topic), ok, closed, f.a.c.State())
+			t.Logf("last seen for %s: %s; retained at broker: %d; state %+v", name, last,
+				f.env.retained(f.prefix+"/signal/"+name), f.a.c.State())
 		}
 	}()
 	within(t, 5*time.Second, fmt.Sprintf("adapter to see %s=%s", name, payload), func() bool {
@@ -125,9 +168,14 @@ func (b mqttBackend) SetUnavailable(name string, u bool) {
 	b.publish(name)
 }
 
-func mqttHarness(t *testing.T, opt conformance.Options) *conformance.Fixture {
-	t.Helper()
-	f := startFixture(t, opt, nil)
+func harness(env func(t testing.TB) brokerEnv) conformance.Harness {
+	return func(t *testing.T, opt conformance.Options) *conformance.Fixture {
+		t.Helper()
+		return startFixture(t, env(t), opt, nil).suiteFixture(t)
+	}
+}
+
+func (f *mqttFixture) suiteFixture(t *testing.T) *conformance.Fixture {
 	return &conformance.Fixture{
 		Device:  mhp.AsSession(f.drv, conformance.MemorySessionA),
 		Other:   mhp.AsSession(f.drv, conformance.MemorySessionB),
@@ -139,5 +187,5 @@ func mqttHarness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 // TestConformance runs the whole conformance suite through the adapter,
 // against the fake MQTT device on the embedded broker.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, mqttHarness)
+	conformance.Run(t, harness(mochiEnv))
 }

@@ -38,11 +38,11 @@ type fakeDevice struct {
 	wg      sync.WaitGroup
 }
 
-func newFakeDevice(t testing.TB, b *testBroker, prefix, clientID string, in *conformance.Instrument, drop func()) *fakeDevice {
+func newFakeDevice(t testing.TB, addr, prefix, clientID string, in *conformance.Instrument, drop func()) *fakeDevice {
 	t.Helper()
 	f := &fakeDevice{t: t, in: in, prefix: prefix, drop: drop, work: map[string]*conformance.Work{}}
 	will := &Will{Topic: prefix + "/status", Payload: []byte("offline"), QoS: 1, Retain: true}
-	c, err := DialPaho(DialOptions{Broker: b.addr, ClientID: clientID, Will: will, ConnectTimeout: 5 * time.Second,
+	c, err := DialPaho(DialOptions{Broker: addr, ClientID: clientID, Will: will, ConnectTimeout: 5 * time.Second,
 		MaxReconnectInterval: 200 * time.Millisecond, Logger: quietLogger(), OnConnect: f.announce})
 	if err != nil {
 		t.Fatalf("fake device: %v", err)
