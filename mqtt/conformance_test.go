@@ -75,7 +75,7 @@ type mqttFixture struct {
 // runID keeps topics and client ids of one test run apart on a shared broker.
 var runID = newID()[:8]
 
-func startFixture(t *testing.T, env brokerEnv, opt conformance.Options, edit func(*Config)) *mqttFixture {
+func startFixture(t testing.TB, env brokerEnv, opt conformance.Options, edit func(*Config)) *mqttFixture {
 	t.Helper()
 	n := fixtureSeq.Add(1)
 	prefix := fmt.Sprintf("lab/%s/fix%d", runID, n)
