@@ -359,26 +359,8 @@ func (a *adapter) actions() ([]binding.Action, error) {
 		if plan.timeout == 0 {
 			plan.timeout = a.cfg.ActionTimeout
 		}
-		spec := mhp.Action{Name: def.Name, Duration: mhp.DurationLong, Approval: o.Approval, Interlocks: o.Interlocks,
-			Notes: def.Description, Concurrent: !def.IsBlocking(),
+		spec := mhp.Action{Name: def.Name, Duration: mhp.DurationLong, Notes: def.Description, Concurrent: !def.IsBlocking(),
 			Cancellable: caps.Has(AdminCancel), Pausable: caps.Has(AdminPause) && caps.Has(AdminResume)}
-		if o.Duration != "" {
-			spec.Duration = o.Duration
-		}
-		if o.Notes != "" {
-			spec.Notes = o.Notes
-		}
-		for _, b := range []struct {
-			o *bool
-			f *bool
-		}{{o.Cancellable, &spec.Cancellable}, {o.Pausable, &spec.Pausable}, {o.Concurrent, &spec.Concurrent}} {
-			if b.o != nil {
-				*b.f = *b.o
-			}
-		}
-		if *a.cfg.ReadyInterlock && def.IsBlocking() && !contains(spec.Interlocks, SignalReady) {
-			spec.Interlocks = append(spec.Interlocks, SignalReady)
-		}
 		addParam := func(arg ArgDef, sh *mhp.Shape, optional bool) {
 			if arg.Description != "" && sh.Notes == "" {
 				sh.Notes = arg.Description
@@ -391,7 +373,7 @@ func (a *adapter) actions() ([]binding.Action, error) {
 			} else if optional && arg.Default != nil {
 				sh.Default = arg.Default
 			}
-			spec.Params = append(spec.Params, mhp.Param{Name: arg.Name, Shape: mergeShape(sh, o.Params[arg.Name])})
+			spec.Params = append(spec.Params, mhp.Param{Name: arg.Name, Shape: sh})
 		}
 		for _, an := range sortedNames(def.Args) {
 			arg := def.Args[an]
@@ -423,14 +405,12 @@ func (a *adapter) actions() ([]binding.Action, error) {
 			arg.Default = nil
 			addParam(arg, sh, false)
 		}
-		for pn := range o.Params {
-			if _, ok := spec.Params.Get(pn); !ok {
-				return nil, fmt.Errorf("madsci: config overrides param %q of action %q, which the node does not declare", pn, name)
-			}
+		spec.Returns = resultShape(def)
+		if err := o.ApplyTo(&spec); err != nil {
+			return nil, fmt.Errorf("madsci: %w", err)
 		}
-		spec.Returns = o.Returns
-		if spec.Returns == nil {
-			spec.Returns = resultShape(def)
+		if *a.cfg.ReadyInterlock && def.IsBlocking() && !contains(spec.Interlocks, SignalReady) {
+			spec.Interlocks = append(spec.Interlocks, SignalReady)
 		}
 		act := binding.Action{Spec: spec, Timeout: plan.timeout, FaultOnFailure: o.FaultOnFailure,
 			Run: func(ctx context.Context, job *binding.Job) (any, error) { return a.run(ctx, job, plan) }}

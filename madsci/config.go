@@ -114,27 +114,8 @@ type SettingOverride struct {
 	Hide       bool         `yaml:"hide,omitempty"`
 }
 
-// ActionOverride adjusts one action.
-type ActionOverride struct {
-	Approval   mhp.Approval `yaml:"approval,omitempty"`
-	Duration   string       `yaml:"duration,omitempty"`
-	Interlocks []string     `yaml:"interlocks,omitempty"`
-	// Timeout bounds the action; default Config.ActionTimeout.
-	Timeout time.Duration `yaml:"timeout,omitempty"`
-	// Params adjust the node's params: an override with a type replaces
-	// the node's shape; without one, its set fields (unit, limits, default,
-	// notes, ...) replace the node's.
-	Params      map[string]*mhp.Shape `yaml:"params,omitempty"`
-	Returns     *mhp.Shape            `yaml:"returns,omitempty"`
-	Notes       string                `yaml:"notes,omitempty"`
-	Cancellable *bool                 `yaml:"cancellable,omitempty"`
-	Pausable    *bool                 `yaml:"pausable,omitempty"`
-	Concurrent  *bool                 `yaml:"concurrent,omitempty"`
-	// FaultOnFailure latches the device in fault when the node reports the
-	// action failed (a failed action leaves a MADSci node errored).
-	FaultOnFailure bool `yaml:"fault_on_failure,omitempty"`
-	Hide           bool `yaml:"hide,omitempty"`
-}
+// ActionOverride adjusts one action the node's /info reports.
+type ActionOverride = adapters.ActionOverride
 
 // Defaults returns c with every zero option at its default.
 func (c Config) Defaults() Config {

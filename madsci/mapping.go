@@ -244,48 +244,6 @@ func jsonSchemaType(t any) string {
 	return ""
 }
 
-// mergeShape lays the set fields of o over base.
-func mergeShape(base, o *mhp.Shape) *mhp.Shape {
-	if o == nil {
-		return base
-	}
-	if base == nil {
-		c := *o
-		return &c
-	}
-	if o.Type != "" {
-		// A typed override replaces the node's shape whole.
-		c := *o
-		return &c
-	}
-	out := *base
-	if o.Unit != "" {
-		out.Unit = o.Unit
-	}
-	if o.Limits != nil {
-		out.Limits = o.Limits
-	}
-	if o.Items != nil {
-		out.Items = o.Items
-	}
-	if o.Properties != nil {
-		out.Properties = o.Properties
-	}
-	if o.Required != nil {
-		out.Required = o.Required
-	}
-	if o.Optional {
-		out.Optional = true
-	}
-	if o.Default != nil {
-		out.Default = o.Default
-	}
-	if o.Notes != "" {
-		out.Notes = o.Notes
-	}
-	return &out
-}
-
 func sortedNames[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

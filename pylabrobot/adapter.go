@@ -271,19 +271,9 @@ func shapeOf(t TypeDesc) *mhp.Shape {
 }
 
 func (b *bridgeAdapter) action(m Method, o ActionOverride) (binding.Action, error) {
-	spec := mhp.Action{Name: m.Name, Duration: mhp.DurationLong, Approval: o.Approval, Interlocks: o.Interlocks,
-		Notes: m.Doc, Cancellable: m.Cancellable, Concurrent: m.Concurrent}
-	if o.Duration != "" {
-		spec.Duration = o.Duration
-	}
-	if o.Notes != "" {
-		spec.Notes = o.Notes
-	}
-	if o.Cancellable != nil {
-		spec.Cancellable = *o.Cancellable
-	}
-	if o.Concurrent != nil {
-		spec.Concurrent = *o.Concurrent
+	spec := mhp.Action{Name: m.Name, Duration: mhp.DurationLong, Notes: m.Doc, Cancellable: m.Cancellable, Concurrent: m.Concurrent}
+	if o.Pausable != nil && *o.Pausable {
+		return binding.Action{}, fmt.Errorf("pylabrobot: action %q: the bridge cannot pause a task", m.Name)
 	}
 	for _, p := range m.Params {
 		sh := shapeOf(p)
@@ -293,53 +283,22 @@ func (b *bridgeAdapter) action(m Method, o ActionOverride) (binding.Action, erro
 				sh.Default = p.Default
 			}
 		}
-		spec.Params = append(spec.Params, mhp.Param{Name: p.Name, Shape: mergeShape(sh, o.Params[p.Name])})
+		spec.Params = append(spec.Params, mhp.Param{Name: p.Name, Shape: sh})
 	}
-	for pn := range o.Params {
-		if _, ok := spec.Params.Get(pn); !ok {
-			return binding.Action{}, fmt.Errorf("pylabrobot: config overrides param %q of %q, which the method does not take", pn, m.Name)
-		}
-	}
-	spec.Returns = o.Returns
-	if spec.Returns == nil && m.Returns.Type != "" && m.Returns.Type != "null" {
+	if m.Returns.Type != "" && m.Returns.Type != "null" {
 		spec.Returns = shapeOf(m.Returns)
+	}
+	if err := o.ApplyTo(&spec); err != nil {
+		return binding.Action{}, fmt.Errorf("pylabrobot: %w", err)
 	}
 	timeout := o.Timeout
 	if timeout == 0 {
 		timeout = b.cfg.ActionTimeout
 	}
 	name := m.Name
-	return binding.Action{Spec: spec, Timeout: timeout, Run: func(ctx context.Context, job *binding.Job) (any, error) {
+	return binding.Action{Spec: spec, Timeout: timeout, FaultOnFailure: o.FaultOnFailure, Run: func(ctx context.Context, job *binding.Job) (any, error) {
 		return b.run(ctx, job, name, timeout)
 	}}, nil
-}
-
-// mergeShape lays o over base: a typed o replaces base whole.
-func mergeShape(base, o *mhp.Shape) *mhp.Shape {
-	if o == nil {
-		return base
-	}
-	if o.Type != "" || base == nil {
-		c := *o
-		return &c
-	}
-	out := *base
-	if o.Unit != "" {
-		out.Unit = o.Unit
-	}
-	if o.Limits != nil {
-		out.Limits = o.Limits
-	}
-	if o.Default != nil {
-		out.Default = o.Default
-	}
-	if o.Optional {
-		out.Optional = true
-	}
-	if o.Notes != "" {
-		out.Notes = o.Notes
-	}
-	return &out
 }
 
 func (b *bridgeAdapter) run(ctx context.Context, job *binding.Job, method string, timeout time.Duration) (any, error) {

@@ -87,21 +87,10 @@ type SettingMapping struct {
 	Notes      string       `yaml:"notes,omitempty"`
 }
 
-// ActionOverride adjusts one action.
-type ActionOverride struct {
-	Approval   mhp.Approval  `yaml:"approval,omitempty"`
-	Duration   string        `yaml:"duration,omitempty"`
-	Interlocks []string      `yaml:"interlocks,omitempty"`
-	Timeout    time.Duration `yaml:"timeout,omitempty"`
-	// Params adjust the described params: an override with a type replaces
-	// the shape; without one its set fields replace the described ones.
-	Params      map[string]*mhp.Shape `yaml:"params,omitempty"`
-	Returns     *mhp.Shape            `yaml:"returns,omitempty"`
-	Notes       string                `yaml:"notes,omitempty"`
-	Cancellable *bool                 `yaml:"cancellable,omitempty"`
-	Concurrent  *bool                 `yaml:"concurrent,omitempty"`
-	Hide        bool                  `yaml:"hide,omitempty"`
-}
+// ActionOverride adjusts one action the bridge or the legacy server offers.
+// Pausable is refused (neither API can pause); Cancellable is refused on
+// the legacy server, which has no cancel.
+type ActionOverride = adapters.ActionOverride
 
 // Defaults returns c with every zero option at its default.
 func (c Config) Defaults() Config {

@@ -97,7 +97,7 @@ func (l *legacyAdapter) binding(bc binding.Config) (binding.Config, error) {
 		if o.Hide {
 			continue
 		}
-		spec := mhp.Action{Name: c.action, Duration: mhp.DurationLong, Approval: o.Approval, Interlocks: o.Interlocks,
+		spec := mhp.Action{Name: c.action, Duration: mhp.DurationLong,
 			Notes: c.notes + " (legacy server: not cancellable)", Params: append(mhp.Params(nil), c.params...)}
 		if err := l.applyOverride(&spec, o); err != nil {
 			return binding.Config{}, err
@@ -150,28 +150,14 @@ func (l *legacyAdapter) binding(bc binding.Config) (binding.Config, error) {
 }
 
 func (l *legacyAdapter) applyOverride(spec *mhp.Action, o ActionOverride) error {
-	if o.Duration != "" {
-		spec.Duration = o.Duration
-	}
-	if o.Notes != "" {
-		spec.Notes = o.Notes
-	}
 	if o.Cancellable != nil && *o.Cancellable {
 		return fmt.Errorf("pylabrobot: action %q: the legacy server has no cancel", spec.Name)
 	}
-	if o.Concurrent != nil {
-		spec.Concurrent = *o.Concurrent
+	if o.Pausable != nil && *o.Pausable {
+		return fmt.Errorf("pylabrobot: action %q: the legacy server cannot pause", spec.Name)
 	}
-	for i, p := range spec.Params {
-		spec.Params[i].Shape = mergeShape(p.Shape, o.Params[p.Name])
-	}
-	for pn := range o.Params {
-		if _, ok := spec.Params.Get(pn); !ok {
-			return fmt.Errorf("pylabrobot: config overrides param %q of %q, which it does not take", pn, spec.Name)
-		}
-	}
-	if o.Returns != nil {
-		spec.Returns = o.Returns
+	if err := o.ApplyTo(spec); err != nil {
+		return fmt.Errorf("pylabrobot: %w", err)
 	}
 	return nil
 }
