@@ -81,6 +81,7 @@ func newDriver(cfg Config, client Client, base binding.Config) (*binding.Driver,
 			Run: func(ctx context.Context, job *binding.Job) (any, error) { return a.run(ctx, &ac, job) }})
 	}
 	bc.EStop = nil
+	bc.Safety.EStop = cfg.EStop != nil // the descriptor claims a stop only where there is a stop topic
 	if cfg.EStop != nil {
 		bc.EStop = a.estop
 	}
