@@ -30,10 +30,6 @@ type Driver struct {
 	// writeSem is the request lock: one setting write talks to the backend at a time.
 	writeSem chan struct{}
 
-	// pubMu orders notifications: it is taken while mu is still held, so events
-	// are published in the order they happened.
-	pubMu sync.Mutex
-
 	mu           sync.Mutex
 	estop        bool
 	fault        bool
@@ -53,6 +49,8 @@ type Driver struct {
 	sweepAt      time.Time   // when sweeper fires
 	listeners    map[int]func(mhp.Notification)
 	listenerList []func(mhp.Notification) // listeners in registration order
+	pubQueue     []pending                // notifications not yet delivered, in the order they happened
+	draining     bool                     // a goroutine is delivering pubQueue
 	nextListener int
 	lastValues   map[string]any
 	poller       clock.Timer
@@ -341,17 +339,53 @@ func (d *Driver) rebuildListenersLocked() {
 	d.listenerList = fns
 }
 
-// publishLocked must be called with mu held; it releases mu and publishes in order.
+// pending is a notification queued for delivery to the listeners of its time.
+type pending struct {
+	n   mhp.Notification
+	fns []func(mhp.Notification)
+}
+
+// publishLocked must be called with mu held; it releases mu. Notifications
+// are queued under mu, so in the order the events happened, and delivered
+// in that order by one goroutine at a time: the caller delivers unless
+// another goroutine is delivering already, which then delivers this one
+// too. Nobody waits for a listener while holding mu, so a listener may call
+// the driver (State, Job, even a call that publishes) without deadlock.
 func (d *Driver) publishLocked(method string, params map[string]any) {
 	params["state"] = d.stateLocked()
 	params["ts"] = mhp.UnixSeconds(d.now())
-	n := mhp.Notification{Method: method, Params: params}
-	fns := d.listenerList
-	d.pubMu.Lock()
-	d.mu.Unlock()
-	defer d.pubMu.Unlock()
-	for _, fn := range fns {
-		fn(n)
+	d.pubQueue = append(d.pubQueue, pending{mhp.Notification{Method: method, Params: params}, d.listenerList})
+	if d.draining {
+		d.mu.Unlock()
+		return
+	}
+	d.draining = true
+	d.drainLocked()
+}
+
+// drainLocked delivers the queue until it is empty; mu is held on entry and
+// released on return, also when a listener panics.
+func (d *Driver) drainLocked() {
+	locked := true
+	defer func() {
+		if !locked {
+			d.mu.Lock()
+		}
+		d.draining = false
+		d.mu.Unlock()
+	}()
+	for len(d.pubQueue) > 0 {
+		batch := d.pubQueue
+		d.pubQueue = nil
+		d.mu.Unlock()
+		locked = false
+		for _, p := range batch {
+			for _, fn := range p.fns {
+				fn(p.n)
+			}
+		}
+		d.mu.Lock()
+		locked = true
 	}
 }
 
@@ -1290,24 +1324,8 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	if timeout <= 0 {
 		timeout = d.cfg.JobTimeout
 	}
-	// The deadline is on the system clock (bindings read it with
-	// ctx.Deadline); the driver's clock ends the job at its timeout too, so
-	// an injected clock governs job timeouts as it does leases.
-	tctx, cancelTimeout := context.WithTimeout(context.Background(), timeout)
-	jctx, cancelCause := context.WithCancelCause(tctx)
-	var timer clock.Timer
-	if _, system := d.clk.(clock.Real); !system {
-		timer = d.clk.AfterFunc(timeout, func() {
-			cancelCause(fmt.Errorf("action %s ran past its %s timeout: %w", req.Name, timeout, context.DeadlineExceeded))
-		})
-	}
-	cancel := func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		cancelCause(context.Canceled)
-		cancelTimeout()
-	}
+	// The deadline is on the system clock: bindings read it with ctx.Deadline.
+	jctx, cancel := context.WithTimeout(context.Background(), timeout)
 	id := d.newJobIDLocked()
 	h := &Job{id: id, action: req.Name, params: copyValue(params).(map[string]any), d: d}
 	r := &jobRec{
@@ -1345,9 +1363,21 @@ func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
 	defer r.cancel()
 	deadline, _ := ctx.Deadline()
 	d.mu.Lock()
+	if ctx.Err() != nil && (d.estop || d.closed) { // estopped or closed before it started
+		d.mu.Unlock()
+		d.finishJob(r, act, d.notStarted(ctx, r, act))
+		return
+	}
 	r.job.State = mhp.JobRunning
 	snap := r.job
 	d.publishLocked(mhp.NotifyJobsStarted, map[string]any{"job": snap})
+	d.mu.Lock()
+	halted := ctx.Err() != nil && (d.estop || d.closed)
+	d.mu.Unlock()
+	if halted { // an estop came while jobs/started was published: Run is not called
+		d.finishJob(r, act, d.notStarted(ctx, r, act))
+		return
+	}
 
 	ch := make(chan runResult, 1)
 	go func() {
@@ -1387,6 +1417,16 @@ func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
 		}
 	}
 	d.finishJob(r, act, out)
+}
+
+// notStarted is the end of a job stopped by estop or Close before Run was
+// called: nothing reached the backend, so the cancel is honoured as is. (A
+// plain jobs/cancel before the start still calls Run, whose binding decides.)
+func (d *Driver) notStarted(ctx context.Context, r *jobRec, act *Action) runResult {
+	if r.handle.CancelRequested() {
+		return runResult{err: ErrCancelled}
+	}
+	return runResult{err: mhp.Errorf(mhp.CodeServerError, "action %s did not start: %v", act.Spec.Name, context.Cause(ctx))}
 }
 
 func (d *Driver) isEStop() bool {

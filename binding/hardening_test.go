@@ -967,55 +967,125 @@ func TestCloseLetsJobsStopBeforeTheBackendCloses(t *testing.T) {
 	}
 }
 
-// TestJobTimeoutFollowsTheDriverClock: an action's Timeout is kept by the
-// driver's clock, as leases and JobGrace are: a job past it ends failed
-// with outcome unknown, and a Run that ignores the end is abandoned after
-// JobGrace. Before the fix the timeout ran on the system clock only, so
-// with an injected clock it never came.
-func TestJobTimeoutFollowsTheDriverClock(t *testing.T) {
-	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	gotErr := make(chan error, 1)
-	never := make(chan struct{})
-	jd := newJobDevice(t, clk, 0, func(c *binding.Config) {
-		c.Actions = append(c.Actions,
-			binding.Action{Spec: mhp.Action{Name: "timed", Concurrent: true}, Timeout: time.Minute,
-				Run: func(ctx context.Context, j *binding.Job) (any, error) {
-					err := j.Checkpoint(ctx)
-					for err == nil {
-						<-ctx.Done()
-						err = j.Checkpoint(ctx)
-					}
-					gotErr <- err
-					return nil, err
-				}},
-			binding.Action{Spec: mhp.Action{Name: "deaf", Concurrent: true}, Timeout: time.Minute,
-				Run: func(ctx context.Context, j *binding.Job) (any, error) {
-					<-never // ignores its context
-					return nil, nil
-				}})
+// TestEStopBeforeRunStartsSkipsRun: an estop that lands after a job was
+// registered but before its Run was called cancels it without calling Run
+// (nothing reached the backend). Before the fix Run was called with an
+// already-cancelled context, and a backend call that does not check its
+// context first would start motion after the estop.
+func TestEStopBeforeRunStartsSkipsRun(t *testing.T) {
+	var runs atomic.Int32
+	var jd *jobDevice
+	estopped := make(chan struct{})
+	var once sync.Once
+	jd = newJobDevice(t, clock.Real{}, 0, func(c *binding.Config) {
+		c.EStop = func(context.Context) error {
+			jd.stops.Add(1)
+			once.Do(func() { close(estopped) })
+			return nil
+		}
+		c.Actions = append(c.Actions, binding.Action{Spec: mhp.Action{Name: "move"},
+			Run: func(ctx context.Context, j *binding.Job) (any, error) {
+				runs.Add(1)
+				return "moved", nil // a backend that does not look at ctx
+			}})
 	})
-	t.Cleanup(func() { close(never) })
+	stop := jd.drv.Listen(func(n mhp.Notification) {
+		if n.Method != mhp.NotifyJobsStarted {
+			return
+		}
+		// The operator hits estop as the job starts.
+		go func() { _, _ = jd.drv.EStop(context.Background(), "operator") }()
+		select { // the stop hook runs once the device latched in estop
+		case <-estopped:
+		case <-time.After(5 * time.Second):
+			t.Error("estop did not run")
+		}
+	})
+	defer stop()
+	res, err := jd.drv.Invoke(context.Background(), mhp.InvokeRequest{Name: "move"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, jd.drv, res.Job.ID)
+	if runs.Load() != 0 || j.State != mhp.JobCancelled || !j.CancelRequested {
+		t.Fatalf("job %+v after an estop before Run, Run called %d times; want cancelled without Run", j, runs.Load())
+	}
+	waitUntil(t, "the stop hook", func() bool { return jd.stops.Load() == 1 })
+}
+
+// TestListenerMayCallTheDriver: a listener that reads the driver (State,
+// Job) or even makes a call that publishes, while other goroutines publish
+// too, does not deadlock, and every listener sees notifications in order.
+// Before the fix a publisher waited for the listener while holding the
+// driver's lock, so a listener calling State deadlocked as soon as two
+// notifications were published at once.
+func TestListenerMayCallTheDriver(t *testing.T) {
+	jd := newJobDevice(t, clock.Real{}, 0, func(c *binding.Config) {
+		c.Signals = append(c.Signals, binding.Signal{Spec: mhp.Signal{Name: "temp", Type: mhp.TypeNumber}, Pushed: true,
+			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: 0.0}, nil }})
+	})
 	ctx := mhp.WithSession(context.Background(), "a")
-	timed, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "timed"})
-	if err != nil {
+	if _, err := jd.drv.Subscribe(ctx, []string{"temp"}); err != nil {
 		t.Fatal(err)
 	}
-	deaf, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "deaf"})
-	if err != nil {
-		t.Fatal(err)
+	var mu sync.Mutex
+	var seen []float64
+	var nested atomic.Int32
+	stop := jd.drv.Listen(func(n mhp.Notification) {
+		if n.Signal() != "temp" {
+			return
+		}
+		_ = jd.drv.State()
+		if _, err := jd.drv.Jobs(ctx, mhp.JobsRequest{}); err != nil {
+			t.Error(err)
+		}
+		v := n.Params["value"].(float64)
+		if v == 10 && nested.Add(1) == 1 {
+			// A call that publishes, from inside a listener.
+			if _, err := jd.drv.Write(ctx, mhp.WriteRequest{Name: "sp", Value: 1.0}); err != nil {
+				t.Error(err)
+			}
+		}
+		mu.Lock()
+		seen = append(seen, v)
+		mu.Unlock()
+	})
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 50; i++ {
+					jd.drv.PublishSignal("temp", binding.Sample{Value: float64(w*1000 + i)})
+					_ = jd.drv.State()
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("publishing deadlocked with a listener that calls the driver")
 	}
-	waitUntil(t, "the timeout timers", func() bool { return clk.Pending() >= 2 })
-	clk.Advance(time.Minute)
-	if err := <-gotErr; !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Checkpoint after the timeout: %v, want context.DeadlineExceeded", err)
+	if nested.Load() != 1 {
+		t.Fatalf("the nested write ran %d times", nested.Load())
 	}
-	j := waitJob(t, jd.drv, timed.Job.ID)
-	if j.State != mhp.JobFailed || j.Outcome != mhp.OutcomeUnknown {
-		t.Fatalf("timed-out job %+v, want failed with outcome unknown", j)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 200 {
+		t.Fatalf("listener saw %d updates, want 200", len(seen))
 	}
-	waitUntil(t, "the grace timer", func() bool { return clk.Pending() >= 1 })
-	clk.Advance(10 * time.Second) // JobGrace
-	if j := waitJob(t, jd.drv, deaf.Job.ID); j.Outcome != mhp.OutcomeUnknown {
-		t.Fatalf("deaf job %+v, want abandoned with outcome unknown", j)
+	last := map[int]float64{}
+	for _, v := range seen {
+		w := int(v) / 1000
+		if p, ok := last[w]; ok && v <= p {
+			t.Fatalf("publisher %d's values out of order: %v after %v", w, v, p)
+		}
+		last[w] = v
 	}
 }
