@@ -180,3 +180,25 @@ func TestObjectKeysRefuseControlCharacters(t *testing.T) {
 		t.Fatalf("unicode key: %v", err)
 	}
 }
+
+// TestEnumComparesNumbersByValueNotByForm: an enum of numbers matches a
+// number in any Go form (float64, int, json.Number) but never its string,
+// and an enum of strings never matches a number.
+func TestEnumComparesNumbersByValueNotByForm(t *testing.T) {
+	nums := &mhp.Shape{Type: mhp.TypeAny, Limits: mhp.Enum(1, 2.5)}
+	strs := &mhp.Shape{Type: mhp.TypeAny, Limits: mhp.Enum("1", "2")}
+	for _, tc := range []struct {
+		shape *mhp.Shape
+		in    any
+		ok    bool
+	}{
+		{nums, 1.0, true}, {nums, json.Number("2.5"), true}, {nums, int64(1), true},
+		{nums, "1", false}, {nums, true, false}, {nums, 2.0, false},
+		{strs, "2", true}, {strs, 2.0, false}, {strs, json.Number("1"), false},
+	} {
+		_, err := tc.shape.Check("e", tc.in)
+		if tc.ok != (err == nil) || (err != nil && err.Code != mhp.CodeLimitViolation) {
+			t.Errorf("enum %v, value %#v: %v", tc.shape.Limits.Enum, tc.in, err)
+		}
+	}
+}

@@ -1089,3 +1089,135 @@ func TestListenerMayCallTheDriver(t *testing.T) {
 		last[w] = v
 	}
 }
+
+// TestEveryErrorCarriesTheDriverClock sweeps the refusals of every
+// primitive: each is an *mhp.Error with the expected code and ts equal to
+// the driver's (manual) clock, far from the system clock.
+func TestEveryErrorCarriesTheDriverClock(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_900_000_000, 0))
+	jd := newJobDevice(t, clk, 0, func(c *binding.Config) {
+		c.Settings = append(c.Settings,
+			binding.Setting{Spec: mhp.Setting{Name: "locked", Type: mhp.TypeNumber, Approval: mhp.ApprovalForbid},
+				Write: func(context.Context, any) (binding.WriteStatus, error) { return binding.Applied, nil }},
+			binding.Setting{Spec: mhp.Setting{Name: "ask", Type: mhp.TypeNumber, Approval: mhp.ApprovalConfirm},
+				Write: func(context.Context, any) (binding.WriteStatus, error) { return binding.Applied, nil }},
+			binding.Setting{Spec: mhp.Setting{Name: "ranged", Type: mhp.TypeInteger, Limits: mhp.Range(0, 10)},
+				Write: func(context.Context, any) (binding.WriteStatus, error) { return binding.Applied, nil }})
+		c.Actions = append(c.Actions, binding.Action{Spec: mhp.Action{Name: "plain", Concurrent: true},
+			Run: func(context.Context, *binding.Job) (any, error) { return nil, nil }})
+	})
+	a, b := mhp.AsSession(jd.drv, "a"), mhp.AsSession(jd.drv, "b")
+	ctx := context.Background()
+	done, err := a.Invoke(ctx, mhp.InvokeRequest{Name: "plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, jd.drv, done.Job.ID)
+	call := func(f func() error) func() error { return f }
+	cases := []struct {
+		name string
+		code mhp.Code
+		call func() error
+	}{
+		{"read unknown", mhp.CodeUnknownName, call(func() error { _, err := a.Read(ctx, []string{"nope"}); return err })},
+		{"subscribe unknown", mhp.CodeUnknownName, call(func() error { _, err := a.Subscribe(ctx, []string{"nope"}); return err })},
+		{"write unknown", mhp.CodeUnknownName, call(func() error { _, err := a.Write(ctx, mhp.WriteRequest{Name: "nope", Value: 1.0}); return err })},
+		{"forbid", mhp.CodeForbidden, call(func() error { _, err := a.Write(ctx, mhp.WriteRequest{Name: "locked", Value: 1.0}); return err })},
+		{"confirm", mhp.CodeApprovalRequired, call(func() error { _, err := a.Write(ctx, mhp.WriteRequest{Name: "ask", Value: 1.0}); return err })},
+		{"type", mhp.CodeInvalidValue, call(func() error { _, err := a.Write(ctx, mhp.WriteRequest{Name: "ranged", Value: 2.5}); return err })},
+		{"limit", mhp.CodeLimitViolation, call(func() error { _, err := a.Write(ctx, mhp.WriteRequest{Name: "ranged", Value: 11.0}); return err })},
+		{"invoke unknown", mhp.CodeUnknownName, call(func() error { _, err := a.Invoke(ctx, mhp.InvokeRequest{Name: "nope"}); return err })},
+		{"undeclared param", mhp.CodeInvalidValue, call(func() error {
+			_, err := a.Invoke(ctx, mhp.InvokeRequest{Name: "plain", Params: map[string]any{"x": 1.0}})
+			return err
+		})},
+		{"job unknown", mhp.CodeJobNotFound, call(func() error { _, err := a.Job(ctx, "job_00000000"); return err })},
+		{"cancel unsupported", mhp.CodeNotSupported, call(func() error { _, err := a.CancelJob(ctx, done.Job.ID); return err })},
+		{"pause unsupported", mhp.CodeNotSupported, call(func() error { _, err := a.PauseJob(ctx, done.Job.ID); return err })},
+		{"acquire anonymous", mhp.CodeInvalidParams, call(func() error { _, err := jd.drv.Acquire(ctx, time.Minute); return err })},
+		{"acquire ttl", mhp.CodeInvalidParams, call(func() error { _, err := a.Acquire(ctx, 2*time.Hour); return err })},
+		{"renew unleased", mhp.CodeNotLeased, call(func() error { _, err := a.Renew(ctx); return err })},
+		{"describe tier", mhp.CodeInvalidParams, call(func() error { _, err := a.Describe(ctx, mhp.DescribeRequest{Detail: "all"}); return err })},
+		{"describe select", mhp.CodeUnknownName, call(func() error {
+			_, err := a.Describe(ctx, mhp.DescribeRequest{Select: &mhp.Selection{Actions: []string{"nope"}}})
+			return err
+		})},
+		{"other holder", mhp.CodeNotLeased, call(func() error {
+			if _, err := b.Acquire(ctx, time.Minute); err != nil {
+				return err
+			}
+			_, err := a.Write(ctx, mhp.WriteRequest{Name: "sp", Value: 1.0})
+			return err
+		})},
+		{"release by other", mhp.CodeNotLeased, call(func() error { return a.Release(ctx) })},
+		{"reset by other", mhp.CodeNotLeased, call(func() error { _, err := a.Reset(ctx); return err })},
+		{"estop active", mhp.CodeEStopActive, call(func() error {
+			if _, err := b.EStop(ctx, "sweep"); err != nil {
+				return err
+			}
+			_, err := b.Write(ctx, mhp.WriteRequest{Name: "sp", Value: 1.0})
+			return err
+		})},
+		{"resume in estop", mhp.CodeEStopActive, call(func() error { _, err := b.ResumeJob(ctx, done.Job.ID); return err })},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			e, ok := mhp.AsError(err)
+			if !ok || e.Code != tc.code {
+				t.Fatalf("got %v, want %s", err, tc.code)
+			}
+			if want := mhp.UnixSeconds(clk.Now()); e.TS != want {
+				t.Fatalf("ts %v, want the driver clock %v", e.TS, want)
+			}
+			if e.Message == "" {
+				t.Fatal("empty message")
+			}
+		})
+	}
+}
+
+// TestJobRetentionAndPanics: finished jobs beyond KeepJobs are evicted
+// oldest first, an active job never is, and a Run that panics ends failed
+// with outcome unknown, faulting the device.
+func TestJobRetentionAndPanics(t *testing.T) {
+	jd := newJobDevice(t, clock.Real{}, 0, func(c *binding.Config) {
+		c.KeepJobs = 2
+		c.Actions = append(c.Actions,
+			binding.Action{Spec: mhp.Action{Name: "quick", Concurrent: true},
+				Run: func(context.Context, *binding.Job) (any, error) { return nil, nil }},
+			binding.Action{Spec: mhp.Action{Name: "boom", Concurrent: true},
+				Run: func(context.Context, *binding.Job) (any, error) { panic("wire fell off") }})
+	})
+	ctx := context.Background()
+	active, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "stubborn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < 4; i++ {
+		res, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "quick"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitJob(t, jd.drv, res.Job.ID)
+		ids = append(ids, res.Job.ID)
+	}
+	for i, id := range ids {
+		_, err := jd.drv.Job(ctx, id)
+		if evicted := i < 2; evicted != (mhp.CodeOf(err) == mhp.CodeJobNotFound) {
+			t.Fatalf("job %d of 4: %v (evicted should be %v)", i, err, evicted)
+		}
+	}
+	if j, err := jd.drv.Job(ctx, active.Job.ID); err != nil || j.State.Terminal() {
+		t.Fatalf("active job %+v, %v: evicted or ended", j, err)
+	}
+	res, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "boom"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, jd.drv, res.Job.ID)
+	if j.State != mhp.JobFailed || j.Outcome != mhp.OutcomeUnknown || j.Error == nil || jd.drv.State() != mhp.StateFault {
+		t.Fatalf("panicking job %+v, device %s; want failed, outcome unknown, fault", j, jd.drv.State())
+	}
+}
