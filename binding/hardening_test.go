@@ -1221,3 +1221,44 @@ func TestJobRetentionAndPanics(t *testing.T) {
 		t.Fatalf("panicking job %+v, device %s; want failed, outcome unknown, fault", j, jd.drv.State())
 	}
 }
+
+// TestEStopDuringResumeHookRefusesResume: an estop that lands while the
+// backend's resume hook runs cuts the hook's context and the resume is
+// refused EStopActive (no jobs/resumed). Before the fix the hook's context
+// ignored the estop and the job was reported resumed in estop.
+func TestEStopDuringResumeHookRefusesResume(t *testing.T) {
+	jd := newJobDevice(t, clock.Real{}, 0, nil)
+	ctx := mhp.WithSession(context.Background(), "a")
+	res, err := jd.drv.Invoke(ctx, mhp.InvokeRequest{Name: "steps"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-jd.started
+	if _, err := jd.drv.PauseJob(ctx, res.Job.ID); err != nil {
+		t.Fatal(err)
+	}
+	var hookCtxEnded atomic.Bool
+	jd.resume = func(hctx context.Context, j *binding.Job) error {
+		if _, err := jd.drv.EStop(ctx, "operator"); err != nil {
+			return err
+		}
+		select {
+		case <-hctx.Done():
+			hookCtxEnded.Store(true)
+		case <-time.After(5 * time.Second):
+		}
+		return nil
+	}
+	var resumed atomic.Bool
+	stop := jd.drv.Listen(func(n mhp.Notification) {
+		if n.Method == mhp.NotifyJobsResumed {
+			resumed.Store(true)
+		}
+	})
+	defer stop()
+	_, err = jd.drv.ResumeJob(ctx, res.Job.ID)
+	if mhp.CodeOf(err) != mhp.CodeEStopActive || !hookCtxEnded.Load() || resumed.Load() {
+		t.Fatalf("resume with an estop during its hook: %v (hook context ended %v, resumed published %v); want EStopActive",
+			err, hookCtxEnded.Load(), resumed.Load())
+	}
+}
