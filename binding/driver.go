@@ -681,15 +681,25 @@ func (d *Driver) readSignal(ctx context.Context, s *Signal) (Sample, error) {
 		}
 		return Sample{}, err
 	}
-	switch x := v.Value.(type) {
-	case nil:
+	if v.Value == nil {
 		return Sample{}, Unavailable("no value")
-	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return Sample{}, Unavailable("non-finite value %v", x)
-		}
+	}
+	if !finite(v.Value) {
+		return Sample{}, Unavailable("non-finite value %v", v.Value)
 	}
 	return v, nil
+}
+
+// finite reports whether a signal value can go on the wire: not a NaN or
+// ±Inf number.
+func finite(v any) bool {
+	switch x := v.(type) {
+	case float64:
+		return !math.IsNaN(x) && !math.IsInf(x, 0)
+	case float32:
+		return !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0)
+	}
+	return true
 }
 
 // Read implements mhp.Device: signals/read. Unreadable signals read null with a reason.
@@ -871,6 +881,9 @@ func (d *Driver) offer(name string, value any, at time.Time) {
 func (d *Driver) PublishSignal(name string, s Sample) {
 	if _, ok := d.signals[name]; !ok {
 		return
+	}
+	if !finite(s.Value) { // as a read does: a NaN or ±Inf is no value (JSON cannot carry it)
+		s.Value = nil
 	}
 	d.offer(name, s.Value, s.Time)
 }

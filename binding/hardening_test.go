@@ -3,6 +3,7 @@ package binding_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1260,5 +1261,38 @@ func TestEStopDuringResumeHookRefusesResume(t *testing.T) {
 	if mhp.CodeOf(err) != mhp.CodeEStopActive || !hookCtxEnded.Load() || resumed.Load() {
 		t.Fatalf("resume with an estop during its hook: %v (hook context ended %v, resumed published %v); want EStopActive",
 			err, hookCtxEnded.Load(), resumed.Load())
+	}
+}
+
+// TestPublishedNonFiniteSignalIsNull: a pushed NaN or ±Inf is published as
+// null, as a polled one reads, so the notification can be encoded and a
+// repeated NaN is not republished. Before the fix NaN went out as is (JSON
+// cannot carry it) and, never equal to itself, was published on every push.
+func TestPublishedNonFiniteSignalIsNull(t *testing.T) {
+	jd := newJobDevice(t, clock.Real{}, 0, func(c *binding.Config) {
+		c.Signals = append(c.Signals, binding.Signal{Spec: mhp.Signal{Name: "temp", Type: mhp.TypeNumber}, Pushed: true,
+			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: float32(math.NaN())}, nil }})
+	})
+	var got []any
+	stop := jd.drv.Listen(func(n mhp.Notification) {
+		if n.Signal() == "temp" {
+			got = append(got, n.Params["value"])
+		}
+	})
+	defer stop()
+	ctx := mhp.WithSession(context.Background(), "a")
+	if _, err := jd.drv.Subscribe(ctx, []string{"temp"}); err != nil {
+		t.Fatal(err)
+	}
+	jd.drv.PublishSignal("temp", binding.Sample{Value: 20.0})
+	jd.drv.PublishSignal("temp", binding.Sample{Value: math.NaN()})
+	jd.drv.PublishSignal("temp", binding.Sample{Value: math.NaN()})
+	jd.drv.PublishSignal("temp", binding.Sample{Value: math.Inf(1)})
+	if len(got) != 2 || got[0] != 20.0 || got[1] != nil {
+		t.Fatalf("published %v, want [20 <nil>]", got)
+	}
+	r, err := jd.drv.Read(ctx, []string{"temp"})
+	if err != nil || r.Values["temp"] != nil || r.Unavailable["temp"] == "" {
+		t.Fatalf("read of a float32 NaN: %+v, %v; want null with a reason", r, err)
 	}
 }
