@@ -1028,6 +1028,12 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	defer func() {
 		d.mu.Lock()
 		delete(d.inflight, key)
+		if len(d.inflight) == 0 && d.sweeper != nil {
+			// Nothing left to bound: no timer outlives the writes (a manual
+			// clock in a test sees only the timers its device waits on).
+			d.sweeper.Stop()
+			d.sweeper = nil
+		}
 		d.mu.Unlock()
 	}()
 	var notes mhp.DryRunNotes
