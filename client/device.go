@@ -359,7 +359,16 @@ func (d *Device) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	held := d.HoldsLease()
 	d.stopHeartbeat()
+	if held {
+		// A clean close gives the lease back. Ending the session alone keeps
+		// it on a watchdog device, so that a client that dies mid-protocol
+		// trips the watchdog instead of silently handing the device over.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = d.base.Release(ctx)
+		cancel()
+	}
 	return d.close()
 }
 
