@@ -32,7 +32,7 @@ const (
 	ActionQuick     = "quick"            // short, no params
 	ActionMonitor   = "monitor"          // long, concurrent, cancellable, no params
 	ActionProfile   = "profile"          // short, nested params {steps: [{temp 4..99, hold_s >= 0}], cycles 1..99}
-	ActionConfirm   = "confirm_action"   // short, approval confirm
+	ActionConfirm   = "confirm_action"   // short, approval confirm, interlock door_closed
 	ActionForbidden = "forbidden_action" // short, approval forbid
 )
 
@@ -69,7 +69,7 @@ func FixtureDescriptor() mhp.Descriptor {
 						}, Required: []string{"temp", "hold_s"}}}},
 					{Name: "cycles", Shape: &mhp.Shape{Type: mhp.TypeInteger, Limits: mhp.Range(1, 99)}},
 				}},
-			{Name: ActionConfirm, Duration: mhp.DurationShort, Approval: mhp.ApprovalConfirm},
+			{Name: ActionConfirm, Duration: mhp.DurationShort, Approval: mhp.ApprovalConfirm, Interlocks: []string{SignalDoorClosed}},
 			{Name: ActionForbidden, Duration: mhp.DurationShort, Approval: mhp.ApprovalForbid},
 		},
 		Safety: mhp.Safety{EStop: true},

@@ -263,6 +263,6 @@ commands:
   - {command: Fixture/Quick, action: quick}
   - {command: Fixture/Monitor, action: monitor, concurrent: true}
   - {command: Fixture/Profile, action: profile}
-  - {command: Fixture/ConfirmAction, action: confirm_action, approval: confirm}
+  - {command: Fixture/ConfirmAction, action: confirm_action, approval: confirm, interlocks: [door_closed]}
   - {command: Fixture/ForbiddenAction, action: forbidden_action, approval: forbid}
 `
