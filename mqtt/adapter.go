@@ -292,6 +292,9 @@ func (a *adapter) read(name string) (binding.Sample, error) {
 			sc = &a.cfg.Signals[i]
 		}
 	}
+	if sc == nil {
+		return binding.Sample{}, binding.Unavailable("no signal %q in the mapping", name)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if av := a.cfg.Availability; av != nil {

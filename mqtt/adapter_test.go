@@ -132,6 +132,18 @@ func startScripted(t *testing.T, edit func(*Config)) (*binding.Driver, *adapter,
 	return d, a, dev, b
 }
 
+// eventually polls cond until it holds or d passes (safe off the test goroutine).
+func eventually(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval
+	}
+	return true
+}
+
 func invoke(t *testing.T, d mhp.Device, name string) *mhp.Job {
 	t.Helper()
 	r, err := d.Invoke(context.Background(), mhp.InvokeRequest{Name: name})
@@ -430,8 +442,11 @@ func TestSettingAcknowledgement(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		within(t, 5*time.Second, "setpoint command", func() bool { return len(dev.got("dev/cmd/setpoint")) > 0 })
-		dev.send(t, "dev/state/setpoint", map[string]any{"value": 42}, true)
+		if !eventually(5*time.Second, func() bool { return len(dev.got("dev/cmd/setpoint")) > 0 }) {
+			t.Error("no setpoint command")
+			return
+		}
+		_ = dev.b.srv.Publish("dev/state/setpoint", []byte(`{"value":42}`), true, 1)
 	}()
 	r, err := write("setpoint", 42.0)
 	<-done
@@ -451,15 +466,21 @@ func TestSettingAcknowledgement(t *testing.T) {
 	if err != nil || r.Applied {
 		t.Fatalf("fire-and-forget write: %+v, %v; want sent", r, err)
 	}
+	within(t, 5*time.Second, "lamp command", func() bool { return len(dev.got("dev/cmd/lamp")) > 0 })
 	if got := dev.got("dev/cmd/lamp")[0]["raw"]; got != "true" {
 		t.Fatalf("raw payload %v, want true", got)
 	}
 	// ack refused: a refusal, state unchanged
 	go func() {
-		within(t, 5*time.Second, "mode command", func() bool { return len(dev.got("dev/cmd/mode")) > 0 })
+		if !eventually(5*time.Second, func() bool { return len(dev.got("dev/cmd/mode")) > 0 }) {
+			t.Error("no mode command")
+			return
+		}
 		c := dev.got("dev/cmd/mode")[0]
-		dev.send(t, "dev/ack", map[string]any{"id": "not-ours", "status": "ok"}, false)
-		dev.send(t, "dev/ack", map[string]any{"id": c["id"], "status": "refused", "error": "locked"}, false)
+		for _, reply := range []map[string]any{{"id": "not-ours", "status": "ok"}, {"id": c["id"], "status": "refused", "error": "locked"}} {
+			b, _ := json.Marshal(reply)
+			_ = dev.b.srv.Publish("dev/ack", b, false, 1)
+		}
 	}()
 	_, err = write("mode", "heat")
 	if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeServerError {

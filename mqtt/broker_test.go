@@ -63,8 +63,26 @@ func newBroker(t testing.TB) *testBroker {
 		t.Fatalf("broker listener: %v", err)
 	}
 	go func() { _ = srv.Serve() }()
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() { closeBroker(srv) })
 	return &testBroker{srv: srv, addr: "tcp://" + l.Address(), gate: gate}
+}
+
+// closeBroker closes a mochi broker without hanging the test. mochi v2.7.9
+// takes its client-table read lock recursively while closing
+// (Clients.GetByListener -> Len), so a client leaving at that moment
+// deadlocks Close: wait (bounded) until only the inline client is left, and
+// bound Close itself.
+func closeBroker(srv *mochi.Server) {
+	deadline := time.Now().Add(3 * time.Second)
+	for srv.Clients.Len() > 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // polling the broker's client table
+	}
+	done := make(chan struct{})
+	go func() { _ = srv.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
 }
 
 // kick drops a client's connection from the broker side (abrupt: the

@@ -38,7 +38,19 @@ func startBroker(t *testing.T, addr string) (func(), string) {
 	}
 	go func() { _ = srv.Serve() }()
 	var once sync.Once
-	stop := func() { once.Do(func() { _ = srv.Close() }) }
+	stop := func() {
+		once.Do(func() {
+			// mochi v2.7.9 can deadlock in Close when a client leaves at the
+			// same moment (recursive read lock in Clients.GetByListener):
+			// never let that hang the test.
+			done := make(chan struct{})
+			go func() { _ = srv.Close(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+			}
+		})
+	}
 	t.Cleanup(stop)
 	return stop, l.Address()
 }
