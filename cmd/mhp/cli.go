@@ -49,6 +49,7 @@ const usage = `mhp: the Model Hardware Protocol command line
 
 Serve a device:
   mhp serve TARGET [--http ADDR | --stdio] [--token-file F] [--speed N] [--public-descriptor]
+            [--publish mqtt://BROKER:1883/PREFIX] [--advertise]
       TARGET is a device package folder, sim:thermocycler, sim:arm, or an adapter config file.
       --http defaults to 127.0.0.1:18921 (a bare :PORT binds loopback).
 
@@ -74,6 +75,7 @@ Other:
   mhp serve-directory [MANIFEST] [--http ADDR] [--probe HOST,...] [--browse]
       a directory of devices (directory/search, directory/get); --http defaults to 127.0.0.1:18900
   mhp sila discover [--timeout D]              SiLA 2 servers announced by mDNS
+  mhp watch mqtt://BROKER:1883/PREFIX          a live fleet view (devices published with serve --publish)
   mhp version
 
 Exit status: 0 ok; 1 refused, job failed, problems found; 2 usage; 3 unreachable.
@@ -166,6 +168,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.serveDirectoryCmd(ctx, args[1:])
 	case cmd == "sila":
 		return a.silaCmd(ctx, args[1:])
+	case cmd == "watch":
+		return a.watchCmd(ctx, args[1:])
 	case isTarget(cmd):
 		return a.deviceCmd(ctx, cmd, args[1:])
 	default:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,14 +14,16 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/devicepkg"
+	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/mqtt/fleet"
 	"github.com/openmhp/mhp-go/transport"
 )
 
 // DefaultAddr is where `mhp serve` listens without --http.
 const DefaultAddr = "127.0.0.1:18921"
 
-var serveFlags = flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false}
+var serveFlags = flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true, "advertise": false}
 
 // serveCmd runs `mhp serve TARGET [--http ADDR | --stdio]`.
 func (a *app) serveCmd(ctx context.Context, args []string) int {
@@ -58,6 +61,20 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	srv := transport.NewServer(dev, opts)
 	defer srv.Close()
 	id := describeID(ctx, dev)
+	if url := p.flags["publish"]; url != "" {
+		// Fleet notifications: nothing in the safety path waits on the broker;
+		// an outage is logged and the device works on.
+		host, _ := os.Hostname()
+		pub, err := fleet.New(dev, fleet.Config{URL: url, Host: host, Logger: log})
+		if err != nil {
+			return a.usageError("serve: --publish: %v", err)
+		}
+		pctx, stopPub := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = pub.Run(pctx) }()
+		defer func() { stopPub(); <-done }()
+		log.Info("publishing fleet notifications", "device", id, "broker", url)
+	}
 	if p.has("stdio") {
 		log.Info("mhp serving on stdio", "device", id)
 		if err := srv.ServeStdio(ctx, a.stdin, a.stdout); err != nil && !errors.Is(err, context.Canceled) {
@@ -77,6 +94,18 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(a.stderr, "mhp: serving %s on %s (descriptor: %s/mhp.json)\n", id, url, url)
+	if p.has("advertise") {
+		info := mhp.DeviceInfo{ID: id}
+		if d, err := dev.Describe(ctx, mhp.DescribeRequest{Detail: mhp.DetailCard}); err == nil {
+			info = d.DeviceInfo
+		}
+		stopAd, err := directory.Advertise(info, ln.Addr().(*net.TCPAddr).Port)
+		if err != nil {
+			log.Warn("mDNS advertisement failed", "err", err)
+		} else {
+			defer stopAd()
+		}
+	}
 	if a.ready != nil {
 		a.ready([]string{url})
 	}
