@@ -705,6 +705,12 @@ func finite(v any) bool {
 // Read implements mhp.Device: signals/read. Unreadable signals read null with a reason.
 func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, error) {
 	d.touch(ctx)
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, d.errorf(mhp.CodeDeviceFault, "signals/read: the driver is closed (its backend is released)")
+	}
 	var list []*Signal
 	if len(names) == 0 {
 		for i := range d.cfg.Signals {

@@ -181,3 +181,17 @@ func TestHookErrorContract(t *testing.T) {
 		})
 	}
 }
+
+func TestReadAfterCloseIsRefused(t *testing.T) {
+	reads := 0
+	drv, err := binding.New(binding.Config{Device: mhp.DeviceInfo{ID: "x"},
+		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "v", Type: mhp.TypeNumber},
+			Read: func(context.Context) (binding.Sample, error) { reads++; return binding.Sample{Value: 1.0}, nil }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv.Close()
+	if _, err := drv.Read(context.Background(), nil); mhp.CodeOf(err) != mhp.CodeDeviceFault || reads != 0 {
+		t.Fatalf("read after close: %v (%d reads reached the backend)", err, reads)
+	}
+}
