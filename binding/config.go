@@ -35,6 +35,12 @@ type Config struct {
 	Verify func(ctx context.Context) error
 	// Close releases the backend in Driver.Close.
 	Close func() error
+	// Lease, when set, mirrors MHP leases onto the backend's own lock
+	// (SiLA 2 LockController, a PLC's ownership flag): it runs with
+	// acquire=true before a session is granted the lease — an error refuses
+	// the lease — and with acquire=false when the lease ends for any reason
+	// (release, expiry, the watchdog, Close).
+	Lease func(ctx context.Context, holder string, acquire bool) error
 
 	// Clock is the time source; default the system clock.
 	Clock clock.Clock

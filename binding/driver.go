@@ -445,8 +445,7 @@ func (d *Driver) leaseHolderAtLocked(now time.Time) string {
 	}
 	if !now.Before(d.lease.expires) {
 		l := d.lease
-		d.stopLeaseTimers()
-		d.lease = nil
+		d.dropLeaseLocked()
 		if d.watchdog > 0 && !d.closed {
 			// The request saw the expiry before the expiry timer fired: the
 			// lease expired unreleased all the same, so the watchdog trips.
@@ -495,9 +494,35 @@ func (d *Driver) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, er
 		return nil, d.errorf(mhp.CodeInvalidParams, "ttl %gs is outside 0 < ttl <= 3600", ttl.Seconds()).With("field", "ttl")
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	holder := d.leaseHolderLocked()
+	d.mu.Unlock()
 	if holder != "" && holder != s {
+		return nil, d.errorf(mhp.CodeNotLeased, "another session holds the lease").With("holder", holder)
+	}
+	if hook := d.cfg.Lease; hook != nil && holder != s {
+		// The backend takes its own lock first (SiLA LockController, ...);
+		// its refusal is the answer, and no lease is granted.
+		hctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
+		err := hook(hctx, s, true)
+		cancel()
+		if err != nil {
+			if me, ok := mhp.AsError(err); ok {
+				return nil, d.adopt(me)
+			}
+			return nil, d.errorf(mhp.CodeNotLeased, "the backend refused the lock: %v", err).With("reason", "backend_lock")
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if holder := d.leaseHolderLocked(); holder != "" && holder != s {
+		// Another session won the race while the backend locked for us.
+		if hook := d.cfg.Lease; hook != nil {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), d.cfg.HookTimeout)
+				defer cancel()
+				_ = hook(ctx, s, false)
+			}()
+		}
 		return nil, d.errorf(mhp.CodeNotLeased, "another session holds the lease").With("holder", holder)
 	}
 	now := d.now()
@@ -505,6 +530,26 @@ func (d *Driver) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, er
 	d.lease = &leaseRec{holder: s, ttl: ttl, expires: now.Add(ttl), lastSeen: now}
 	d.armLeaseLocked(d.lease)
 	return d.leaseInfoLocked(), nil
+}
+
+// dropLeaseLocked ends the current lease and tells the backend's Lease
+// hook (on its own goroutine, bounded by HookTimeout) that it is released.
+func (d *Driver) dropLeaseLocked() {
+	if d.lease == nil {
+		return
+	}
+	holder := d.lease.holder
+	d.stopLeaseTimers()
+	d.lease = nil
+	if hook := d.cfg.Lease; hook != nil {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), d.cfg.HookTimeout)
+			defer cancel()
+			if err := hook(ctx, holder, false); err != nil {
+				d.cfg.Logger.Warn("lease hook: release failed", "device", d.cfg.Device.ID, "holder", holder, "err", err)
+			}
+		}()
+	}
 }
 
 func (d *Driver) armLeaseLocked(l *leaseRec) {
@@ -531,8 +576,7 @@ func (d *Driver) checkLease(l *leaseRec) {
 		d.mu.Unlock()
 		return
 	}
-	d.stopLeaseTimers()
-	d.lease = nil
+	d.dropLeaseLocked()
 	if d.watchdog == 0 {
 		d.mu.Unlock()
 		return
@@ -556,8 +600,7 @@ func (d *Driver) checkWatchdog(l *leaseRec) {
 		d.mu.Unlock()
 		return
 	}
-	d.stopLeaseTimers()
-	d.lease = nil
+	d.dropLeaseLocked()
 	cancelled := d.estopLocked()
 	d.mu.Unlock()
 	d.estopFinish(context.Background(), "watchdog",
@@ -601,8 +644,7 @@ func (d *Driver) Release(ctx context.Context) error {
 	if holder != s {
 		return d.errorf(mhp.CodeNotLeased, "another session holds the lease; only the holder may release it").With("holder", holder)
 	}
-	d.stopLeaseTimers()
-	d.lease = nil
+	d.dropLeaseLocked()
 	return nil
 }
 
@@ -616,8 +658,7 @@ func (d *Driver) EndSession(ctx context.Context) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.lease != nil && d.lease.holder == s && d.watchdog == 0 {
-		d.stopLeaseTimers()
-		d.lease = nil
+		d.dropLeaseLocked()
 	}
 	// On a watchdog device the vanished holder keeps the lease: it is silent
 	// from now on, so the watchdog fails safe when its window runs out (an
@@ -1123,6 +1164,11 @@ func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *S
 }
 
 // ---- fault ----
+
+// Fault latches the device in fault on the backend's own word (a node that
+// reports itself errored, a PLC alarm): writes and invokes are refused until
+// a verified safety/reset, and the fault hook runs once.
+func (d *Driver) Fault(reason string) { d.latchFault(reason) }
 
 // latchFault puts the device in fault and runs the fault hook once.
 func (d *Driver) latchFault(reason string) {
