@@ -91,16 +91,14 @@ func open(ctx context.Context, cfg *Config, opt Options, client *Client) (*bindi
 // Bind builds the driver from features already read and any Backend (a
 // different transport, a recording proxy, a test fake). Cancellable and
 // pausable actions follow from CancelController and PauseController being
-// among feats. The lock needs a *Client backend; metadata are the
-// backend's business.
+// among feats. The LockController lock (lease or lifetime mode) needs a
+// *Client backend: with another backend the default lock mode is none and
+// an explicit one is an error. Metadata are the backend's business.
 func Bind(cfg *Config, feats []*Compiled, b Backend, opt Options) (*binding.Driver, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	c, _ := b.(*Client)
-	if cfg.Lock != nil && c == nil {
-		return nil, fmt.Errorf("sila2: lock needs the SiLA client as backend")
-	}
 	return bind(cfg, feats, b, c, false, opt)
 }
 
@@ -121,9 +119,17 @@ func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, owns bool, 
 	a := newAdapter(cfg, b, has(CancelControllerID), logger)
 	a.client, a.ownsClient = client, owns
 	a.pausable = has(PauseControllerID)
+	mode, timeout, err := resolveLockMode(cfg, has(LockControllerID), client)
+	if err != nil {
+		return nil, err
+	}
+	a.lockMode, a.lockTimeout = mode, timeout
 	bc, err := a.build(feats)
 	if err != nil {
 		return nil, err
+	}
+	if mode == LockLease {
+		bc.Lease = a.leaseHook
 	}
 	bc.Clock = opt.Clock
 	bc.Logger = logger
@@ -158,7 +164,7 @@ type adapter struct {
 	subs    []subscription
 	stopSub context.CancelFunc
 	wg      sync.WaitGroup
-	lockID  string
+	lockID  string            // the identifier of the lock held now; "" when unlocked
 	running map[string]string // job id -> command execution UUID of observable commands
 
 	// cancelledErrors are lower-case fully qualified defined error ids meaning "cancelled".
@@ -166,6 +172,17 @@ type adapter struct {
 
 	// params maps fully qualified parameter ids (lower case) to MHP names, for ValidationErrors.
 	params map[string]paramInfo
+
+	// lockMode is LockLease, LockLifetime or LockNone; lockTimeout the
+	// LockServer timeout (0: none).
+	lockMode    string
+	lockTimeout time.Duration
+	// lockMu serialises LockServer and UnlockServer: lease hooks run on
+	// their own goroutines, a release may still be pending when the next
+	// lease is acquired.
+	lockMu     sync.Mutex
+	held       *heldLock // guarded by lockMu
+	lockClosed bool      // guarded by lockMu: Close has given the lock back
 }
 
 type paramInfo struct {
@@ -614,6 +631,10 @@ func (a *adapter) refusal(item string, err error) *mhp.Error {
 	if !ok {
 		return nil
 	}
+	if isLockRefusal(err) && (se.Kind == KindDefined || strings.Contains(strings.ToLower(se.Message), "lock")) {
+		return mhp.Errorf(mhp.CodeNotLeased, "%s: the SiLA server is locked by another client: %s", item, se.Message).
+			With("reason", "server_locked").With("sila_error", silaErrorData(se))
+	}
 	switch se.Kind {
 	case KindValidation:
 		info, known := a.params[strings.ToLower(se.Parameter)]
@@ -978,70 +999,29 @@ func (a *adapter) follow(ctx context.Context, x Execution, fn func(ExecInfo)) (E
 	}
 }
 
-// setup starts the subscriptions and takes the lock.
+// setup starts the subscriptions and, in lifetime mode, takes the lock.
 func (a *adapter) setup(ctx context.Context) error {
-	if a.cfg.Lock != nil {
-		if a.client == nil {
-			return fmt.Errorf("sila2: lock needs a SiLA client")
-		}
+	if a.lockMode == LockLifetime {
 		id := a.cfg.Lock.Identifier
 		if id == "" {
 			id = randomID()
 		}
-		if err := a.client.Lock(ctx, id, time.Duration(a.cfg.Lock.TimeoutS)*time.Second); err != nil {
+		a.lockMu.Lock()
+		err := a.takeLockLocked(ctx, "", id, a.lockTimeout)
+		a.lockMu.Unlock()
+		if err != nil {
 			return err
 		}
-		a.mu.Lock()
-		a.lockID = id
-		a.mu.Unlock()
 	}
 	subCtx, cancel := context.WithCancel(context.Background())
 	a.mu.Lock()
 	a.stopSub = cancel
 	a.mu.Unlock()
-	if a.cfg.Lock != nil && a.cfg.Lock.TimeoutS > 0 {
-		a.wg.Add(1)
-		go a.keepLock(subCtx, time.Duration(a.cfg.Lock.TimeoutS)*time.Second)
-	}
 	for _, s := range a.subs {
 		a.wg.Add(1)
 		go a.runSubscription(subCtx, s)
 	}
 	return nil
-}
-
-// keepLock watches a lock that times out: every third of the timeout it
-// reads IsLocked (a call that carries the lock identifier, which keeps the
-// lock alive on servers that count it as activity) and locks again when
-// the server let the lock go.
-func (a *adapter) keepLock(ctx context.Context, timeout time.Duration) {
-	defer a.wg.Done()
-	every := timeout / 3
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		a.mu.Lock()
-		id := a.lockID
-		a.mu.Unlock()
-		if id == "" {
-			return
-		}
-		cctx, cancel := context.WithTimeout(ctx, every)
-		v, err := a.client.Property(cctx, LockControllerID, "IsLocked")
-		if err == nil && v == false {
-			a.log.Warn("sila2: the server lock expired; locking again", "endpoint", a.cfg.Endpoint)
-			err = a.client.Lock(cctx, id, timeout)
-		}
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			a.log.Warn("sila2: keeping the server lock", "endpoint", a.cfg.Endpoint, "error", err)
-		}
-	}
 }
 
 // runSubscription keeps one observable property subscribed: each value is
@@ -1095,19 +1075,23 @@ func randomID() string {
 
 func (a *adapter) close() error {
 	a.mu.Lock()
-	stop, lockID := a.stopSub, a.lockID
-	a.lockID = ""
+	stop := a.stopSub
 	a.mu.Unlock()
 	if stop != nil {
 		stop()
 	}
 	a.wg.Wait()
 	var errs []error
-	if lockID != "" && a.client != nil {
+	// The lock (lifetime, or a lease's whose release has not run yet) is
+	// given back before the connection closes; later lease hooks are no-ops.
+	a.lockMu.Lock()
+	a.lockClosed = true
+	if a.held != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		errs = append(errs, a.client.Unlock(ctx, lockID))
+		errs = append(errs, a.giveLockLocked(ctx))
 		cancel()
 	}
+	a.lockMu.Unlock()
 	if a.client != nil && a.ownsClient {
 		errs = append(errs, a.client.Close())
 	}

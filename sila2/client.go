@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -737,7 +738,59 @@ func (c *Client) Lock(ctx context.Context, lockID string, timeout time.Duration)
 		"LockIdentifier": lockID, "Timeout": int64(timeout / time.Second)}); err != nil {
 		return fmt.Errorf("sila2: LockServer: %w", err)
 	}
-	return c.SetMetadata(ctx, LockControllerID+"/Metadata/LockIdentifier", lockID)
+	if err := c.SetMetadata(ctx, LockControllerID+"/Metadata/LockIdentifier", lockID); err != nil {
+		// Locked, but the calls could not carry the identifier: give the
+		// lock back rather than hold a lock nobody can use.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.callTimeout)
+		_, _ = c.Call(uctx, LockControllerID, "UnlockServer", map[string]any{"LockIdentifier": lockID})
+		cancel()
+		return err
+	}
+	return nil
+}
+
+// LockProbe names an unobservable property whose Get_ the server says the
+// LockIdentifier metadata affects (after Lock): reading it is a call that
+// carries the lock identifier, which keeps a timed lock active and is
+// refused when someone else holds the lock. ok is false when the server
+// lists no such property.
+func (c *Client) LockProbe() (feature, property string, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	m := c.meta[strings.ToLower(LockControllerID+"/Metadata/LockIdentifier")]
+	if m == nil {
+		return "", "", false
+	}
+	var fids []string
+	seen := map[*Compiled]bool{}
+	byID := map[string]*Compiled{}
+	for _, f := range c.features {
+		if !seen[f] {
+			seen[f] = true
+			id := f.Feature.FullyQualifiedID()
+			fids = append(fids, id)
+			byID[id] = f
+		}
+	}
+	sort.Strings(fids)
+	for _, fid := range fids {
+		f := byID[fid]
+		if f.Feature.Identifier == "SiLAService" || strings.EqualFold(fid, LockControllerID) {
+			continue
+		}
+		for _, p := range f.Feature.Properties {
+			if p.IsObservable() {
+				continue
+			}
+			call := strings.ToLower(f.FQID("Property", p.Identifier))
+			for _, a := range m.affected {
+				if a == strings.ToLower(fid) || a == call {
+					return fid, p.Identifier, true
+				}
+			}
+		}
+	}
+	return "", "", false
 }
 
 // Unlock unlocks the server and stops sending the lock identifier.

@@ -10,6 +10,7 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
+	"gopkg.in/yaml.v3"
 )
 
 // Kind is the adapter kind of SiLA 2 config files (`adapter: sila2`).
@@ -27,6 +28,7 @@ const Kind = "sila2"
 //	    approval: confirm
 //	    params: {target_temperature: {limits: {max: 340}}}
 //	estop: TemperatureController/EmergencyStop
+//	lock: lease                         # or lifetime, none, {mode: lease, timeout_s: 30}
 //
 // Items are named by the snake_case of their SiLA identifiers unless an
 // entry renames them.
@@ -55,7 +57,9 @@ type Config struct {
 	// metadata id (<feature>/Metadata/<Id>), on the calls the server says
 	// each affects.
 	Metadata map[string]any `yaml:"metadata,omitempty"`
-	// Lock locks the server with LockController while the driver runs.
+	// Lock says how the server's LockController lock follows the driver:
+	// per MHP lease (default when the server has LockController), for the
+	// driver's lifetime, or never.
 	Lock *LockConfig `yaml:"lock,omitempty"`
 
 	// CancelledErrors are defined execution errors ("Feature/ErrorId" or
@@ -92,14 +96,102 @@ type TLSFileConfig struct {
 	caPEM []byte
 }
 
-// LockConfig asks for the server lock.
+// Lock modes: how the adapter uses the server's LockController feature.
+const (
+	// LockLease locks the server while a session holds the MHP lease: each
+	// lease takes a fresh lock identifier, and releasing the lease (or its
+	// expiry, the watchdog, Close) unlocks. The default when the server
+	// implements LockController and no lock block is given.
+	LockLease = "lease"
+	// LockLifetime locks the server from Start to Close, whatever the leases.
+	LockLifetime = "lifetime"
+	// LockNone never locks the server.
+	LockNone = "none"
+)
+
+// DefaultLeaseLockTimeoutS is the LockServer timeout of lease locks when
+// the config sets none: a driver that dies without unlocking leaves the
+// server locked at most this long.
+const DefaultLeaseLockTimeoutS = 60
+
+// LockConfig is the lock block. It is either a mode alone
+// (`lock: lease`, `lock: lifetime`, `lock: none`) or a mapping
+// (`lock: {mode: lease, timeout_s: 30}`); a mapping without mode is the
+// lifetime lock (the meaning of lock blocks before modes existed).
 type LockConfig struct {
-	// Identifier is the lock secret; default a random UUID.
+	// Mode is lease, lifetime or none; see LockLease, LockLifetime, LockNone.
+	Mode string `yaml:"mode,omitempty"`
+	// Identifier is the lock secret of the lifetime lock; default a random
+	// UUID. Lease locks always take a fresh random identifier per lease.
 	Identifier string `yaml:"identifier,omitempty"`
-	// TimeoutS is passed to LockServer; 0 means the lock never times out.
-	// With a timeout the driver checks IsLocked every third of it (keeping
-	// the lock active) and locks again if the server let it go.
+	// TimeoutS is passed to LockServer: the server ends the lock after this
+	// much inactivity. 0 means the lock never times out; lifetime locks
+	// default to 0, lease locks to DefaultLeaseLockTimeoutS. With a timeout
+	// the driver checks the lock every third of it (with a call that
+	// carries the lock identifier, which keeps the lock active) and locks
+	// again if the server let it go.
 	TimeoutS int64 `yaml:"timeout_s,omitempty"`
+}
+
+// UnmarshalYAML reads the scalar (mode) or mapping form, strictly.
+func (l *LockConfig) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*l = LockConfig{Mode: strings.TrimSpace(n.Value)}
+		return nil
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			switch k := n.Content[i].Value; k {
+			case "mode", "identifier", "timeout_s":
+			default:
+				return fmt.Errorf("line %d: lock: field %s not found (want mode, identifier, timeout_s)", n.Content[i].Line, k)
+			}
+		}
+		type plain LockConfig
+		var p plain
+		if err := n.Decode(&p); err != nil {
+			return err
+		}
+		*l = LockConfig(p)
+		if l.Mode == "" {
+			l.Mode = LockLifetime
+		}
+		return nil
+	}
+	return fmt.Errorf("line %d: lock: want lease, lifetime, none or a mapping", n.Line)
+}
+
+// validate checks the lock block alone.
+func (l *LockConfig) validate() error {
+	switch l.Mode {
+	case LockLease, LockLifetime, LockNone:
+	case "":
+		// A LockConfig built in Go with fields but no mode: the lifetime lock.
+	default:
+		return fmt.Errorf("sila2: lock: mode %q is not lease, lifetime or none", l.Mode)
+	}
+	if l.TimeoutS < 0 {
+		return fmt.Errorf("sila2: lock: timeout_s %d is negative", l.TimeoutS)
+	}
+	if l.Mode == LockLease && l.Identifier != "" {
+		return fmt.Errorf("sila2: lock: identifier applies to the lifetime lock; lease locks take a fresh identifier per lease")
+	}
+	if l.Mode == LockNone && (l.Identifier != "" || l.TimeoutS != 0) {
+		return fmt.Errorf("sila2: lock: mode none takes no identifier or timeout_s")
+	}
+	return nil
+}
+
+// lockMode is the mode the config asks for: "" when it names none (the
+// adapter then picks lease if the server implements LockController).
+func (c *Config) lockMode() string {
+	if c.Lock == nil {
+		return ""
+	}
+	if c.Lock.Mode == "" {
+		return LockLifetime
+	}
+	return c.Lock.Mode
 }
 
 // PropertyEntry exposes (or hides) one property as a signal.
@@ -206,6 +298,11 @@ func (c *Config) Validate() error {
 	if c.EStop != "" {
 		if _, _, err := splitRef(c.EStop); err != nil {
 			return fmt.Errorf("sila2: estop: %w", err)
+		}
+	}
+	if c.Lock != nil {
+		if err := c.Lock.validate(); err != nil {
+			return err
 		}
 	}
 	for k := range c.Metadata {

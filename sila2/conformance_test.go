@@ -17,8 +17,10 @@ import (
 )
 
 // fixtureHarness serves the conformance fixture from a fake SiLA 2 server
-// (TLS, pinned certificate, CancelController) and fronts it with the adapter
-// built from silatest.FixtureConfig.
+// (TLS, pinned certificate, CancelController, LockController) and fronts it
+// with the adapter built from silatest.FixtureConfig. The config names no
+// lock mode, so MHP leases lock the server (lease mode): the whole suite
+// runs with every leased call carrying the lock identifier.
 func fixtureHarness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 	t.Helper()
 	clk := clock.NewManual(time.Now())
@@ -40,7 +42,7 @@ func conformanceDriver(t *testing.T) (*conformance.Instrument, *binding.Driver) 
 func fixtureDriver(t *testing.T, opt conformance.Options, clk clock.Clock) (*conformance.Instrument, *binding.Driver) {
 	t.Helper()
 	in := conformance.NewInstrument()
-	srv, err := silatest.New(silatest.Options{Name: "Conformance fixture", CancelController: true})
+	srv, err := silatest.New(silatest.Options{Name: "Conformance fixture", CancelController: true, LockController: true})
 	if err != nil {
 		t.Fatal(err)
 	}

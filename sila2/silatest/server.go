@@ -88,6 +88,7 @@ type Server struct {
 	routes   map[string]route
 	execs    map[string]*Exec
 	lockID   string
+	lockSeen map[string]string // "Feature/Item" -> last LockIdentifier metadata received
 	calls    map[string]int
 	required []*metaReq
 	binaries map[string]*blob
@@ -148,7 +149,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Version == "" {
 		opts.Version = "0.1"
 	}
-	s := &Server{fw: fw, opts: opts, name: opts.Name, routes: map[string]route{}, execs: map[string]*Exec{}, calls: map[string]int{},
+	s := &Server{fw: fw, opts: opts, name: opts.Name, routes: map[string]route{}, execs: map[string]*Exec{}, calls: map[string]int{}, lockSeen: map[string]string{},
 		breakCh: make(chan struct{}), binaries: map[string]*blob{}}
 	svc := sila2.SiLAServiceFDL
 	if opts.Legacy {
@@ -431,14 +432,23 @@ func (s *Server) checkMetadata(ctx context.Context, r route) error {
 			}
 		}
 	}
+	key := sila2.MetadataKey(sila2.LockControllerID + "/Metadata/LockIdentifier")
+	vals := md.Get(key)
+	seen := ""
+	if lc := s.feature("LockController"); lc != nil && len(vals) > 0 {
+		if v, err := decodeMetadata(lc, "LockIdentifier", []byte(vals[0])); err == nil {
+			seen, _ = v.(string)
+		}
+	}
+	s.mu.Lock()
+	s.lockSeen[r.f.c.Feature.Identifier+"/"+r.item] = seen
+	s.mu.Unlock()
 	s.mu.Lock()
 	lock := s.lockID
 	s.mu.Unlock()
 	if lock == "" || !s.lockAffects(r.f) {
 		return nil
 	}
-	key := sila2.MetadataKey(sila2.LockControllerID + "/Metadata/LockIdentifier")
-	vals := md.Get(key)
 	if len(vals) == 0 {
 		return frameworkErr(sila2.FrameworkInvalidMetadata, "the server is locked: the LockIdentifier metadata is required")
 	}
@@ -454,10 +464,14 @@ func (s *Server) checkMetadata(ctx context.Context, r route) error {
 	return nil
 }
 
+// lockAffects reports whether the lock protects f's calls: every feature's
+// but SiLAService's, LockController's (another client must be able to ask
+// LockServer and hear ServerAlreadyLocked, and to read IsLocked) and
+// CancelController's.
 func (s *Server) lockAffects(f *feature) bool {
 	switch f.c.Feature.Identifier {
 	case "SiLAService", "LockController", "CancelController":
-		return f.c.Feature.Identifier == "LockController"
+		return false
 	}
 	return true
 }
@@ -1027,6 +1041,15 @@ func (s *Server) ForceUnlock() {
 	s.mu.Lock()
 	s.lockID = ""
 	s.mu.Unlock()
+}
+
+// LockIdentifierSeen is the LockIdentifier metadata the last call of
+// "Feature/Item" (a command or property identifier) carried; "" when it
+// carried none or there was no call.
+func (s *Server) LockIdentifierSeen(call string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lockSeen[call]
 }
 
 // Locked reports the current lock identifier ("" when unlocked).
