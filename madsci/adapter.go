@@ -3,6 +3,7 @@ package madsci
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,34 +27,51 @@ type Deps struct {
 	RetryClock clock.Clock
 	// HTTP is the transport of the HTTP client.
 	HTTP *http.Client
+	// NewDriver builds the driver from the generated binding config;
+	// default binding.New. Factory passes the config file's
+	// Source.NewDriver; tests adjust the config here.
+	NewDriver func(binding.Config) (*binding.Driver, error)
 }
 
 // New builds an unstarted driver for the node cfg names: it reads /info and
-// /state (and /openapi.json when the layout is auto) to make the items.
+// /state (and /openapi.json when the layout is auto) to make the items, and
+// attaches the adapter to the driver so the node's own word (errored,
+// stopped) can latch the device in fault. Start runs the status watch;
+// Close stops it.
 func New(ctx context.Context, cfg Config, deps Deps) (*binding.Driver, error) {
-	bc, err := Binding(ctx, cfg, deps)
+	bc, a, err := build(ctx, cfg, deps)
 	if err != nil {
 		return nil, err
 	}
-	return binding.New(bc)
+	mk := deps.NewDriver
+	if mk == nil {
+		mk = binding.New
+	}
+	d, err := mk(bc)
+	if err != nil {
+		return nil, err
+	}
+	a.attach(d)
+	return d, nil
 }
 
-// Binding builds the binding config of the node cfg names (New without the driver).
-func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error) {
+// build makes the binding config of the node cfg names and the adapter
+// behind its hooks.
+func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter, error) {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
-		return binding.Config{}, err
+		return binding.Config{}, nil, err
 	}
 	if deps.Node == nil || deps.Actions == nil {
 		c, err := NewClient(ClientOptions{URL: cfg.NodeURL, Layout: cfg.Layout, RequestTimeout: cfg.RequestTimeout,
 			MaxRetryAfter: cfg.MaxRetryAfter, MaxRetries: cfg.MaxRetries, HTTP: deps.HTTP, Clock: deps.RetryClock})
 		if err != nil {
-			return binding.Config{}, err
+			return binding.Config{}, nil, err
 		}
 		if cfg.Layout == LayoutAuto {
 			layout, err := c.Detect(ctx)
 			if err != nil {
-				return binding.Config{}, err
+				return binding.Config{}, nil, err
 			}
 			c.SetLayout(layout)
 		}
@@ -66,10 +84,15 @@ func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error)
 	}
 	info, err := deps.Node.Info(ctx)
 	if err != nil {
-		return binding.Config{}, fmt.Errorf("madsci: reading %s/info: %w", cfg.NodeURL, err)
+		return binding.Config{}, nil, fmt.Errorf("madsci: reading %s/info: %w", cfg.NodeURL, err)
 	}
-	a := &adapter{cfg: cfg, node: deps.Node, acts: deps.Actions, info: info, running: map[string]string{}}
-	a.status = &cached[*NodeStatus]{ttl: cfg.SignalCache, fetch: deps.Node.Status}
+	clk := deps.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	a := &adapter{cfg: cfg, node: deps.Node, acts: deps.Actions, info: info, running: map[string]string{}, clk: clk,
+		log: slog.Default(), reachable: true}
+	a.status = &cached[*NodeStatus]{ttl: cfg.SignalCache, fetch: a.readStatus}
 	a.state = &cached[map[string]any]{ttl: cfg.SignalCache, fetch: deps.Node.State}
 
 	bc := binding.Config{Clock: deps.Clock}
@@ -88,27 +111,32 @@ func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error)
 			info.ModuleVersion, cfg.NodeURL, strings.Join(info.Capabilities.AdminCommands, ", "))
 	}
 	if bc.Signals, err = a.signals(ctx); err != nil {
-		return binding.Config{}, err
+		return binding.Config{}, nil, err
 	}
 	a.signalList = bc.Signals
 	if *cfg.ConfigSettings {
 		bc.Settings = a.settings()
 	}
 	if bc.Actions, err = a.actions(); err != nil {
-		return binding.Config{}, err
+		return binding.Config{}, nil, err
 	}
 	if err := a.checkOverrides(bc); err != nil {
-		return binding.Config{}, err
+		return binding.Config{}, nil, err
 	}
 	bc.EStop = a.estop
 	bc.Verify = a.verify
 	bc.Setup = func(ctx context.Context) error {
-		if _, err := a.node.Status(ctx); err != nil {
+		if _, err := a.readStatus(ctx); err != nil {
 			return fmt.Errorf("madsci: node %s unreachable: %w", cfg.NodeURL, err)
 		}
+		a.startWatch()
 		return nil
 	}
-	return bc, nil
+	bc.Close = a.close
+	if bc.Logger != nil {
+		a.log = bc.Logger
+	}
+	return bc, a, nil
 }
 
 // checkOverrides refuses overrides that name nothing the node has, so a
@@ -154,8 +182,23 @@ type adapter struct {
 	// signalList is read whole by verify.
 	signalList []binding.Signal
 
+	// clk times the status watch (the driver's clock).
+	clk clock.Clock
+	log *slog.Logger
+
 	mu      sync.Mutex
 	running map[string]string // MHP job id -> node action id
+	// drv is the driver the node's word latches in fault (set by attach).
+	drv *binding.Driver
+	// resetting counts verifies in progress; gen changes when one starts
+	// or ends, so a status read that began before (or during) a reset
+	// never faults the device after the reset recovered it.
+	resetting int
+	gen       uint64
+	closed    bool
+	// reachable is what the last status read said (for logging changes).
+	reachable bool
+	watch     watcher
 }
 
 // cached serves one endpoint's reply for ttl.
@@ -579,6 +622,11 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 			}
 			return resultOf(res), nil
 		case StatusFailed:
+			// A failed action may leave the node errored: read its status
+			// now so the device state says so when the job ends.
+			sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.RequestTimeout)
+			_, _ = a.readStatus(sctx)
+			stop()
 			return nil, binding.Failed(fmt.Errorf("madsci action %s (%s) failed: %s", plan.name, id, messages(res.Errors)),
 				map[string]any{"node_errors": errorData(res.Errors), "action_id": id, "node_status": st})
 		case StatusCancelled:
@@ -587,7 +635,7 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 			return nil, mhp.Errorf(mhp.CodeDeviceBusy, "madsci node was not ready; action %s (%s) never ran: %s", plan.name, id, messages(res.Errors)).
 				With("outcome", mhp.OutcomeNotStarted).With("node_errors", errorData(res.Errors)).With("action_id", id)
 		case StatusPaused:
-			ns, err := a.node.Status(pollCtx)
+			ns, err := a.readStatus(pollCtx)
 			if err == nil && !ns.Running(id) {
 				// The node ended the action paused: it will not continue.
 				if cancelling {
@@ -688,7 +736,7 @@ func (a *adapter) sendCancel(ctx context.Context, id string) bool {
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
-	st, err := a.node.Status(cctx)
+	st, err := a.readStatus(cctx)
 	if err != nil || !st.OnlyRunning(id) {
 		return false
 	}
@@ -703,7 +751,7 @@ func (a *adapter) nodeWide(ctx context.Context, job *binding.Job, cmd string) er
 	if id == "" {
 		return mhp.Errorf(mhp.CodeDeviceBusy, "madsci: job %s has no running node action to %s", job.ID(), cmd)
 	}
-	st, err := a.node.Status(ctx)
+	st, err := a.readStatus(ctx)
 	if err != nil {
 		return mhp.Errorf(mhp.CodeServerError, "madsci: %s not sent: node /status: %v", cmd, err)
 	}
@@ -752,13 +800,17 @@ func (a *adapter) estop(ctx context.Context) error {
 // verify resets the node (when configured) and waits until it is not
 // stopped, errored or initializing.
 func (a *adapter) verify(ctx context.Context) error {
-	st, err := a.node.Status(ctx)
+	a.beginReset()
+	defer a.endReset()
+	st, err := a.readStatus(ctx)
 	if err != nil {
 		return fmt.Errorf("madsci: node /status: %w", err)
 	}
 	// The node's reset runs shutdown and startup again: send it only when
-	// the node needs it (stopped, errored, locked or paused).
-	if *a.cfg.ResetNode && (st.Stopped || st.Errored || st.Locked || st.Paused) {
+	// the node needs it (stopped, errored, locked or paused) and lists it.
+	// Without it, the wait below still refuses the reset until the node
+	// is no longer errored or stopped (recovered some other way).
+	if *a.cfg.ResetNode && a.info.Capabilities.Has(AdminReset) && (st.Stopped || st.Errored || st.Locked || st.Paused) {
 		r, err := a.node.Admin(ctx, AdminReset)
 		if err != nil {
 			return fmt.Errorf("madsci: reset: %w", err)
@@ -771,7 +823,7 @@ func (a *adapter) verify(ctx context.Context) error {
 	defer cancel()
 	delay := a.cfg.PollInterval
 	for {
-		st, err := a.node.Status(wctx)
+		st, err := a.readStatus(wctx)
 		if err == nil && !st.Stopped && !st.Errored && !st.Initializing && !st.Disconnected {
 			a.status.invalidate()
 			a.state.invalidate()
@@ -788,7 +840,11 @@ func (a *adapter) verify(ctx context.Context) error {
 		}
 		if err := sleepReal(wctx, delay); err != nil {
 			if st != nil {
-				return fmt.Errorf("madsci: the node did not recover within %v: %s", a.cfg.ResetWait, strings.Join(st.NotReadyReasons(), ", "))
+				why := strings.Join(st.NotReadyReasons(), ", ")
+				if st.Errored {
+					why += "; node errors: " + lastErrors(st.Errors, 3)
+				}
+				return fmt.Errorf("madsci: the node did not recover within %v: still %s", a.cfg.ResetWait, why)
 			}
 			return fmt.Errorf("madsci: the node did not answer /status within %v", a.cfg.ResetWait)
 		}

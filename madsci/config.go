@@ -71,6 +71,12 @@ type Config struct {
 	// blocking action, so the gates refuse while the node is not ready;
 	// default true (needs status_signals).
 	ReadyInterlock *bool `yaml:"ready_interlock,omitempty"`
+	// StatusPoll is the period of the status watch: while the driver runs,
+	// GET /status is read this often (besides every status read the
+	// adapter makes anyway) so a node that reports itself errored or
+	// stopped latches the device in fault even when nobody reads a signal.
+	// Default 2s; 0s disables the watch (status reads still check).
+	StatusPoll *time.Duration `yaml:"status_poll,omitempty"`
 	// ResetNode posts the node's reset admin command on safety/reset when
 	// the node is stopped, errored, locked or paused; default true.
 	ResetNode *bool `yaml:"reset_node,omitempty"`
@@ -144,6 +150,10 @@ func (c Config) Defaults() Config {
 	def(&c.ResetWait, time.Minute)
 	def(&c.MaxRetryAfter, 30*time.Second)
 	def(&c.SignalCache, 250*time.Millisecond)
+	if c.StatusPoll == nil {
+		p := 2 * time.Second
+		c.StatusPoll = &p
+	}
 	if c.PollMax < c.PollInterval {
 		c.PollMax = c.PollInterval
 	}
@@ -191,6 +201,9 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			return fmt.Errorf("madsci: %s must be positive, got %v", name, d)
 		}
+	}
+	if *c.StatusPoll < 0 {
+		return fmt.Errorf("madsci: status_poll must be >= 0 (0s disables the status watch), got %v", *c.StatusPoll)
 	}
 	if c.MaxRetries < 0 || c.PollFailures < 1 || c.UnknownPolls < 1 {
 		return fmt.Errorf("madsci: max_retries must be >= 0, poll_failures and unknown_polls >= 1")

@@ -56,16 +56,13 @@ func harness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 	cfg := fixtureConfig(n.URL, opt)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	bc, err := madsci.Binding(ctx, cfg, madsci.Deps{Clock: clk})
+	d, err := madsci.New(ctx, cfg, madsci.Deps{Clock: clk, NewDriver: func(bc binding.Config) (*binding.Driver, error) {
+		bc.PollInterval = 20 * time.Millisecond
+		return binding.New(bc)
+	}})
 	if err != nil {
 		n.Close()
-		t.Fatalf("madsci.Binding: %v", err)
-	}
-	bc.PollInterval = 20 * time.Millisecond
-	d, err := binding.New(bc)
-	if err != nil {
-		n.Close()
-		t.Fatalf("binding.New: %v", err)
+		t.Fatalf("madsci.New: %v", err)
 	}
 	if err := d.Start(ctx); err != nil {
 		n.Close()

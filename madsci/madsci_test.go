@@ -185,19 +185,22 @@ func TestStatusBooleansAreSignalsAndGate(t *testing.T) {
 	tr := true
 	f := newFixture(t, madscitest.Options{}, func(c *madsci.Config) { c.ReadyInterlock = &tr })
 	ctx := context.Background()
-	f.node.SetFlags(true, false, true, false) // locked, stopped
-	res, err := f.dev.Read(ctx, []string{madsci.SignalLocked, madsci.SignalStopped, madsci.SignalReady, madsci.SignalErrored})
+	f.node.SetFlags(true, false, false, true) // locked, paused
+	res, err := f.dev.Read(ctx, []string{madsci.SignalLocked, madsci.SignalPaused, madsci.SignalStopped, madsci.SignalReady, madsci.SignalErrored})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Values[madsci.SignalLocked] != true || res.Values[madsci.SignalStopped] != true ||
+	if res.Values[madsci.SignalLocked] != true || res.Values[madsci.SignalPaused] != true || res.Values[madsci.SignalStopped] != false ||
 		res.Values[madsci.SignalReady] != false || res.Values[madsci.SignalErrored] != false {
 		t.Fatalf("status signals = %v", res.Values)
 	}
-	// The node's description of a stopped node says ready; the gate must not.
+	// Locked and paused are gates, not device state.
 	_, err = f.dev.Invoke(ctx, mhp.InvokeRequest{Name: conformance.ActionQuick})
 	if mhp.CodeOf(err) != mhp.CodeInterlockOpen {
-		t.Fatalf("invoke on a locked, stopped node: %v, want InterlockOpen on node.ready", err)
+		t.Fatalf("invoke on a locked, paused node: %v, want InterlockOpen on node.ready", err)
+	}
+	if s := f.state(t); s != mhp.StateIdle {
+		t.Fatalf("device state on a locked, paused node: %s, want idle", s)
 	}
 	if n := f.node.In.Calls(conformance.ActionQuick); n != 0 {
 		t.Fatalf("the node ran quick %d times behind a closed gate", n)
@@ -241,7 +244,8 @@ func TestTerminalStates(t *testing.T) {
 			state:  mhp.JobDone, deviceAfter: mhp.StateIdle},
 		{name: "failed", action: conformance.ActionQuick, opts: madscitest.Options{ErrorOnFailure: true},
 			setup: func(t *testing.T, f *fixture) { f.node.In.Script(conformance.ActionQuick, conformance.FailReported) },
-			state: mhp.JobFailed, outcome: mhp.OutcomeFailed, deviceAfter: mhp.StateIdle,
+			// The node is now errored: its word latches the device in fault.
+			state: mhp.JobFailed, outcome: mhp.OutcomeFailed, deviceAfter: mhp.StateFault,
 			check: func(t *testing.T, f *fixture, j *mhp.Job) {
 				if j.Error == nil || j.Error.Data["node_errors"] == nil || !strings.Contains(j.Error.Message, "simulated") {
 					t.Errorf("failed job error = %+v, want the node's errors", j.Error)

@@ -19,11 +19,7 @@ func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) 
 	if err != nil {
 		return nil, err
 	}
-	bc, err := Binding(ctx, cfg, Deps{})
-	if err != nil {
-		return nil, err
-	}
-	return src.NewDriver(bc)
+	return New(ctx, cfg, Deps{NewDriver: src.NewDriver})
 }
 
 // Load decodes a config file strictly and resolves files_dir against the

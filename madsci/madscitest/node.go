@@ -18,6 +18,8 @@
 //
 // Test controls: RateLimit (429 with Retry-After), Vanish (every connection
 // is dropped), EndNext (force the next start of an action to a status),
+// SetFlags and SetErrored (status booleans, the node's errors),
+// ResetKeepsFault (a reset that does not recover the node),
 // SetAdminCommands, and the Instrument's Script/Release.
 package madscitest
 
@@ -103,6 +105,7 @@ type Node struct {
 	vanished      bool
 	requests      map[string]int
 	startRequests int
+	resetKeeps    bool
 }
 
 // AllAdminCommands is every admin command of the node API.
@@ -222,6 +225,26 @@ func (n *Node) SetFlags(locked, errored, stopped, paused bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.locked, n.errored, n.stopped, n.paused = locked, errored, stopped, paused
+}
+
+// SetErrored makes the node errored with message as its newest error (as
+// an exception inside an action does), or clears errored when message is
+// empty. Errors are kept, as the real node keeps them across resets.
+func (n *Node) SetErrored(message string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.errored = message != ""
+	if message != "" {
+		n.errs = append(n.errs, madsci.NodeError{Message: message, ErrorType: "RuntimeError", LoggedAt: now()})
+	}
+}
+
+// ResetKeepsFault makes the reset admin command answer success while the
+// node stays errored and stopped (its startup fails again), until turned off.
+func (n *Node) ResetKeepsFault(on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.resetKeeps = on
 }
 
 // SetState adds a free-form /state key.
@@ -546,7 +569,10 @@ func (n *Node) postAdmin(w http.ResponseWriter, r *http.Request) {
 			n.stopped = true
 		}
 	case "reset":
-		n.errored, n.locked, n.paused, n.stopped = false, false, false, false
+		n.locked, n.paused = false, false
+		if !n.resetKeeps {
+			n.errored, n.stopped = false, false
+		}
 	case "lock":
 		n.locked = true
 	case "unlock":
