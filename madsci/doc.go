@@ -21,12 +21,52 @@
 //	unknown, no terminal state before the deadline, node unreachable mid-action
 //	                              -> outcome unknown: the device latches in fault
 //
+// The node's word on its own state moves the device state. Every GET
+// /status the adapter reads (signal reads, the cancel and pause checks,
+// Setup, the reset's wait) is checked, and while the driver runs a status
+// watch reads it every status_poll (default 2s on the driver's clock; 0s
+// disables the watch, not the checks; stopped by Close, which waits for a
+// read in progress):
+//
+//	errored   -> fault; the reason carries the node's newest errors
+//	stopped   -> fault ("madsci node reports stopped"): a safety_stop that
+//	             did not come through MHP, or the node stopped itself. Not
+//	             estop: an MHP estop is one the driver commanded (it records
+//	             who, cancels our jobs, runs the stop hook); a fault says
+//	             the same thing that matters (refuse until a verified reset)
+//	             without inventing who pressed it. After our own estop the
+//	             node is stopped as expected and nothing more is latched.
+//	busy, locked, paused, initializing, disconnected
+//	          -> node.* signals and the node.ready interlock only. MHP busy
+//	             means our jobs: a node busy with another client's action
+//	             keeps the device idle and refuses blocking actions at the
+//	             interlock.
+//	unreachable (the read fails)
+//	          -> no change of device state (MHP has no such device state;
+//	             "unreachable" is what a client says of a driver that does
+//	             not answer, and this driver does). node.* signals read
+//	             null, the node.ready interlock (ready_interlock) is
+//	             open so blocking actions are refused before anything is
+//	             sent, and the change is logged. A job running meanwhile
+//	             ends outcome unknown (fault) when its own polls keep
+//	             failing (poll_failures).
+//
+// A fault on the node's word is latched once (binding.Driver.Fault), runs
+// the fault hook like every fault (the estop hook: safety_stop when
+// listed), and refuses writes and invokes with DeviceFault. A failed action
+// that left the node errored faults the device by the time the job ends.
+//
 // A cancel posts the node's cancel admin command (it is node-wide, so only
 // while our action is the node's only running action) and keeps polling until
 // the node reports how the action ended, bounded by CancelWait. Estop posts
 // safety_stop when capabilities.admin_commands lists it; otherwise it sends
 // what the node has (cancel, lock) and reports stopped:false with the reason.
 // safety/reset posts the node's reset when the node is stopped, errored,
-// locked or paused, waits for it to recover, then reads every signal.
+// locked or paused and admin_commands lists reset, then waits (reset_wait)
+// until the node is no longer stopped, errored, initializing or
+// disconnected and reads every signal; a node that still reports errored
+// or stopped refuses the reset (DeviceFault, the device stays in fault). A
+// status read that began before or during the reset never faults the
+// device after it.
 // 429 replies are retried after their Retry-After (bounded).
 package madsci
