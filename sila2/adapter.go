@@ -181,8 +181,9 @@ type adapter struct {
 	// their own goroutines, a release may still be pending when the next
 	// lease is acquired.
 	lockMu     sync.Mutex
-	held       *heldLock // guarded by lockMu
-	lockClosed bool      // guarded by lockMu: Close has given the lock back
+	held       *heldLock      // guarded by lockMu
+	leases     map[string]int // guarded by lockMu: granted lease acquires not yet released, per holder
+	lockClosed bool           // guarded by lockMu: Close has given the lock back
 }
 
 type paramInfo struct {
@@ -205,7 +206,7 @@ func newAdapter(cfg *Config, b Backend, cancellable bool, log *slog.Logger) *ada
 	return &adapter{cfg: cfg, b: b, cancellable: cancellable, log: log,
 		cancelWait:  seconds(cfg.CancelWaitS, 30*time.Second),
 		resubscribe: seconds(cfg.ResubscribeS, 10*time.Second),
-		cache:       map[string]*cached{}, running: map[string]string{}, params: map[string]paramInfo{}, cancelledErrors: map[string]bool{}}
+		leases:      map[string]int{}, cache: map[string]*cached{}, running: map[string]string{}, params: map[string]paramInfo{}, cancelledErrors: map[string]bool{}}
 }
 
 func (a *adapter) setDriver(d *binding.Driver) {

@@ -43,7 +43,40 @@
 // -> device fault. ValidationErrors become InvalidValue or LimitViolation
 // naming the parameter; framework errors of an initiating call are
 // refusals. Metadata the config gives is sent on the calls the server says
-// it affects; the LockController lock is held while the driver runs.
+// it affects.
+//
+// # Locks
+//
+// Where the server implements LockController, MHP leases map onto its lock
+// (`lock: lease`, the default then; binding.Config.Lease): a session's
+// session/acquire first calls LockServer with a fresh random lock
+// identifier and a timeout (lock.timeout_s, default
+// DefaultLeaseLockTimeoutS), and is refused with NotLeased (data.reason
+// "server_locked", data.sila_error) when the server answers
+// ServerAlreadyLocked because another client holds it. While the lease
+// lives, every call the server lists under
+// Get_FCPAffectedByMetadata_LockIdentifier carries the LockIdentifier
+// metadata, and other SiLA clients are refused by the server. When the
+// lease ends — release, expiry, the watchdog, Close — UnlockServer gives
+// the lock back. A command refused by the server for its lock
+// (InvalidLockIdentifier, or missing metadata on a locked server) is a
+// NotLeased refusal. `lock: lifetime` (or any lock mapping without mode,
+// as before modes existed) holds one lock from Start to Close instead;
+// `lock: none` never locks.
+//
+// A timed lock is checked every third of its timeout: a read of a
+// lock-protected unobservable property (Client.LockProbe; it carries the
+// identifier, which keeps the lock active) and of IsLocked. A lock the
+// server let lapse is taken again under the same identifier and logged.
+// If it cannot be — the server refuses LockServer, or another client holds
+// the server now — the lock is lost while the lease (or the driver)
+// counted on it: the device latches in fault (binding.Driver.Fault), since
+// the exclusive access the lease promised is gone; after a reset the lease
+// continues without a server lock and the server refuses its calls
+// (NotLeased) until the other client unlocks. Connection errors during a
+// check only log; the next check tries again. Without a lock-protected
+// unobservable property to probe, a foreign lock taken between two checks
+// shows as NotLeased refusals rather than a fault.
 //
 // Binaries travel as base64 strings; above 2 MiB they go through the
 // binary transfer services (BinaryUpload, BinaryDownload) in chunks.

@@ -302,3 +302,42 @@ func TestLockConfigErrors(t *testing.T) {
 		t.Fatalf("lease on a server without LockController: %v", err)
 	}
 }
+
+// A release runs on its own goroutine and may arrive after the same
+// session's next acquire: it must not unlock the live lease.
+func TestLeaseLateRelease(t *testing.T) {
+	l := startLab(t, silatest.Options{LockController: true})
+	c := l.dial(t, sila2.TLSConfig{PinSHA256: l.cert.PinSHA256})
+	hook := sila2.LeaseHookForTest(&sila2.Config{Endpoint: l.addr}, c, 0)
+	ctx := ctxT(t)
+	steps := []struct {
+		holder  string
+		acquire bool
+		locked  bool
+	}{
+		{"a", true, true},
+		{"a", true, true},   // a's second lease, its first release still pending
+		{"a", false, true},  // the late release of the first lease
+		{"b", true, true},   // (refused by the driver's gate in real life; here: b takes over)
+		{"a", false, true},  // a's last release: b's lock stays
+		{"b", false, false}, // b's release unlocks
+	}
+	prev := ""
+	for i, s := range steps {
+		err := hook(ctx, s.holder, s.acquire)
+		if err != nil {
+			t.Fatalf("step %d %+v: %v", i, s, err)
+		}
+		got := l.srv.Locked()
+		if (got != "") != s.locked {
+			t.Fatalf("step %d %+v: server lock %q", i, s, got)
+		}
+		if i == 1 && got != prev {
+			t.Fatalf("the second lease of the same holder relocked (%q -> %q)", prev, got)
+		}
+		prev = got
+	}
+	if n := l.srv.Calls("LockController/UnlockServer"); n != 2 {
+		t.Fatalf("UnlockServer called %d times, want 2 (a's lock given to b, b's release)", n)
+	}
+}

@@ -52,10 +52,21 @@ func resolveLockMode(cfg *Config, hasLockController bool, client *Client) (mode 
 
 // leaseHook is binding.Config.Lease in lease mode: an MHP lease acquire
 // locks the server under a fresh lock identifier; the lease's end unlocks.
+//
+// Releases run on their own goroutines, so a release may arrive after the
+// same session's next acquire. Every granted acquire is answered by exactly
+// one release, so the hook counts them per holder (a.leases) and unlocks
+// only when the holder of the lock has no lease left: a late release never
+// unlocks a lease that is live again.
 func (a *adapter) leaseHook(ctx context.Context, holder string, acquire bool) error {
 	a.lockMu.Lock()
 	defer a.lockMu.Unlock()
 	if !acquire {
+		if a.leases[holder] > 1 {
+			a.leases[holder]--
+			return nil
+		}
+		delete(a.leases, holder)
 		if a.lockClosed || a.held == nil || a.held.holder != holder {
 			// Not ours to give back: another holder's lock, or Close has
 			// already unlocked.
@@ -68,6 +79,9 @@ func (a *adapter) leaseHook(ctx context.Context, holder string, acquire bool) er
 	}
 	if h := a.held; h != nil {
 		if h.holder == holder && !h.lost.Load() {
+			// The holder's previous lease still has its release pending:
+			// the lock carries over to this lease.
+			a.leases[holder]++
 			return nil
 		}
 		// The previous holder's release has not run yet (it runs on its own
@@ -79,6 +93,7 @@ func (a *adapter) leaseHook(ctx context.Context, holder string, acquire bool) er
 	id := randomID()
 	err := a.takeLockLocked(ctx, holder, id, a.lockTimeout)
 	if err == nil {
+		a.leases[holder]++
 		return nil
 	}
 	return a.lockRefusal(ctx, id, err)

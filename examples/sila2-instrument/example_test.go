@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/sila2"
 	"github.com/openmhp/mhp-go/sila2/silatest"
@@ -84,7 +85,24 @@ func TestInstrumentYAML(t *testing.T) {
 	if st, _ := desc.Action("stabilize"); st.Approval != "confirm" {
 		t.Errorf("stabilize approval %q", st.Approval)
 	}
+	if got := srv.Locked(); got != "" {
+		t.Errorf("the server is locked (%q) without an MHP lease", got)
+	}
+	holder := mhp.AsSession(d, "operator")
+	if _, err := holder.Acquire(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if srv.Locked() == "" {
-		t.Error("the lock is not held")
+		t.Error("the lease did not lock the server")
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Locked() != "" { // the release hook runs on its own goroutine
+		if time.Now().After(deadline) {
+			t.Fatal("the release did not unlock the server")
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
