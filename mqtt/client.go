@@ -178,6 +178,7 @@ func DialPaho(opt DialOptions) (*PahoClient, error) {
 		SetClientID(opt.ClientID).
 		SetProtocolVersion(4).
 		SetCleanSession(true).
+		SetStore(newCopyStore()).
 		SetOrderMatters(true).
 		SetAutoReconnect(true).
 		SetConnectRetry(true).
