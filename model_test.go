@@ -125,3 +125,17 @@ func TestParamsKeepOrderInYAML(t *testing.T) {
 		t.Fatalf("json %s", b)
 	}
 }
+
+func TestNotificationJob(t *testing.T) {
+	wire := mhp.Notification{Method: mhp.NotifyJobsFinished, Params: map[string]any{"job": map[string]any{"id": "job_1", "state": "done", "progress": 1.0}}}
+	if j := wire.Job(); j == nil || j.ID != "job_1" || j.State != mhp.JobDone {
+		t.Fatalf("decoded job %+v", j)
+	}
+	inproc := mhp.Notification{Method: mhp.NotifyJobsStarted, Params: map[string]any{"job": mhp.Job{ID: "job_2"}}}
+	if j := inproc.Job(); j == nil || j.ID != "job_2" {
+		t.Fatalf("in-process job %+v", j)
+	}
+	if j := (mhp.Notification{Method: mhp.NotifySafetyEStop, Params: map[string]any{"job": "x"}}).Job(); j != nil {
+		t.Fatalf("a safety notification carried a job: %+v", j)
+	}
+}

@@ -1,5 +1,10 @@
 package mhp
 
+import (
+	"encoding/json"
+	"strings"
+)
+
 // Notification method names.
 const (
 	NotifySignalsUpdate    = "notifications/signals/update"
@@ -32,4 +37,32 @@ func (n Notification) Signal() string {
 	}
 	s, _ := n.Params["name"].(string)
 	return s
+}
+
+// Job returns the job a notifications/jobs/* notification carries, whatever
+// its Go form (an mhp.Job in process, a decoded JSON object off the wire),
+// or nil for any other notification.
+func (n Notification) Job() *Job {
+	if !strings.HasPrefix(n.Method, "notifications/jobs/") {
+		return nil
+	}
+	raw, ok := n.Params["job"]
+	if !ok {
+		return nil
+	}
+	switch j := raw.(type) {
+	case *Job:
+		return j
+	case Job:
+		return &j
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil
+	}
+	var j Job
+	if json.Unmarshal(b, &j) != nil {
+		return nil
+	}
+	return &j
 }

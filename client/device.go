@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -547,7 +546,7 @@ func (d *Device) Run(ctx context.Context, action string, params map[string]any) 
 func (d *Device) Wait(ctx context.Context, jobID string) (*mhp.Job, error) {
 	notified := make(chan *mhp.Job, 1)
 	stop := d.Listen(func(n mhp.Notification) {
-		j := jobOf(n)
+		j := n.Job()
 		if j == nil || j.ID != jobID || !j.State.Terminal() {
 			return
 		}
@@ -575,33 +574,6 @@ func (d *Device) Wait(ctx context.Context, jobID string) (*mhp.Job, error) {
 			return nil, transportError("wait "+jobID, false, "%v", ctx.Err())
 		}
 	}
-}
-
-// jobOf extracts params.job of a jobs notification, whatever its Go form
-// (a map off the wire, an mhp.Job in process).
-func jobOf(n mhp.Notification) *mhp.Job {
-	if !strings.HasPrefix(n.Method, "notifications/jobs/") {
-		return nil
-	}
-	raw, ok := n.Params["job"]
-	if !ok {
-		return nil
-	}
-	switch j := raw.(type) {
-	case *mhp.Job:
-		return j
-	case mhp.Job:
-		return &j
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil
-	}
-	var j mhp.Job
-	if json.Unmarshal(b, &j) != nil {
-		return nil
-	}
-	return &j
 }
 
 // Scope acquires the lease for ttl (renewed by the heartbeat) and returns a

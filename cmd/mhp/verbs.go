@@ -344,7 +344,7 @@ func (v *verbCtx) jobEnd(j *mhp.Job) int {
 func (v *verbCtx) waitWithProgress(ctx context.Context, id, prefix string) (*mhp.Job, error) {
 	bar := newProgress(v.stdout, prefix, v.tty, v.json)
 	stop := v.d.Listen(func(n mhp.Notification) {
-		if j := jobFromNotification(n); j != nil && j.ID == id && !j.State.Terminal() {
+		if j := n.Job(); j != nil && j.ID == id && !j.State.Terminal() {
 			bar.update(j)
 		}
 	})
@@ -545,30 +545,4 @@ func resourceVerb(ctx context.Context, v *verbCtx) int {
 		fmt.Fprintln(v.stderr, "mhp: (truncated)")
 	}
 	return exitOK
-}
-
-// jobFromNotification extracts params.job of a jobs notification.
-func jobFromNotification(n mhp.Notification) *mhp.Job {
-	if !strings.HasPrefix(n.Method, "notifications/jobs/") {
-		return nil
-	}
-	raw, ok := n.Params["job"]
-	if !ok {
-		return nil
-	}
-	switch j := raw.(type) {
-	case *mhp.Job:
-		return j
-	case mhp.Job:
-		return &j
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil
-	}
-	var j mhp.Job
-	if json.Unmarshal(b, &j) != nil {
-		return nil
-	}
-	return &j
 }

@@ -337,7 +337,10 @@ func (p *Publisher) onNotify(n mhp.Notification) {
 	kind := strings.TrimPrefix(n.Method, "notifications/")
 	switch {
 	case strings.HasPrefix(kind, "jobs/"):
-		job := jobOf(n.Params["job"])
+		var job mhp.Job
+		if j := n.Job(); j != nil {
+			job = *j
+		}
 		if job.ID == "" {
 			if id, ok := n.Params["id"].(string); ok {
 				job.ID = id
@@ -370,25 +373,6 @@ func (p *Publisher) onNotify(n mhp.Notification) {
 	if stateChanged {
 		p.enqueueLocked(item{topic: p.Topic("state"), qos: 1, retain: true, body: p.stateDocLocked()})
 	}
-}
-
-// jobOf reads a job from a notification's "job" param (a Job, *Job or decoded JSON).
-func jobOf(v any) mhp.Job {
-	switch j := v.(type) {
-	case mhp.Job:
-		return j
-	case *mhp.Job:
-		if j != nil {
-			return *j
-		}
-	case map[string]any:
-		var out mhp.Job
-		if b, err := json.Marshal(j); err == nil {
-			_ = json.Unmarshal(b, &out)
-		}
-		return out
-	}
-	return mhp.Job{}
 }
 
 func (p *Publisher) enqueueLocked(it item) {
