@@ -50,6 +50,10 @@ type Config struct {
 	InterlockTimeout time.Duration
 	// HookTimeout bounds a setting's Write; default 30s.
 	HookTimeout time.Duration
+	// VerifyTimeout bounds the Verify hook of a reset (a backend that is
+	// reset and must come back up may need longer than a write); default
+	// HookTimeout.
+	VerifyTimeout time.Duration
 	// StopTimeout bounds the EStop and OnFault hooks; default 10s.
 	StopTimeout time.Duration
 	// JobTimeout bounds an action's Run when the action sets none; default 1h.
@@ -196,6 +200,7 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.InterlockTimeout, 2*time.Second)
 	def(&c.HookTimeout, 30*time.Second)
+	def(&c.VerifyTimeout, c.HookTimeout)
 	def(&c.StopTimeout, 10*time.Second)
 	def(&c.JobTimeout, time.Hour)
 	def(&c.JobGrace, 10*time.Second)

@@ -1311,7 +1311,7 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 
 func (d *Driver) verify(ctx context.Context) error {
 	if d.cfg.Verify != nil {
-		vctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
+		vctx, cancel := context.WithTimeout(ctx, d.cfg.VerifyTimeout)
 		defer cancel()
 		return d.cfg.Verify(vctx)
 	}

@@ -109,3 +109,24 @@ func TestFaultOnTheBackendsWord(t *testing.T) {
 		t.Fatalf("reset: %v, state %s", err, drv.State())
 	}
 }
+
+func TestVerifyTimeoutBoundsTheVerifyHook(t *testing.T) {
+	var left time.Duration
+	drv, err := binding.New(binding.Config{Device: mhp.DeviceInfo{ID: "v"}, VerifyTimeout: 90 * time.Second,
+		Verify: func(ctx context.Context) error {
+			d, _ := ctx.Deadline()
+			left = time.Until(d)
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	drv.Fault("test")
+	if _, err := drv.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if left < 60*time.Second || left > 90*time.Second {
+		t.Fatalf("verify had %v, want the 90s VerifyTimeout (beyond the 30s HookTimeout)", left)
+	}
+}

@@ -125,6 +125,8 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 	}
 	bc.EStop = a.estop
 	bc.Verify = a.verify
+	// A reset posts the node's reset, then waits for it to come back.
+	bc.VerifyTimeout = a.cfg.ResetWait + 2*a.cfg.RequestTimeout
 	bc.Setup = func(ctx context.Context) error {
 		if _, err := a.readStatus(ctx); err != nil {
 			return fmt.Errorf("madsci: node %s unreachable: %w", cfg.NodeURL, err)
