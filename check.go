@@ -428,6 +428,10 @@ func describeType(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
+// Number returns v as a float64 when it is any Go number or a json.Number
+// (never a boolean or a string): the one numeric conversion adapters share.
+func Number(v any) (float64, bool) { return toFloat(v) }
+
 func toFloat(v any) (float64, bool) {
 	switch x := v.(type) {
 	case float64:

@@ -97,7 +97,7 @@ func toVariant(name string, v any, t ua.TypeID) (*ua.Variant, error) {
 			return ua.NewVariant(string(b))
 		}
 	}
-	num, isNum := asFloat(v)
+	num, isNum := mhp.Number(v)
 	switch t {
 	case ua.TypeIDBoolean:
 		b, ok := v.(bool)
@@ -194,25 +194,6 @@ func toVariant(name string, v any, t ua.TypeID) (*ua.Variant, error) {
 		return nil, bad("%v is not a time", v)
 	}
 	return nil, bad("the node's type %s cannot be written by this adapter", t)
-}
-
-func asFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	case json.Number:
-		f, err := x.Float64()
-		return f, err == nil
-	}
-	return 0, false
 }
 
 func intRange(t ua.TypeID) (float64, float64) {

@@ -461,7 +461,7 @@ func (t *ladsJob) apply(e event) {
 			}
 			break
 		}
-		f, ok := asFloat(fromVariant(e.dv.Value))
+		f, ok := mhp.Number(fromVariant(e.dv.Value))
 		if !ok {
 			break
 		}

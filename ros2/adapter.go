@@ -481,24 +481,12 @@ func (tv *topicValue) sequence() uint64 {
 }
 
 func matches(got, want any, tol float64) bool {
-	gf, gok := toFloat(got)
-	wf, wok := toFloat(want)
+	gf, gok := mhp.Number(got)
+	wf, wok := mhp.Number(want)
 	if gok && wok {
 		return math.Abs(gf-wf) <= tol
 	}
 	return reflect.DeepEqual(got, want)
-}
-
-func toFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case int64:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	}
-	return 0, false
 }
 
 // ---- settings ----

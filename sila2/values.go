@@ -156,22 +156,6 @@ func toInt64(v any) (int64, bool) {
 	return 0, false
 }
 
-func toFloat64(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	}
-	return 0, false
-}
-
 func encodeBasic(m *dynamicpb.Message, basic string, v any, path string) error {
 	switch basic {
 	case BasicString:
@@ -187,7 +171,7 @@ func encodeBasic(m *dynamicpb.Message, basic string, v any, path string) error {
 		}
 		setScalar(m, 1, protoreflect.ValueOfInt64(n))
 	case BasicReal:
-		f, ok := toFloat64(v)
+		f, ok := mhp.Number(v)
 		if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
 			return invalid(path, "want a finite number, got %v", v)
 		}
