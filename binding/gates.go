@@ -1,0 +1,119 @@
+package binding
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+)
+
+// ---- gates ----
+
+type gateResult struct {
+	notes *mhp.DryRunNotes
+}
+
+// stateGateLocked is gate 1.
+func (d *Driver) stateGateLocked() *mhp.Error {
+	if d.estop {
+		return d.errorf(mhp.CodeEStopActive, "device is in estop; safety/reset is needed").With("gate", "state")
+	}
+	if d.fault {
+		return d.errorf(mhp.CodeDeviceFault, "device is in fault (%s); safety/reset is needed", d.faultReason).
+			With("gate", "state").With("reason", d.faultReason)
+	}
+	return nil
+}
+
+func (d *Driver) approvalGate(kind, name string, level mhp.Approval, approved, dry bool, notes *mhp.DryRunNotes) *mhp.Error {
+	switch level {
+	case mhp.ApprovalForbid:
+		return d.errorf(mhp.CodeForbidden, "%s %q is forbidden through MHP", kind, name).With("approval", "forbid").With("gate", "approval")
+	case mhp.ApprovalConfirm:
+		if !approved {
+			if dry {
+				notes.NeedsApproval = true
+				return nil
+			}
+			return d.errorf(mhp.CodeApprovalRequired, "%s %q requires a person's confirmation", kind, name).
+				With("approval", "confirm").With("gate", "approval")
+		}
+	}
+	return nil
+}
+
+// interlockGate is gate 3: every named signal read live must be exactly
+// true, and the reads must all be done within InterlockTimeout of start
+// (a value read too late is too old to act on).
+func (d *Driver) interlockGate(ctx context.Context, locks []string, start time.Time) *mhp.Error {
+	if len(locks) == 0 {
+		return nil
+	}
+	for _, l := range locks {
+		s := d.signals[l]
+		v, err := d.readSignal(ctx, s)
+		if err != nil {
+			return d.errorf(mhp.CodeInterlockOpen, "interlock %s is open: unreadable (%v)", l, err).
+				With("interlock", l).With("gate", "interlocks")
+		}
+		if b, ok := v.Value.(bool); !ok || !b {
+			return d.errorf(mhp.CodeInterlockOpen, "interlock %s is open (reads %v)", l, v.Value).
+				With("interlock", l).With("value", v.Value).With("gate", "interlocks")
+		}
+	}
+	if took := d.now().Sub(start); took > d.cfg.InterlockTimeout {
+		return d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took %s, longer than %s",
+			locks, took, d.cfg.InterlockTimeout).With("interlock", locks[0]).With("gate", "interlocks")
+	}
+	return nil
+}
+
+// leaseAndBusyLocked are gates 5 and 6; in a dry run they become notes.
+func (d *Driver) leaseAndBusyLocked(s string, now time.Time, busy bool, busyMsg func() string, dry bool, notes *mhp.DryRunNotes) *mhp.Error {
+	if e := d.leaseGateLocked(s, now); e != nil {
+		if !dry {
+			return e
+		}
+		if h, ok := e.Data["holder"].(string); ok {
+			notes.LeaseHeldBy = h
+		} else {
+			notes.NeedsLease = true
+		}
+	}
+	if busy {
+		if !dry {
+			return d.errorf(mhp.CodeDeviceBusy, "%s", busyMsg()).With("gate", "busy")
+		}
+		notes.BusyNow = true
+	}
+	return nil
+}
+
+func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (any, *mhp.Error) {
+	d.mu.Lock()
+	e := d.stateGateLocked()
+	d.mu.Unlock()
+	if e != nil {
+		return nil, e
+	}
+	if e := d.approvalGate("setting", req.Name, set.Spec.Approval, req.Approved, req.DryRun, notes); e != nil {
+		return nil, e
+	}
+	if e := d.interlockGate(ctx, set.Spec.Interlocks, now); e != nil {
+		return nil, e
+	}
+	value, ce := set.shape.Check(req.Name, req.Value)
+	if ce != nil {
+		return nil, d.stamp(ce.With("gate", "limits"))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	busy := d.active > 0 && !set.Spec.DuringJob
+	if e := d.leaseAndBusyLocked(s, now, busy, func() string {
+		return fmt.Sprintf("setting %q cannot be written while a job runs (during_job is false)", req.Name)
+	}, req.DryRun, notes); e != nil {
+		return nil, e
+	}
+	return value, nil
+}
