@@ -23,6 +23,8 @@ type Description struct {
 	Detail string `json:"detail"`
 	Descriptor
 	State DeviceState `json:"state"`
+	// Backend is the driver's link to its backend, when the driver tracks one.
+	Backend *BackendLink `json:"backend,omitempty"`
 }
 
 // Describe renders the descriptor at the requested tier. An unknown tier or an

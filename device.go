@@ -225,4 +225,19 @@ type ResetResult struct {
 type PingResult struct {
 	State DeviceState `json:"state"`
 	TS    float64     `json:"ts"`
+	// Backend is the driver's link to its backend, when the driver tracks one.
+	Backend *BackendLink `json:"backend,omitempty"`
+}
+
+// BackendLink is the state of a driver's link to the backend it fronts (a
+// PLC, a SiLA 2 server, a rosbridge, a node). Drivers that track their link
+// report it in ping and device/describe; while Connected is false, signals
+// read unavailable and writes and invokes are refused before anything is sent
+// (data.outcome "not_started").
+type BackendLink struct {
+	Connected bool `json:"connected"`
+	// Since is when the link entered this state, Unix seconds.
+	Since float64 `json:"since"`
+	// Error is why the link is down (the last connect or transport error).
+	Error string `json:"error,omitempty"`
 }

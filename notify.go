@@ -19,6 +19,9 @@ const (
 	NotifySafetyFault      = "notifications/safety/fault"
 	NotifySafetyReset      = "notifications/safety/reset"
 	NotifyOperatorInstruct = "notifications/operator/instruction"
+	// NotifyBackendLink carries {"backend": BackendLink} when a driver's link
+	// to its backend goes down or comes back.
+	NotifyBackendLink = "notifications/backend/link"
 )
 
 // Notification is a message a device pushes unprompted. Params is a JSON

@@ -51,6 +51,7 @@ type Driver struct {
 	pollCancel   context.CancelFunc // ends the poll in progress
 	pollDone     chan struct{}      // closed when the poll in progress returns
 	closed       bool
+	link         linkState // the backend link as the adapter last reported it (SetLink)
 }
 
 type jobRec struct {

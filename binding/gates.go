@@ -23,7 +23,7 @@ func (d *Driver) stateGateLocked() *mhp.Error {
 		return d.errorf(mhp.CodeDeviceFault, "device is in fault (%s); safety/reset is needed", d.faultReason).
 			With("gate", "state").With("reason", d.faultReason)
 	}
-	return nil
+	return d.linkGateLocked()
 }
 
 func (d *Driver) approvalGate(kind, name string, level mhp.Approval, approved, dry bool, notes *mhp.DryRunNotes) *mhp.Error {

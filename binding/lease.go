@@ -291,5 +291,5 @@ func (d *Driver) Ping(ctx context.Context) (*mhp.PingResult, error) {
 	d.touch(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return &mhp.PingResult{State: d.stateLocked(), TS: mhp.UnixSeconds(d.now())}, nil
+	return &mhp.PingResult{State: d.stateLocked(), TS: mhp.UnixSeconds(d.now()), Backend: d.linkLocked()}, nil
 }

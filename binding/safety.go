@@ -155,6 +155,12 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 }
 
 func (d *Driver) verify(ctx context.Context) error {
+	d.mu.Lock()
+	down, why := d.linkDownLocked(), d.link.err
+	d.mu.Unlock()
+	if down {
+		return fmt.Errorf("backend unavailable: %s", why)
+	}
 	if d.cfg.Verify != nil {
 		vctx, cancel := context.WithTimeout(ctx, d.cfg.VerifyTimeout)
 		defer cancel()

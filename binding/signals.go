@@ -3,6 +3,7 @@ package binding
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"sort"
@@ -19,6 +20,9 @@ func (d *Driver) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.De
 	out, err := mhp.Describe(&d.desc, d.State(), req)
 	if e, ok := mhp.AsError(err); ok {
 		return nil, d.stamp(e)
+	}
+	if out != nil {
+		out.Backend = d.Link()
 	}
 	return out, err
 }
@@ -84,6 +88,8 @@ func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, err
 	d.touch(ctx)
 	d.mu.Lock()
 	closed := d.closed
+	down := d.linkDownLocked()
+	linkErr := d.link.err
 	d.mu.Unlock()
 	if closed {
 		return nil, d.errorf(mhp.CodeDeviceFault, "signals/read: the driver is closed (its backend is released)")
@@ -106,7 +112,13 @@ func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, err
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
 	defer cancel()
 	for _, s := range list {
-		v, err := d.readSignal(rctx, s)
+		var v Sample
+		var err error
+		if down {
+			err = fmt.Errorf("backend unavailable: %s", linkErr)
+		} else {
+			v, err = d.readSignal(rctx, s)
+		}
 		if err != nil {
 			out.Values[s.Spec.Name] = nil
 			if out.Unavailable == nil {

@@ -1,0 +1,78 @@
+package binding
+
+import (
+	"github.com/openmhp/mhp-go"
+)
+
+// ---- backend link ----
+
+// linkState is what the adapter last reported of its backend link.
+type linkState struct {
+	tracked bool // SetLink was called at least once
+	up      bool
+	since   float64
+	err     string
+}
+
+// SetLink reports the state of the adapter's link to its backend. Adapters
+// that reconnect call it when the link goes down (with the error) and when it
+// comes back. Once called, ping and device/describe carry a "backend" object;
+// while the link is down, signals read unavailable without calling their hooks
+// and writes and invokes are refused at the state gate with
+// data.outcome "not_started": nothing is sent to a backend that is not there.
+// A link change never latches a fault by itself: a command that was in flight
+// when the link dropped ends with its own outcome.
+func (d *Driver) SetLink(connected bool, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	msg := ""
+	if err != nil && !connected {
+		msg = mhp.Truncate(err.Error(), 512)
+	}
+	if d.link.tracked && d.link.up == connected && d.link.err == msg {
+		return
+	}
+	changed := !d.link.tracked || d.link.up != connected
+	d.link.tracked = true
+	d.link.up = connected
+	d.link.err = msg
+	if changed {
+		d.link.since = mhp.UnixSeconds(d.now())
+	}
+	if changed && len(d.listeners) > 0 {
+		d.publishLocked(mhp.NotifyBackendLink, map[string]any{"backend": d.linkLocked()})
+	}
+}
+
+// Link returns the backend link as last reported by the adapter, or nil when
+// the adapter does not track one.
+func (d *Driver) Link() *mhp.BackendLink {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.linkLocked()
+}
+
+func (d *Driver) linkLocked() *mhp.BackendLink {
+	if !d.link.tracked {
+		return nil
+	}
+	return &mhp.BackendLink{Connected: d.link.up, Since: d.link.since, Error: d.link.err}
+}
+
+// linkDownLocked reports whether the adapter said its backend link is down.
+func (d *Driver) linkDownLocked() bool { return d.link.tracked && !d.link.up }
+
+// linkGateLocked refuses actuation while the backend link is down; it runs
+// with the state gate (gate 1), after estop and fault.
+func (d *Driver) linkGateLocked() *mhp.Error {
+	if !d.linkDownLocked() {
+		return nil
+	}
+	why := d.link.err
+	if why == "" {
+		why = "link down"
+	}
+	return d.errorf(mhp.CodeServerError, "backend unavailable (%s): nothing was sent; retry when it is back", why).
+		With("gate", "state").With("reason", "backend_unavailable").With("outcome", mhp.OutcomeNotStarted).
+		With("backend", d.linkLocked())
+}
