@@ -10,9 +10,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/client"
 )
 
 // Exit codes.
@@ -35,6 +37,9 @@ type app struct {
 	getenv func(string) string
 	// ready, when set, is told the base URLs once `demo` or `serve --http` listens.
 	ready func(urls []string)
+
+	idOnce sync.Once
+	id     string
 }
 
 func newApp() *app {
@@ -251,12 +256,22 @@ func parseValue(s string) any {
 	return s
 }
 
-// printJSON writes v as indented JSON.
-func (a *app) printJSON(v any) {
+// printJSON writes v as indented JSON and returns the exit status: an
+// answer that cannot be rendered is an error (exit 1), never a silent 0.
+func (a *app) printJSON(v any) int {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		fmt.Fprintf(a.stderr, "mhp: cannot encode output: %v\n", err)
-		return
+		fmt.Fprintf(a.stderr, "mhp: cannot render the answer: %v\n", err)
+		return exitRefused
 	}
 	fmt.Fprintln(a.stdout, string(b))
+	return exitOK
+}
+
+// clientID is this process's X-MHP-Client: unique per process (and per app),
+// so that two CLI processes are never one client to a server that names
+// clients by that header.
+func (a *app) clientID() string {
+	a.idOnce.Do(func() { a.id = client.NewClientID("mhp-cli") })
+	return a.id
 }
