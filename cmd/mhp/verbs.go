@@ -181,8 +181,12 @@ func describeVerb(ctx context.Context, v *verbCtx) int {
 	case mhp.DetailCard, mhp.DetailSummary, mhp.DetailFull, mhp.DetailSelect:
 	default:
 		// The spec does not make a server echo the tier (the reference does
-		// not): the answer is the tier asked for.
-		desc.Detail = tier
+		// not): the answer is the tier asked for, and an unknown tier that
+		// was served anyway is read as full (what the reference serves).
+		desc.Detail = mhp.DetailFull
+		if tier == mhp.DetailCard || tier == mhp.DetailSummary {
+			desc.Detail = tier
+		}
 	}
 	if v.json || tier == mhp.DetailFull {
 		return v.printJSON(desc)
@@ -296,7 +300,9 @@ func invokeVerb(ctx context.Context, v *verbCtx) int {
 		return v.usageError("invoke: %v", err)
 	}
 	req := mhp.InvokeRequest{Name: v.args[0], Params: params, DryRun: v.p.has("dry-run"), Approved: v.p.has("approved")}
-	ictx, cancel := context.WithTimeout(ctx, v.timeout)
+	// Once sent, the invoke's answer (the job id) is awaited, bounded by the
+	// timeout, even when Ctrl-C comes: Ctrl-C ends only the --wait.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout)
 	res, err := v.d.Invoke(ictx, req)
 	cancel()
 	if err != nil {
@@ -306,9 +312,9 @@ func invokeVerb(ctx context.Context, v *verbCtx) int {
 		if v.json {
 			return v.printJSON(res)
 		}
-		var would any = res.WouldRun
-		if res.WouldRun == nil {
-			would = params
+		would := res.WouldRun
+		if would == nil {
+			would = params // the reference answers a job, not the params
 		}
 		if would == nil {
 			would = map[string]any{}

@@ -62,6 +62,8 @@ type Options struct {
 	// ResetVerified is safety/reset's "verified"; default the reference's
 	// detail string "all signals readable".
 	ResetVerified any
+	// ResetState is safety/reset's "state"; default "idle".
+	ResetState string
 	// Verbose records every request's method (see Methods).
 	Verbose bool
 }
@@ -82,6 +84,7 @@ type Reference struct {
 	methods []string
 	written []string // settings actually written, "name=value"
 	estops  int
+	clients []string // X-MHP-Client of each initialize, oldest first
 }
 
 // maxClients and maxJobs bound what the fake keeps.
@@ -93,6 +96,9 @@ const (
 
 // New returns a fake in state idle.
 func New(opts Options) *Reference {
+	if opts.ResetState == "" {
+		opts.ResetState = "idle"
+	}
 	if opts.ResetVerified == nil {
 		opts.ResetVerified = "all signals readable"
 	}
@@ -120,6 +126,14 @@ func (r *Reference) Written() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.written...)
+}
+
+// Clients lists the client identity (X-MHP-Client, else the peer address)
+// of each initialize, oldest first.
+func (r *Reference) Clients() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.clients...)
 }
 
 // EStops counts safety/estop calls.
@@ -325,8 +339,8 @@ func (r *Reference) dispatch(method string, p map[string]any, client string) (an
 		if h := r.holder(); h != "" && h != client {
 			return nil, refuse(-32030, map[string]any{"holder": h}, "device is leased to another client")
 		}
-		r.state = "idle"
-		return map[string]any{"state": "idle", "verified": r.opts.ResetVerified}, nil
+		r.state = r.opts.ResetState
+		return map[string]any{"state": r.state, "verified": r.opts.ResetVerified}, nil
 	case "session/acquire", "session/renew":
 		ttl := 60.0
 		if v, ok := p["ttl"]; ok {
@@ -380,6 +394,9 @@ func (r *Reference) initialize(p map[string]any, client string) (any, *rpcError)
 		clear(r.inited)
 	}
 	r.inited[client] = true
+	if len(r.clients) < maxClients {
+		r.clients = append(r.clients, client)
+	}
 	d := Descriptor()["device"].(map[string]any)
 	return map[string]any{
 		"protocolVersion": v,
