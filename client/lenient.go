@@ -25,7 +25,8 @@ import (
 //     "false", or the reference's detail such as "all signals readable",
 //     which says the recovery was verified);
 //   - settings/write and actions/invoke dry runs: notes (needsApproval,
-//     needsLease, leaseHeldBy, busyNow) at the top level move under "notes";
+//     needsLease, leaseHeldBy, busyNow) at the top level move under "notes",
+//     and busyNow given as the reason text reads as true;
 //     a wouldWrite of {name: value} without "name" becomes name and value;
 //     a job whose state is "dryRun" marks the result a dry run;
 //   - jobs: an "error" that is a string becomes an error object;
@@ -162,6 +163,10 @@ func liftDevice(m map[string]any) {
 
 // liftNotes moves top-level dry-run notes under "notes".
 func liftNotes(m map[string]any) {
+	if n, ok := m["notes"].(map[string]any); ok {
+		busyText(n)
+		return
+	}
 	if _, has := m["notes"]; has {
 		return
 	}
@@ -172,7 +177,15 @@ func liftNotes(m map[string]any) {
 		}
 	}
 	if len(notes) > 0 {
+		busyText(notes)
 		m["notes"] = notes
+	}
+}
+
+// busyText reads busyNow given as the reason (the reference's shape) as true.
+func busyText(notes map[string]any) {
+	if s, ok := notes["busyNow"].(string); ok {
+		notes["busyNow"] = s != ""
 	}
 }
 
