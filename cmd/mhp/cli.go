@@ -75,7 +75,8 @@ Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
 Other:
   mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
   mhp validate DIR                             check a device package
-  mhp conformance TARGET                       wire checks citing the spec (MUST fails, SHOULD warns)
+  mhp conformance TARGET [--actuate]           wire checks citing the spec (MUST fails, SHOULD warns);
+                                               --actuate adds estop checks (stop, then reset, the device)
   mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
   mhp serve-directory [MANIFEST] [--http ADDR] [--probe HOST,...] [--browse]
       a directory of devices (directory/search, directory/get); --http defaults to 127.0.0.1:18900

@@ -11,13 +11,14 @@ import (
 // conformanceCmd runs `mhp conformance TARGET`: the wire checks of package
 // conformance/wire (each citing the spec sentence it enforces; MUST
 // violations fail, SHOULD violations warn). Exit 1 when a MUST failed.
+// --actuate adds the estop checks, which stop the device and reset it.
 func (a *app) conformanceCmd(ctx context.Context, args []string) int {
-	p, err := parseArgs(args, flagSpec{})
+	p, err := parseArgs(args, flagSpec{"actuate": false})
 	if err != nil {
 		return a.usageError("conformance: %v", err)
 	}
 	if len(p.args) != 1 || !isTarget(p.args[0]) {
-		return a.usageError("conformance: usage: mhp conformance http://HOST:PORT | stdio:COMMAND")
+		return a.usageError("conformance: usage: mhp conformance http://HOST:PORT | stdio:COMMAND [--actuate]")
 	}
 	token, err := a.token(p)
 	if err != nil {
@@ -27,7 +28,8 @@ func (a *app) conformanceCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.usageError("conformance: %v", err)
 	}
-	rep, err := wire.Run(ctx, p.args[0], wire.Options{Token: token, Timeout: timeout, Stderr: a.stderr})
+	rep, err := wire.Run(ctx, p.args[0], wire.Options{Token: token, Timeout: timeout, Stderr: a.stderr,
+		Actuate: p.has("actuate")})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp: conformance: %v\n", err)
 		return exitNoPeer

@@ -137,6 +137,10 @@ func TestConformanceAgainstReferenceShapes(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "0 failed") || !strings.Contains(r.stdout, "WARN  describe/unknown_detail") {
 		t.Fatalf("exit %d\n%s", r.code, r.stdout)
 	}
+	u, ref := refServer(t, wiretest.Options{})
+	if r := runCLI(t, "conformance", u, "--actuate"); r.code != 0 || !strings.Contains(r.stdout, "PASS  estop/any_caller") || ref.EStops() != 2 {
+		t.Fatalf("--actuate: exit %d, %d estops\n%s", r.code, ref.EStops(), r.stdout)
+	}
 	u, _ = refServer(t, wiretest.Options{Deviations: wiretest.Deviations{ServeBeforeInitialize: true}})
 	r = runCLI(t, "conformance", u)
 	if r.code != exitRefused || !strings.Contains(r.stdout, "FAIL  initialize/required_first") ||

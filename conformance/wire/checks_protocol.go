@@ -72,6 +72,12 @@ var checks = []Check{
 		Sentence: "session/acquire {ttl} gives the calling session exclusive write and invoke rights until ttl seconds pass without session/renew, or until session/release.", run: checkLeaseExclusive},
 	{ID: "errors/ts", Level: Should, Section: "§12",
 		Sentence: "every error carries ts, the device clock at the refusal (in the error object or its data)", run: checkErrorTS},
+	{ID: "session/client_header", Level: Should, Section: "§9",
+		Sentence: "Clients SHOULD send an X-MHP-Client header so leases and audit logs can name them. (a client that sends only that header, as the reference client does, is served)", run: checkClientHeader},
+	{ID: "estop/regardless_of_lease", Level: Must, Section: "§5.6",
+		Sentence: "It MUST succeed regardless of lease, approval level or interlock state", run: checkEStopLeased, actuates: true},
+	{ID: "estop/any_caller", Level: Should, Section: "§5.6",
+		Sentence: "It is the one call an agent may always make. (estop from a client that never initialized is served)", run: checkEStopAnyCaller, actuates: true},
 }
 
 func checkInitFirst(ctx context.Context, c *checker) outcome {

@@ -34,6 +34,9 @@ type DialOptions struct {
 	Stderr io.Writer
 	// HTTPClient replaces the default HTTP client.
 	HTTPClient *http.Client
+	// NoSession never sends Mhp-Session (the Python reference client's way:
+	// it names itself by X-MHP-Client only).
+	NoSession bool
 }
 
 // Conn is a bare JSON-RPC connection that sends frames exactly as given, so
@@ -49,6 +52,7 @@ type Conn struct {
 	// HTTP
 	base, token string
 	hc          *http.Client
+	noSession   bool
 	mu          sync.Mutex
 	session     string
 	last        int
@@ -74,7 +78,8 @@ func Dial(target string, opts DialOptions) (*Conn, error) {
 		if hc == nil {
 			hc = &http.Client{}
 		}
-		return &Conn{target: target, clientID: id, base: strings.TrimRight(target, "/"), token: opts.Token, hc: hc}, nil
+		return &Conn{target: target, clientID: id, base: strings.TrimRight(target, "/"), token: opts.Token, hc: hc,
+			noSession: opts.NoSession}, nil
 	case strings.HasPrefix(target, "stdio:"):
 		c := &Conn{target: target, clientID: id}
 		if err := c.start(strings.TrimPrefix(target, "stdio:"), opts.Stderr); err != nil {
@@ -178,7 +183,7 @@ func (c *Conn) Do(ctx context.Context, frame []byte) ([]byte, error) {
 	}
 	c.mu.Lock()
 	c.last = resp.StatusCode
-	if s := resp.Header.Get(transport.HeaderSession); s != "" {
+	if s := resp.Header.Get(transport.HeaderSession); s != "" && !c.noSession {
 		c.session = s
 	}
 	c.mu.Unlock()

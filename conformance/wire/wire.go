@@ -23,9 +23,10 @@
 // initialize's device object, a describe answer without detail echoed, the
 // effective limits as {limits, approval} per item or as bare limits with a
 // separate approval map, ts in the result, in error.data or in the error
-// object. Nothing actuates: every write and invoke is a dry run, and the
-// lease check only acquires and releases, so the checks are safe against
-// real hardware.
+// object. Nothing actuates by default: every write and invoke is a dry run,
+// and the lease check only acquires and releases, so the checks are safe
+// against real hardware; Options.Actuate adds the estop checks, which stop
+// the device and reset it.
 package wire
 
 import (
@@ -71,8 +72,13 @@ type Check struct {
 	// Sentence is the spec sentence the check enforces, quoted.
 	Sentence string
 
-	run func(ctx context.Context, c *checker) outcome
+	run      func(ctx context.Context, c *checker) outcome
+	actuates bool // stops the device; runs only with Options.Actuate
 }
+
+// Actuates reports whether the check stops the device (it runs only with
+// Options.Actuate).
+func (k Check) Actuates() bool { return k.actuates }
 
 // Result is one check's outcome with its citation.
 type Result struct {
@@ -134,6 +140,11 @@ type Options struct {
 	Stderr io.Writer
 	// HTTPClient replaces the default HTTP client.
 	HTTPClient *http.Client
+	// Actuate also runs the checks that stop the device (safety/estop from
+	// a client without the lease, and from one that never initialized),
+	// each followed by safety/reset. Off by default: never against a device
+	// whose stop costs something (a run in progress, a sample).
+	Actuate bool
 }
 
 // Validate reports options that cannot work.
@@ -203,6 +214,12 @@ func Run(ctx context.Context, target string, opts Options) (*Report, error) {
 	rep := &Report{Target: target}
 	for _, k := range checks {
 		if !opts.selected(k.ID) {
+			continue
+		}
+		if k.actuates && !opts.Actuate {
+			rep.Results = append(rep.Results, Result{ID: k.ID, Status: Skip, Level: k.Level, Section: k.Section,
+				Sentence: k.Sentence, Detail: "stops the device: run with Options.Actuate (mhp conformance --actuate)"})
+			rep.Skipped++
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 3*opts.Timeout)
