@@ -61,7 +61,9 @@ type Conn struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	lines chan []byte
-	done  chan struct{}
+	done  chan struct{} // the process's output ended
+	quit  chan struct{} // Close: the reader stops delivering
+	once  sync.Once
 	smu   sync.Mutex
 }
 
@@ -133,14 +135,18 @@ func (c *Conn) start(cmdline string, stderr io.Writer) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("wire: start %s: %w", argv[0], err)
 	}
-	c.cmd, c.in, c.lines, c.done = cmd, in, make(chan []byte, 64), make(chan struct{})
+	c.cmd, c.in, c.lines, c.done, c.quit = cmd, in, make(chan []byte, 64), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(c.done)
 		r := bufio.NewReaderSize(out, 1<<20)
 		for {
 			line, err := r.ReadBytes('\n')
 			if len(bytes.TrimSpace(line)) > 0 {
-				c.lines <- line
+				select {
+				case c.lines <- line:
+				case <-c.quit:
+					return
+				}
 			}
 			if err != nil {
 				return
@@ -196,6 +202,10 @@ func (c *Conn) Do(ctx context.Context, frame []byte) ([]byte, error) {
 func (c *Conn) doStdio(ctx context.Context, frame []byte) ([]byte, error) {
 	c.smu.Lock()
 	defer c.smu.Unlock()
+	var sent struct {
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.Unmarshal(frame, &sent) // a malformed frame has no id to match
 	if _, err := c.in.Write(append(bytes.TrimRight(frame, "\n"), '\n')); err != nil {
 		return nil, fmt.Errorf("stdio: write: %w", err)
 	}
@@ -206,8 +216,14 @@ func (c *Conn) doStdio(ctx context.Context, frame []byte) ([]byte, error) {
 				ID     json.RawMessage `json:"id"`
 				Method string          `json:"method"`
 			}
-			if json.Unmarshal(line, &head) == nil && head.Method != "" && head.ID == nil {
-				continue // a notification
+			if json.Unmarshal(line, &head) == nil {
+				if head.Method != "" && head.ID == nil {
+					continue // a notification
+				}
+				if len(sent.ID) > 0 && len(head.ID) > 0 && string(head.ID) != "null" &&
+					!bytes.Equal(bytes.TrimSpace(head.ID), bytes.TrimSpace(sent.ID)) {
+					continue // a late answer to an earlier request
+				}
 			}
 			return line, nil
 		case <-c.done:
@@ -241,6 +257,7 @@ func (c *Conn) Get(ctx context.Context, path string) (*http.Response, error) {
 // it if it has not exited within two seconds.
 func (c *Conn) Close() error {
 	if c.hc == nil {
+		c.once.Do(func() { close(c.quit) })
 		c.in.Close()
 		exited := make(chan struct{})
 		go func() { _ = c.cmd.Wait(); close(exited) }()
