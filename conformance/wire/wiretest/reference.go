@@ -1,7 +1,6 @@
 // Package wiretest is an in-process HTTP server that answers in the shapes
-// of the Python reference implementation (openmhp, see
-// /work/shared/notes/reference-behaviour.md) while honouring the spec's
-// MUSTs, so that checkers, clients and the CLI are tested against the shapes
+// of the Python reference implementation (openmhp) while honouring the
+// spec's MUSTs, so that checkers, clients and the CLI are tested against the shapes
 // another implementation really sends:
 //
 //   - initialize names the device under "device" and puts watchdog_s (a
@@ -438,7 +437,7 @@ func (r *Reference) describe(p map[string]any) (any, *rpcError) {
 		for sec, names := range sel {
 			items, _ := d[sec].([]any)
 			picked := []any{}
-			for _, n := range names.([]any) {
+			for _, n := range asList(names) {
 				for _, it := range items {
 					if it.(map[string]any)["name"] == n {
 						picked = append(picked, it)
@@ -525,8 +524,8 @@ func (r *Reference) gate(spec map[string]any, client string, approved, dry bool,
 			notes["needsApproval"] = true
 		}
 	}
-	for _, il := range spec["interlocks"].([]any) {
-		if r.values[il.(string)] != true {
+	for _, il := range asList(spec["interlocks"]) {
+		if name, _ := il.(string); r.values[name] != true {
 			return nil, refuse(-32011, map[string]any{"interlock": il}, "interlock '%s' is open", il)
 		}
 	}
@@ -547,9 +546,6 @@ func (r *Reference) write(p map[string]any, client string) (any, *rpcError) {
 	spec := find("settings", name)
 	if spec == nil {
 		return nil, refuse(-32040, nil, "unknown setting '%s'", name)
-	}
-	if spec["interlocks"] == nil {
-		spec["interlocks"] = []any{}
 	}
 	value, has := p["value"]
 	if !has {
@@ -623,9 +619,6 @@ func (r *Reference) invoke(p map[string]any, client string) (any, *rpcError) {
 	spec := find("actions", name)
 	if spec == nil {
 		return nil, refuse(-32040, nil, "unknown action '%s'", name)
-	}
-	if spec["interlocks"] == nil {
-		spec["interlocks"] = []any{}
 	}
 	params, _ := p["params"].(map[string]any)
 	if params == nil {
