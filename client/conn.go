@@ -32,7 +32,7 @@ type rpcRequest struct {
 type rpcIncoming struct {
 	ID     json.RawMessage `json:"id"`
 	Result json.RawMessage `json:"result"`
-	Error  *mhp.Error      `json:"error"`
+	Error  *rpcError       `json:"error"`
 	Method string          `json:"method"`
 	Params map[string]any  `json:"params"`
 }
@@ -61,6 +61,9 @@ func (l *listeners) add(fn func(mhp.Notification)) func() {
 }
 
 func (l *listeners) publish(n mhp.Notification) {
+	if j, ok := n.Params["job"].(map[string]any); ok {
+		normalizeJob(j)
+	}
 	l.mu.Lock()
 	ids := make([]int, 0, len(l.fns))
 	for id := range l.fns {
@@ -117,4 +120,47 @@ func actuating(method string) bool {
 		return true
 	}
 	return false
+}
+
+// rpcError is a JSON-RPC error object read leniently: ts in the error object
+// (the reference's place) or in data, a numeric code sent as a float, and
+// data that is not an object (kept under data.data).
+type rpcError struct{ err *mhp.Error }
+
+func (r *rpcError) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Code    any    `json:"code"`
+		Message string `json:"message"`
+		Data    any    `json:"data"`
+		TS      any    `json:"ts"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	e := &mhp.Error{Message: w.Message}
+	if f, ok := number(w.Code); ok {
+		e.Code = mhp.Code(int(f))
+	} else {
+		e.Code = mhp.CodeServerError
+	}
+	switch d := w.Data.(type) {
+	case nil:
+	case map[string]any:
+		e.Data = d
+	default:
+		e.Data = map[string]any{"data": d}
+	}
+	if ts, ok := number(w.TS); ok {
+		e.TS = ts
+	} else if ts, ok := number(e.Data["ts"]); ok {
+		e.TS = ts
+	}
+	if e.Data != nil {
+		delete(e.Data, "ts")
+		if len(e.Data) == 0 {
+			e.Data = nil
+		}
+	}
+	r.err = e
+	return nil
 }

@@ -20,8 +20,13 @@ import (
 
 // Options configure a client connection. Zero values take the defaults.
 type Options struct {
-	// ClientName is sent as clientInfo.name and X-MHP-Client (display only).
+	// ClientName is sent as clientInfo.name (display only).
 	ClientName string
+	// ClientID is sent as the X-MHP-Client header over HTTP; default
+	// NewClientID(ClientName), unique to each Dial, so that two processes or
+	// two handles are never one client to a server that names clients by
+	// that header (as the reference does when no Mhp-Session is sent).
+	ClientID string
 	// Token is the bearer token of an HTTP server.
 	Token string
 	// Timeout bounds each request; default 30s.
@@ -70,6 +75,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ClientName == "" {
 		o.ClientName = "mhp-go"
+	}
+	if o.ClientID == "" {
+		o.ClientID = NewClientID(o.ClientName)
 	}
 	return o
 }

@@ -43,6 +43,16 @@
 // release func stop it. Options.Plain turns leases on first use and the
 // heartbeat off.
 //
+// Other implementations: the client reads every shape the spec leaves open
+// (identity under "device", bare limits with a separate approval map, estop
+// jobs as "cancelled" or "cancelling" — EStopJobs reads either —, "verified"
+// as a string, notes at the top level of a dry run, ts in the error object,
+// numbers as ints, floats or numeric strings, unknown state strings) and
+// never panics on an odd answer: a field of a type it cannot read is left at
+// its zero value. Over HTTP every Dial sends its own X-MHP-Client
+// (NewClientID, or Options.ClientID), so two processes or two handles are
+// never one client to a server that names clients by that header.
+//
 // A Device is safe for concurrent use: over a stream, calls are matched to
 // answers by id, so many may be in flight at once.
 package client

@@ -52,7 +52,7 @@ func newHTTPConn(base string, opts Options, ls *listeners) *httpConn {
 		}}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &httpConn{base: strings.TrimRight(base, "/"), hc: hc, token: opts.Token, name: opts.ClientName, ls: ls,
+	return &httpConn{base: strings.TrimRight(base, "/"), hc: hc, token: opts.Token, name: opts.ClientID, ls: ls,
 		ctx: ctx, cancel: cancel, evDone: make(chan struct{})}
 }
 

@@ -149,16 +149,13 @@ func (c *streamConn) call(ctx context.Context, method string, params, out any) e
 
 // decodeAnswer turns a response into out or its *mhp.Error.
 func decodeAnswer(method string, in rpcIncoming, out any) error {
-	if in.Error != nil {
-		return in.Error
+	if in.Error != nil && in.Error.err != nil {
+		return in.Error.err
 	}
 	if out == nil || len(in.Result) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(in.Result, out); err != nil {
-		return mhp.Errorf(mhp.CodeInternal, "%s: unreadable result: %v", method, err)
-	}
-	return nil
+	return decodeResult(method, in.Result, out)
 }
 
 // endSession: a stream's session ends with the stream.

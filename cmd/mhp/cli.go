@@ -10,9 +10,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/client"
 )
 
 // Exit codes.
@@ -35,6 +37,9 @@ type app struct {
 	getenv func(string) string
 	// ready, when set, is told the base URLs once `demo` or `serve --http` listens.
 	ready func(urls []string)
+
+	idOnce sync.Once
+	id     string
 }
 
 func newApp() *app {
@@ -70,7 +75,8 @@ Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
 Other:
   mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
   mhp validate DIR                             check a device package
-  mhp conformance TARGET                       wire-level conformance checks
+  mhp conformance TARGET [--actuate]           wire checks citing the spec (MUST fails, SHOULD warns);
+                                               --actuate adds estop checks (stop, then reset, the device)
   mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
   mhp serve-directory [MANIFEST] [--http ADDR] [--probe HOST,...] [--browse]
       a directory of devices (directory/search, directory/get); --http defaults to 127.0.0.1:18900
@@ -251,12 +257,22 @@ func parseValue(s string) any {
 	return s
 }
 
-// printJSON writes v as indented JSON.
-func (a *app) printJSON(v any) {
+// printJSON writes v as indented JSON and returns the exit status: an
+// answer that cannot be rendered is an error (exit 1), never a silent 0.
+func (a *app) printJSON(v any) int {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		fmt.Fprintf(a.stderr, "mhp: cannot encode output: %v\n", err)
-		return
+		fmt.Fprintf(a.stderr, "mhp: cannot render the answer: %v\n", err)
+		return exitRefused
 	}
 	fmt.Fprintln(a.stdout, string(b))
+	return exitOK
+}
+
+// clientID is this process's X-MHP-Client: unique per process (and per app),
+// so that two CLI processes are never one client to a server that names
+// clients by that header.
+func (a *app) clientID() string {
+	a.idOnce.Do(func() { a.id = client.NewClientID("mhp-cli") })
+	return a.id
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
+	"github.com/openmhp/mhp-go/conformance/wire"
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/examples/sim"
 	"github.com/openmhp/mhp-go/transport"
@@ -452,11 +453,8 @@ func TestServeHTTPAndConformance(t *testing.T) {
 				t.Errorf("conformance: %d\n%s", r.code, r.stdout)
 			}
 			r = runCLI(t, "conformance", u[0], "--json")
-			var res struct {
-				Results []checkResult `json:"results"`
-				Failed  int           `json:"failed"`
-			}
-			if json.Unmarshal([]byte(r.stdout), &res) != nil || len(res.Results) != len(wireChecks()) || res.Failed != 0 {
+			var res wire.Report
+			if json.Unmarshal([]byte(r.stdout), &res) != nil || len(res.Results) != len(wire.Checks()) || res.Failed != 0 {
 				t.Errorf("conformance --json: %s", r.stdout)
 			}
 			cancel()

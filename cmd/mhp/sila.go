@@ -28,8 +28,7 @@ func (a *app) silaCmd(ctx context.Context, args []string) int {
 		return exitNoPeer
 	}
 	if p.has("json") {
-		a.printJSON(found)
-		return exitOK
+		return a.printJSON(found)
 	}
 	if len(found) == 0 {
 		fmt.Fprintf(a.stdout, "no SiLA 2 server answered within %s\n", timeout)

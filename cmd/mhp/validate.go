@@ -25,7 +25,9 @@ func (a *app) validateCmd(ctx context.Context, args []string) int {
 		if probs == nil {
 			probs = []devicepkg.Problem{}
 		}
-		a.printJSON(map[string]any{"valid": len(probs) == 0, "merged": merged, "problems": probs})
+		if code := a.printJSON(map[string]any{"valid": len(probs) == 0, "merged": merged, "problems": probs}); code != exitOK {
+			return code
+		}
 	} else {
 		for _, pr := range probs {
 			fmt.Fprintln(a.stdout, pr.String())

@@ -44,8 +44,8 @@ func (a *app) deviceCmd(ctx context.Context, target string, args []string) int {
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	d, err := client.Dial(dctx, target, client.Options{ClientName: "mhp-cli", Token: token, Timeout: timeout,
-		Stderr: a.stderr, Logger: a.quietLogger()})
+	d, err := client.Dial(dctx, target, client.Options{ClientName: "mhp-cli", ClientID: a.clientID(), Token: token,
+		Timeout: timeout, Stderr: a.stderr, Logger: a.quietLogger()})
 	if err != nil {
 		return a.fail(err, p.has("json"))
 	}
@@ -108,7 +108,7 @@ func (a *app) fail(err error, asJSON bool) int {
 	}
 	if asJSON {
 		a.printJSON(map[string]any{"error": e})
-		return status
+		return status // the refusal's status, even if printing failed
 	}
 	fmt.Fprint(a.stderr, refusalText(e))
 	return status
@@ -177,9 +177,19 @@ func describeVerb(ctx context.Context, v *verbCtx) int {
 	if err != nil {
 		return v.fail(err, v.json)
 	}
+	switch desc.Detail {
+	case mhp.DetailCard, mhp.DetailSummary, mhp.DetailFull, mhp.DetailSelect:
+	default:
+		// The spec does not make a server echo the tier (the reference does
+		// not): the answer is the tier asked for, and an unknown tier that
+		// was served anyway is read as full (what the reference serves).
+		desc.Detail = mhp.DetailFull
+		if tier == mhp.DetailCard || tier == mhp.DetailSummary {
+			desc.Detail = tier
+		}
+	}
 	if v.json || tier == mhp.DetailFull {
-		v.printJSON(desc)
-		return exitOK
+		return v.printJSON(desc)
 	}
 	fmt.Fprint(v.stdout, describeText(desc))
 	return exitOK
@@ -191,8 +201,7 @@ func readVerb(ctx context.Context, v *verbCtx) int {
 		return v.fail(err, v.json)
 	}
 	if v.json {
-		v.printJSON(res)
-		return exitOK
+		return v.printJSON(res)
 	}
 	names := make([]string, 0, len(res.Values))
 	for n := range res.Values {
@@ -220,11 +229,17 @@ func writeVerb(ctx context.Context, v *verbCtx) int {
 		return v.fail(err, v.json)
 	}
 	if v.json {
-		v.printJSON(res)
-		return exitOK
+		return v.printJSON(res)
 	}
 	if res.DryRun {
-		fmt.Fprintf(v.stdout, "dry run: would write %s = %s%s\n", res.Name, compact(res.WouldWrite), notesText(res.Notes))
+		name, would := res.Name, res.WouldWrite
+		if name == "" {
+			name = req.Name
+		}
+		if would == nil {
+			would = req.Value
+		}
+		fmt.Fprintf(v.stdout, "dry run: would write %s = %s%s\n", name, compact(would), notesText(res.Notes))
 		return exitOK
 	}
 	status := res.Status
@@ -285,7 +300,9 @@ func invokeVerb(ctx context.Context, v *verbCtx) int {
 		return v.usageError("invoke: %v", err)
 	}
 	req := mhp.InvokeRequest{Name: v.args[0], Params: params, DryRun: v.p.has("dry-run"), Approved: v.p.has("approved")}
-	ictx, cancel := context.WithTimeout(ctx, v.timeout)
+	// Once sent, the invoke's answer (the job id) is awaited, bounded by the
+	// timeout, even when Ctrl-C comes: Ctrl-C ends only the --wait.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout)
 	res, err := v.d.Invoke(ictx, req)
 	cancel()
 	if err != nil {
@@ -293,19 +310,31 @@ func invokeVerb(ctx context.Context, v *verbCtx) int {
 	}
 	if res.DryRun {
 		if v.json {
-			v.printJSON(res)
-		} else {
-			fmt.Fprintf(v.stdout, "dry run: would run %s %s%s\n", req.Name, compact(res.WouldRun), notesText(res.Notes))
+			return v.printJSON(res)
 		}
+		would := res.WouldRun
+		if would == nil {
+			would = params // the reference answers a job, not the params
+		}
+		if would == nil {
+			would = map[string]any{}
+		}
+		fmt.Fprintf(v.stdout, "dry run: would run %s %s%s\n", req.Name, compact(would), notesText(res.Notes))
 		return exitOK
 	}
 	job := res.Job
+	if job == nil || job.ID == "" {
+		fmt.Fprintf(v.stderr, "mhp: invoke %s: the answer has no job: the action may have started; check with `mhp TARGET jobs`\n", req.Name)
+		return exitRefused
+	}
+	if job.Action == "" {
+		job.Action = req.Name
+	}
 	if !v.p.has("wait") {
 		if v.json {
-			v.printJSON(job)
-		} else {
-			fmt.Fprintf(v.stdout, "job %s %s %s\n", job.ID, job.Action, job.State)
+			return v.printJSON(job)
 		}
+		fmt.Fprintf(v.stdout, "job %s %s %s\n", job.ID, job.Action, job.State)
 		return exitOK
 	}
 	if !v.json {
@@ -326,7 +355,9 @@ func invokeVerb(ctx context.Context, v *verbCtx) int {
 // jobEnd prints a finished job; a job that did not end done exits 1.
 func (v *verbCtx) jobEnd(j *mhp.Job) int {
 	if v.json {
-		v.printJSON(j)
+		if code := v.printJSON(j); code != exitOK {
+			return code
+		}
 	} else {
 		fmt.Fprint(v.stdout, jobText(j))
 	}
@@ -360,8 +391,7 @@ func jobVerb(ctx context.Context, v *verbCtx) int {
 		return v.fail(err, v.json)
 	}
 	if v.json {
-		v.printJSON(j)
-		return exitOK
+		return v.printJSON(j)
 	}
 	fmt.Fprint(v.stdout, jobText(j))
 	return exitOK
@@ -376,8 +406,7 @@ func jobsVerb(ctx context.Context, v *verbCtx) int {
 		if list == nil {
 			list = []mhp.Job{}
 		}
-		v.printJSON(list)
-		return exitOK
+		return v.printJSON(list)
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(v.stdout, "no jobs")
@@ -395,8 +424,7 @@ func jobOp(op func(*client.Device, context.Context, string) (*mhp.Job, error)) f
 			return v.fail(err, v.json)
 		}
 		if v.json {
-			v.printJSON(j)
-			return exitOK
+			return v.printJSON(j)
 		}
 		fmt.Fprint(v.stdout, jobText(j))
 		return exitOK
@@ -413,11 +441,14 @@ func estopVerb(ctx context.Context, v *verbCtx) int {
 		return v.fail(err, v.json)
 	}
 	if v.json {
-		v.printJSON(res)
+		if code := v.printJSON(res); code != exitOK {
+			return code
+		}
 	} else {
 		fmt.Fprintf(v.stdout, "estop: state %s, stopped %v", res.State, res.Stopped)
-		if len(res.Cancelled) > 0 {
-			fmt.Fprintf(v.stdout, ", cancelled %s", strings.Join(res.Cancelled, ", "))
+		if jobs := client.EStopJobs(res); len(jobs) > 0 {
+			// Requested, not confirmed: each job's end state comes from the backend.
+			fmt.Fprintf(v.stdout, ", cancelling %s", strings.Join(jobs, ", "))
 		}
 		if res.StopError != "" {
 			fmt.Fprintf(v.stdout, ", stop hook failed: %s", res.StopError)
@@ -435,10 +466,19 @@ func resetVerb(ctx context.Context, v *verbCtx) int {
 	if err != nil {
 		return v.fail(err, v.json)
 	}
+	// The device says the reset happened when it verified the recovery or
+	// reports itself out of estop and fault.
+	ok := res.Verified || res.State == mhp.StateIdle || res.State == mhp.StateBusy
 	if v.json {
-		v.printJSON(res)
+		if code := v.printJSON(res); code != exitOK {
+			return code
+		}
 	} else {
 		fmt.Fprintf(v.stdout, "reset: state %s, verified %v\n", res.State, res.Verified)
+	}
+	if !ok {
+		fmt.Fprintf(v.stderr, "mhp: reset not confirmed: the device reports state %q and no verified recovery\n", res.State)
+		return exitRefused
 	}
 	return exitOK
 }
@@ -449,10 +489,9 @@ func pingVerb(ctx context.Context, v *verbCtx) int {
 		return v.fail(err, v.json)
 	}
 	if v.json {
-		v.printJSON(res)
-	} else {
-		fmt.Fprintf(v.stdout, "%s %s\n", v.d.Info().Device.ID, res.State)
+		return v.printJSON(res)
 	}
+	fmt.Fprintf(v.stdout, "%s %s\n", v.d.Info().Device.ID, res.State)
 	return exitOK
 }
 
@@ -462,8 +501,10 @@ func limitsVerb(ctx context.Context, v *verbCtx) int {
 		return v.fail(err, v.json)
 	}
 	if v.json {
-		v.printJSON(res)
-		return exitOK
+		return v.printJSON(res)
+	}
+	if v.d.Info().Capabilities.EStop {
+		res.EStop = true // a report without "estop" (the reference's) does not deny it
 	}
 	fmt.Fprint(v.stdout, limitsText(res))
 	return exitOK
@@ -485,7 +526,9 @@ func acquireVerb(ctx context.Context, v *verbCtx) int {
 		return v.fail(err, v.json)
 	}
 	if v.json {
-		v.printJSON(l)
+		if code := v.printJSON(l); code != exitOK {
+			return code
+		}
 	} else {
 		fmt.Fprintf(v.stdout, "lease held by session %s (ttl %gs, renewed by heartbeat); Ctrl-C releases it\n", l.Holder, l.TTL)
 	}
@@ -506,10 +549,9 @@ func releaseVerb(ctx context.Context, v *verbCtx) int {
 		return v.fail(err, v.json)
 	}
 	if v.json {
-		v.printJSON(map[string]any{"released": true})
-	} else {
-		fmt.Fprintln(v.stdout, "released (a lease belongs to its session: this releases only this connection's)")
+		return v.printJSON(map[string]any{"released": true})
 	}
+	fmt.Fprintln(v.stdout, "released (a lease belongs to its session: this releases only this connection's)")
 	return exitOK
 }
 
@@ -519,8 +561,7 @@ func resourcesVerb(ctx context.Context, v *verbCtx) int {
 		return v.fail(err, v.json)
 	}
 	if v.json {
-		v.printJSON(map[string]any{"resources": list})
-		return exitOK
+		return v.printJSON(map[string]any{"resources": list})
 	}
 	for _, r := range list {
 		fmt.Fprintln(v.stdout, r)
@@ -534,8 +575,7 @@ func resourceVerb(ctx context.Context, v *verbCtx) int {
 		return v.fail(err, v.json)
 	}
 	if v.json {
-		v.printJSON(res)
-		return exitOK
+		return v.printJSON(res)
 	}
 	fmt.Fprint(v.stdout, res.Text)
 	if !strings.HasSuffix(res.Text, "\n") {
