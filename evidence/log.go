@@ -41,8 +41,8 @@ import (
 
 // Outcomes a receipt records, beyond the job end states.
 const (
-	OutcomeOK         = "ok"          // the request was answered with a result
-	OutcomeRefused    = "refused"     // a gate or the backend refused before anything took effect
+	OutcomeOK         = "ok"      // the request was answered with a result
+	OutcomeRefused    = "refused" // a gate or the backend refused before anything took effect
 	OutcomeUnknown    = mhp.OutcomeUnknown
 	OutcomeNotStarted = mhp.OutcomeNotStarted
 	OutcomeReplayed   = "replayed" // a command id seen before: the first answer was returned again
