@@ -114,6 +114,11 @@ type WriteRequest struct {
 	Value    any    `json:"value"`
 	Approved bool   `json:"approved,omitempty"`
 	DryRun   bool   `json:"dryRun,omitempty"`
+	// CommandID names the caller's intent: a retry with the same id and the
+	// same request replays the first answer and never acts twice.
+	CommandID string `json:"commandId,omitempty"`
+	// PermitID is an operator's single-use approval of exactly this request.
+	PermitID string `json:"permitId,omitempty"`
 }
 
 // WriteResult is the answer of settings/write. Applied is false when the
@@ -155,6 +160,11 @@ type InvokeRequest struct {
 	Params   map[string]any `json:"params,omitempty"`
 	Approved bool           `json:"approved,omitempty"`
 	DryRun   bool           `json:"dryRun,omitempty"`
+	// CommandID names the caller's intent: a retry with the same id and the
+	// same request replays the first answer and never acts twice.
+	CommandID string `json:"commandId,omitempty"`
+	// PermitID is an operator's single-use approval of exactly this request.
+	PermitID string `json:"permitId,omitempty"`
 }
 
 // InvokeResult is the answer of actions/invoke: the job, or for a dry run the

@@ -493,6 +493,16 @@ func (l *Log) writeHeadLocked(reason string) error {
 	return f.Sync()
 }
 
+// Err returns the write error that stopped the log, or nil while it works.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("evidence: log is closed")
+	}
+	return l.lastErr
+}
+
 // Head returns the newest entry's seq and hash (signed when the log has a key).
 func (l *Log) Head() Head {
 	l.mu.Lock()
