@@ -41,10 +41,16 @@ func newRig(t *testing.T, cfg guard.Config, slow time.Duration) *rig {
 					return binding.Applied, nil
 				}},
 			{Spec: mhp.Setting{Name: "lid", Type: mhp.TypeNumber, Limits: mhp.Range(0, 1), Approval: mhp.ApprovalConfirm},
-				Write: func(ctx context.Context, v any) (binding.WriteStatus, error) { r.writes.Add(1); return binding.Applied, nil }},
+				Write: func(ctx context.Context, v any) (binding.WriteStatus, error) {
+					r.writes.Add(1)
+					return binding.Applied, nil
+				}},
 		},
 		Actions: []binding.Action{{Spec: mhp.Action{Name: "go"},
-			Run: func(context.Context, *binding.Job) (any, error) { r.runs.Add(1); return map[string]any{"ok": true}, nil }}},
+			Run: func(context.Context, *binding.Job) (any, error) {
+				r.runs.Add(1)
+				return map[string]any{"ok": true}, nil
+			}}},
 		EStop: func(context.Context) error { return nil },
 	})
 	if err != nil {
@@ -240,7 +246,9 @@ func TestPermits(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0) }
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
+}
 
 func indexOf(s, sub string) int {
 	for i := 0; i+len(sub) <= len(s); i++ {
@@ -275,7 +283,7 @@ func TestEvidenceReceipts(t *testing.T) {
 	a := session("agent-7f3a")
 	r.dev.Acquire(a, time.Minute)
 	r.dev.Write(a, mhp.WriteRequest{Name: "sp", Value: 5.0, CommandID: "c1"})
-	r.dev.Write(a, mhp.WriteRequest{Name: "sp", Value: 500.0})            // refused: limits
+	r.dev.Write(a, mhp.WriteRequest{Name: "sp", Value: 500.0})             // refused: limits
 	r.dev.Write(a, mhp.WriteRequest{Name: "sp", Value: 5.0, DryRun: true}) // no receipt
 	inv, _ := r.dev.Invoke(a, mhp.InvokeRequest{Name: "go"})
 	waitFinished(t, r.drv, inv.Job.ID)
