@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
-	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -32,105 +29,23 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 	if !utf8.Valid(raw) {
 		return nil, fmt.Errorf("canonical json: invalid UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
+	p := canonParser{in: raw}
 	var buf bytes.Buffer
-	if err := canonValue(dec, &buf); err != nil {
+	buf.Grow(len(raw))
+	if err := p.value(&buf, 0); err != nil {
 		return nil, err
 	}
-	if len(bytes.TrimSpace(raw[dec.InputOffset():])) != 0 {
+	p.ws()
+	if p.pos != len(raw) {
 		return nil, fmt.Errorf("canonical json: trailing data")
 	}
 	return buf.Bytes(), nil
-}
-
-func canonValue(dec *json.Decoder, buf *bytes.Buffer) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return fmt.Errorf("canonical json: %w", err)
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			return canonObject(dec, buf)
-		case '[':
-			buf.WriteByte('[')
-			for i := 0; dec.More(); i++ {
-				if i > 0 {
-					buf.WriteByte(',')
-				}
-				if err := canonValue(dec, buf); err != nil {
-					return err
-				}
-			}
-			if _, err := dec.Token(); err != nil { // ']'
-				return fmt.Errorf("canonical json: %w", err)
-			}
-			buf.WriteByte(']')
-			return nil
-		}
-		return fmt.Errorf("canonical json: unexpected %v", t)
-	case json.Number:
-		f, err := strconv.ParseFloat(string(t), 64)
-		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			return fmt.Errorf("canonical json: number %s is not an IEEE 754 double", t)
-		}
-		buf.WriteString(FormatNumber(f))
-	case string:
-		writeString(buf, t)
-	case bool:
-		if t {
-			buf.WriteString("true")
-		} else {
-			buf.WriteString("false")
-		}
-	case nil:
-		buf.WriteString("null")
-	}
-	return nil
 }
 
 type member struct {
 	key   string
 	units []uint16
 	value []byte
-}
-
-func canonObject(dec *json.Decoder, buf *bytes.Buffer) error {
-	var members []member
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("canonical json: %w", err)
-		}
-		key, _ := tok.(string)
-		if seen[key] {
-			return fmt.Errorf("canonical json: duplicate key %q", key)
-		}
-		seen[key] = true
-		var vb bytes.Buffer
-		if err := canonValue(dec, &vb); err != nil {
-			return err
-		}
-		members = append(members, member{key: key, units: utf16.Encode([]rune(key)), value: vb.Bytes()})
-	}
-	if _, err := dec.Token(); err != nil { // '}'
-		return fmt.Errorf("canonical json: %w", err)
-	}
-	sort.Slice(members, func(i, j int) bool { return lessUnits(members[i].units, members[j].units) })
-	buf.WriteByte('{')
-	for i, m := range members {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		writeString(buf, m.key)
-		buf.WriteByte(':')
-		buf.Write(m.value)
-	}
-	buf.WriteByte('}')
-	return nil
 }
 
 func lessUnits(a, b []uint16) bool {

@@ -22,6 +22,7 @@ package evidence
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -99,19 +100,83 @@ type Entry struct {
 	Hash string `json:"hash"`
 }
 
-// computeHash returns the entry's hash and its canonical line (with hash).
+// computeHash returns the SHA-256 (hex) of the entry's canonical JSON
+// without its hash member.
 func (e *Entry) computeHash() (string, error) {
-	c := *e
-	c.Hash = ""
-	b, err := Canonical(struct {
-		*Entry
-		Hash string `json:"hash,omitempty"`
-	}{Entry: &c})
+	b, err := e.canonical(false)
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// canonical writes the entry as RFC 8785 JSON directly (members in sorted
+// order, empty ones omitted as their struct tags say), which is what a third
+// party gets by canonicalising the stored line. Result is already canonical.
+func (e *Entry) canonical(withHash bool) ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(512 + len(e.Result))
+	first := true
+	str := func(k, v string) {
+		if v == "" {
+			return
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		writeString(&b, k)
+		b.WriteByte(':')
+		writeString(&b, v)
+	}
+	raw := func(k string, v []byte) {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		writeString(&b, k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('{')
+	str("command_id", e.CommandID)
+	raw("device", quote(e.Device))
+	if e.Error != nil {
+		c, err := Canonical(e.Error)
+		if err != nil {
+			return nil, err
+		}
+		raw("error", c)
+	}
+	if withHash {
+		str("hash", e.Hash)
+	}
+	str("job", e.Job)
+	raw("method", quote(e.Method))
+	str("name", e.Name)
+	raw("outcome", quote(e.Outcome))
+	str("params_digest", e.ParamsDigest)
+	raw("prev", quote(e.Prev))
+	if len(e.Result) > 0 {
+		c, err := CanonicalJSON(e.Result) // a bundle's pretty-printing re-indents it
+		if err != nil {
+			return nil, err
+		}
+		raw("result", c)
+	}
+	str("result_digest", e.ResultDigest)
+	raw("seq", []byte(FormatNumber(float64(e.Seq))))
+	str("session", e.Session)
+	raw("ts", []byte(FormatNumber(e.TS)))
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func quote(s string) []byte {
+	var b bytes.Buffer
+	writeString(&b, s)
+	return b.Bytes()
 }
 
 // Head is the newest entry's seq and hash, signed when the log has a key.
@@ -404,7 +469,7 @@ func (l *Log) Append(r Receipt) (Entry, error) {
 		return Entry{}, fmt.Errorf("evidence: %w", err)
 	}
 	e.Hash = h
-	line, err := Canonical(e)
+	line, err := e.canonical(true)
 	if err != nil {
 		l.mu.Unlock()
 		return Entry{}, fmt.Errorf("evidence: %w", err)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -70,6 +72,42 @@ func TestChainVerifiesAndSurvivesReopen(t *testing.T) {
 
 // TestTamperIsNamed alters the chain in each way an attacker could and checks
 // Verify names the first bad place.
+// TestThirdPartyRecomputesHash checks the chain's definition without our
+// encoder: parse a stored line, drop "hash", canonicalise, SHA-256.
+func TestThirdPartyRecomputesHash(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, nil, 0)
+	appendN(t, l, 2, "a")
+	l.Append(Receipt{Method: "safety/estop", Session: "ü-label", Outcome: OutcomeOK,
+		Error: mhp.Errorf(mhp.CodeEStopActive, "stop \"now\"\n").With("reason", "é")})
+	l.Close()
+	b, _ := os.ReadFile(segmentPath(dir, 1))
+	prev := zeroHash
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		want := m["hash"].(string)
+		if m["prev"] != prev {
+			t.Fatalf("line %d prev %v, want %s", i+1, m["prev"], prev)
+		}
+		delete(m, "hash")
+		c, err := Canonical(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(c)
+		if got := hex.EncodeToString(sum[:]); got != want {
+			t.Fatalf("line %d: independent hash %s, stored %s\ncanonical: %s", i+1, got, want, c)
+		}
+		if lineCanon, _ := CanonicalJSON([]byte(line)); string(lineCanon) != line {
+			t.Fatalf("stored line is not canonical:\n%s\n%s", line, lineCanon)
+		}
+		prev = want
+	}
+}
+
 func TestTamperIsNamed(t *testing.T) {
 	pub, priv := testKey(t)
 	_, otherPriv := testKey(t)

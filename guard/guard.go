@@ -359,9 +359,9 @@ func (g *Device) actuate(ctx context.Context, method, name string, params any, c
 		}
 		return call(ctx, ok)
 	}
-	digest := requestDigest(method, name, params, approved, permitID)
 	var cmd *command
 	if commandID != "" {
+		digest := requestDigest(method, name, params, approved, permitID)
 		prior, c := g.claim(commandKey(ctx, commandID), digest)
 		if prior != nil {
 			res, err, _ := replay(ctx, prior, digest)
