@@ -273,7 +273,8 @@ type Log struct {
 	last    string   // last hash
 	off     int64    // bytes written to the current segment
 	closed  bool
-	recent  []Entry // the newest entries, for cheap listing (bounded by recentCap)
+	recent  []Entry // ring of the newest entries, for cheap listing (at most recentCap)
+	rnext   int     // where the next entry goes once the ring is full
 	lastErr error   // a write error: the log refuses appends after one
 
 	syncMu    sync.Mutex
@@ -325,7 +326,9 @@ func Open(cfg Config) (*Log, error) {
 	if len(entries) > 0 {
 		lastE := entries[len(entries)-1]
 		l.seq, l.last = lastE.Seq, lastE.Hash
-		l.recent = append(l.recent, entries[max(0, len(entries)-recentCap):]...)
+		for _, e := range entries[max(0, len(entries)-recentCap):] {
+			l.remember(e)
+		}
 	} else if len(segs) > 1 {
 		// An empty newest segment: the chain ends in the one before.
 		_, prev, err := scanSegment(segmentPath(cfg.Dir, segs[len(segs)-2]), func(Entry) {})
@@ -485,11 +488,7 @@ func (l *Log) Append(r Receipt) (Entry, error) {
 	l.seq, l.last = e.Seq, e.Hash
 	l.inSeg++
 	l.off += int64(len(line))
-	if len(l.recent) >= recentCap {
-		copy(l.recent, l.recent[1:])
-		l.recent = l.recent[:recentCap-1]
-	}
-	l.recent = append(l.recent, e)
+	l.remember(e)
 	seg, off := l.segment, l.off
 	l.mu.Unlock()
 	if l.cfg.Sync == SyncAlways {
@@ -556,6 +555,26 @@ func (l *Log) writeHeadLocked(reason string) error {
 		return fmt.Errorf("evidence: %w", err)
 	}
 	return f.Sync()
+}
+
+// remember keeps e in the ring of recent entries.
+func (l *Log) remember(e Entry) {
+	if len(l.recent) < recentCap {
+		l.recent = append(l.recent, e)
+		return
+	}
+	l.recent[l.rnext] = e
+	l.rnext = (l.rnext + 1) % recentCap
+}
+
+// recentLocked returns the ring's entries oldest first.
+func (l *Log) recentLocked() []Entry {
+	if len(l.recent) < recentCap {
+		return l.recent
+	}
+	out := make([]Entry, 0, recentCap)
+	out = append(out, l.recent[l.rnext:]...)
+	return append(out, l.recent[:l.rnext]...)
 }
 
 // Err returns the write error that stopped the log, or nil while it works.
@@ -636,9 +655,9 @@ func (l *Log) List(q Query) (Page, error) {
 	}
 	l.mu.Lock()
 	head := l.seq
-	if q.CommandID == "" && q.Session == "" && len(l.recent) > 0 && q.After+1 >= l.recent[0].Seq {
+	if recent := l.recentLocked(); q.CommandID == "" && q.Session == "" && len(recent) > 0 && q.After+1 >= recent[0].Seq {
 		var out []Entry
-		for _, e := range l.recent {
+		for _, e := range recent {
 			if match(e) {
 				out = append(out, e)
 			}
