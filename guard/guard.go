@@ -153,21 +153,11 @@ type command struct {
 	err    error
 }
 
-// Wrap returns dev guarded by cfg. The result implements
-// mhp.ResourceProvider when dev does.
-func Wrap(dev mhp.Device, cfg Config) (mhp.Device, error) {
-	g, err := New(dev, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := dev.(mhp.ResourceProvider); ok {
-		return &withResources{g}, nil
-	}
-	return g, nil
-}
+// Wrap returns dev guarded by cfg (New, as an mhp.Device).
+func Wrap(dev mhp.Device, cfg Config) (mhp.Device, error) { return New(dev, cfg) }
 
-// New returns the guarded device itself (see Wrap, which also keeps
-// mhp.ResourceProvider).
+// New returns the guarded device. Interfaces of dev beyond mhp.Device
+// (mhp.ResourceProvider, extensions) are found through Unwrap (mhp.Find).
 func New(dev mhp.Device, cfg Config) (*Device, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -199,16 +189,6 @@ func (g *Device) Close() {
 	if g.stop != nil {
 		g.stop()
 	}
-}
-
-type withResources struct{ *Device }
-
-func (w *withResources) ListResources(ctx context.Context) ([]string, error) {
-	return w.dev.(mhp.ResourceProvider).ListResources(ctx)
-}
-
-func (w *withResources) ReadResource(ctx context.Context, path string) (*mhp.Resource, error) {
-	return w.dev.(mhp.ResourceProvider).ReadResource(ctx, path)
 }
 
 // ---- command ids ----
@@ -670,4 +650,24 @@ func (g *Device) IssuePermit(ctx context.Context, req PermitRequest) (*Permit, e
 	return p, nil
 }
 
-var _ mhp.Device = (*Device)(nil)
+// WireMethods implements mhp.Extension: evidence/head and evidence/list.
+func (g *Device) WireMethods() map[string]mhp.WireMethod {
+	return map[string]mhp.WireMethod{
+		"evidence/head": mhp.Handle("evidence/head", func(ctx context.Context, _ struct{}) (*evidence.Head, error) {
+			return g.EvidenceHead(ctx)
+		}),
+		"evidence/list": mhp.Handle("evidence/list", g.EvidenceList),
+	}
+}
+
+// OperatorWireMethods implements mhp.OperatorExtension: permits/issue.
+func (g *Device) OperatorWireMethods() map[string]mhp.WireMethod {
+	return map[string]mhp.WireMethod{"permits/issue": mhp.Handle("permits/issue", g.IssuePermit)}
+}
+
+var (
+	_ mhp.Device            = (*Device)(nil)
+	_ mhp.Extension         = (*Device)(nil)
+	_ mhp.OperatorExtension = (*Device)(nil)
+	_ mhp.Unwrapper         = (*Device)(nil)
+)
