@@ -114,6 +114,11 @@ type WriteRequest struct {
 	Value    any    `json:"value"`
 	Approved bool   `json:"approved,omitempty"`
 	DryRun   bool   `json:"dryRun,omitempty"`
+	// CommandID names the caller's intent: a retry with the same id and the
+	// same request replays the first answer and never acts twice.
+	CommandID string `json:"commandId,omitempty"`
+	// PermitID is an operator's single-use approval of exactly this request.
+	PermitID string `json:"permitId,omitempty"`
 }
 
 // WriteResult is the answer of settings/write. Applied is false when the
@@ -155,6 +160,18 @@ type InvokeRequest struct {
 	Params   map[string]any `json:"params,omitempty"`
 	Approved bool           `json:"approved,omitempty"`
 	DryRun   bool           `json:"dryRun,omitempty"`
+	// CommandID names the caller's intent: a retry with the same id and the
+	// same request replays the first answer and never acts twice.
+	CommandID string `json:"commandId,omitempty"`
+	// PermitID is an operator's single-use approval of exactly this request.
+	PermitID string `json:"permitId,omitempty"`
+	// Method runs a saved method (003 section 5.8): its action with its params,
+	// Params overriding them key by key.
+	Method string `json:"method,omitempty"`
+	// Project and Compound label the run (003 section 5.8, M6/M7); they travel
+	// with the request to the device and its evidence.
+	Project  string `json:"project,omitempty"`
+	Compound string `json:"compound,omitempty"`
 }
 
 // InvokeResult is the answer of actions/invoke: the job, or for a dry run the

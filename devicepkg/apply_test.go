@@ -224,10 +224,10 @@ func TestResources(t *testing.T) {
 	var rp mhp.ResourceProvider = dev
 
 	list, _ := rp.ListResources(context.Background())
-	want := []string{"descriptor.yaml", "references/big.md", "references/blob.bin", "references/protocols.md",
+	want := []string{"descriptor.yaml", "methods/denature-hold.yaml", "methods/pcr-standard-30.yaml", "methods/pcr-two-step-35.yaml", "references/big.md", "references/blob.bin", "references/protocols.md",
 		"references/troubleshooting.md", "scripts/denature.star", "scripts/pcr.star"}
 	if symlinks {
-		want = []string{"descriptor.yaml", "references/alias.md", "references/big.md", "references/blob.bin", "references/protocols.md",
+		want = []string{"descriptor.yaml", "methods/denature-hold.yaml", "methods/pcr-standard-30.yaml", "methods/pcr-two-step-35.yaml", "references/alias.md", "references/big.md", "references/blob.bin", "references/protocols.md",
 			"references/swapped.md", "references/troubleshooting.md", "scripts/denature.star", "scripts/pcr.star"}
 		// Swap a listed file for a symlink leaving the package after load.
 		must(os.Remove(filepath.Join(dir, "references", "swapped.md")))

@@ -82,6 +82,8 @@ Other:
       a directory of devices (directory/search, directory/get); --http defaults to 127.0.0.1:18900
   mhp sila discover [--timeout D]              SiLA 2 servers announced by mDNS
   mhp watch mqtt://BROKER:1883/PREFIX          a live fleet view (devices published with serve --publish)
+  mhp evidence verify DIR|BUNDLE [--pub F] | export DIR [--session L] [--key F] | keygen PRIV PUB
+      the tamper-evident receipts of serve --evidence DIR
   mhp version
 
 Exit status: 0 ok; 1 refused, job failed, problems found; 2 usage; 3 unreachable.
@@ -176,6 +178,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.silaCmd(ctx, args[1:])
 	case cmd == "watch":
 		return a.watchCmd(ctx, args[1:])
+	case cmd == "evidence":
+		return a.evidenceCmd(ctx, args[1:])
 	case isTarget(cmd):
 		return a.deviceCmd(ctx, cmd, args[1:])
 	default:

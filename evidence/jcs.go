@@ -1,0 +1,127 @@
+package evidence
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Canonical returns the RFC 8785 (JSON Canonicalization Scheme) form of v: v
+// is marshalled with encoding/json, then re-encoded with object members sorted
+// by their UTF-16 code units, no insignificant whitespace, numbers in the
+// ECMAScript shortest form and strings with the minimal escaping the RFC
+// prescribes. Two parties that hash the canonical form of the same value get
+// the same digest whatever their JSON library.
+func Canonical(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return CanonicalJSON(raw)
+}
+
+// CanonicalJSON re-encodes a JSON text in RFC 8785 form. It refuses invalid
+// UTF-8, duplicate object keys and numbers outside IEEE 754 double range.
+func CanonicalJSON(raw []byte) ([]byte, error) {
+	if !utf8.Valid(raw) {
+		return nil, fmt.Errorf("canonical json: invalid UTF-8")
+	}
+	p := canonParser{in: raw}
+	var buf bytes.Buffer
+	buf.Grow(len(raw))
+	if err := p.value(&buf, 0); err != nil {
+		return nil, err
+	}
+	p.ws()
+	if p.pos != len(raw) {
+		return nil, fmt.Errorf("canonical json: trailing data")
+	}
+	return buf.Bytes(), nil
+}
+
+type member struct {
+	key   string
+	units []uint16
+	value []byte
+}
+
+func lessUnits(a, b []uint16) bool {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return len(a) < len(b)
+}
+
+// writeString escapes as RFC 8785 section 3.2.2.2 says: quote and backslash,
+// the five short control escapes, other controls as \u00xx; all else literal.
+func writeString(buf *bytes.Buffer, s string) {
+	buf.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			buf.WriteString(`\"`)
+		case '\\':
+			buf.WriteString(`\\`)
+		case '\b':
+			buf.WriteString(`\b`)
+		case '\f':
+			buf.WriteString(`\f`)
+		case '\n':
+			buf.WriteString(`\n`)
+		case '\r':
+			buf.WriteString(`\r`)
+		case '\t':
+			buf.WriteString(`\t`)
+		default:
+			if r < 0x20 {
+				fmt.Fprintf(buf, `\u%04x`, r)
+			} else {
+				buf.WriteRune(r)
+			}
+		}
+	}
+	buf.WriteByte('"')
+}
+
+// FormatNumber renders f as ECMAScript's Number.prototype.toString does
+// (RFC 8785 section 3.2.2.3): shortest round-trip digits, plain notation for
+// exponents from -6 to 20, exponent notation ("1e+21", "1.5e-7") beyond.
+func FormatNumber(f float64) string {
+	if f == 0 {
+		return "0" // also -0
+	}
+	if f < 0 {
+		return "-" + FormatNumber(-f)
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddddde±XX
+	mant, expStr, _ := strings.Cut(e, "e")
+	digits := strings.Replace(mant, ".", "", 1)
+	exp, _ := strconv.Atoi(expStr)
+	k := len(digits)
+	n := exp + 1 // value = 0.digits × 10^n
+	switch {
+	case k <= n && n <= 21:
+		return digits + strings.Repeat("0", n-k)
+	case 0 < n && n <= 21:
+		return digits[:n] + "." + digits[n:]
+	case -6 < n && n <= 0:
+		return "0." + strings.Repeat("0", -n) + digits
+	}
+	sign := "+"
+	if n-1 < 0 {
+		sign = "-"
+	}
+	x := n - 1
+	if x < 0 {
+		x = -x
+	}
+	if k == 1 {
+		return digits + "e" + sign + strconv.Itoa(x)
+	}
+	return digits[:1] + "." + digits[1:] + "e" + sign + strconv.Itoa(x)
+}

@@ -1,0 +1,715 @@
+// Package evidence keeps a device's receipts as tamper-evident evidence: every
+// actuation, refusal and safety event is one entry of a SHA-256 hash chain in
+// a directory, each entry carrying the hash of the one before, computed over
+// its RFC 8785 canonical JSON. A third party recomputes the chain with Verify
+// (or `mhp evidence verify DIR`); with an ed25519 key the head of the chain is
+// signed at each rotation and at shutdown, so a truncated or rewritten chain
+// is caught too. A contiguous range of the chain (one run) exports as a
+// self-contained bundle verified the same way on another machine.
+//
+// Layout of the directory:
+//
+//	chain-000001.jsonl   entries 1..SegmentEntries, one canonical JSON object a line
+//	chain-000002.jsonl   the next segment, and so on
+//	heads.jsonl          signed heads, one a line (rotation, shutdown, export)
+//
+// Durability: with SyncAlways (the default) Append returns only after the
+// entry is on stable storage (fsync), so an answer that went out has its
+// receipt on disk. Concurrent appends share one fsync (group commit). With
+// SyncNever the operating system decides when to write; receipts may be lost
+// on a power failure but never reordered.
+package evidence
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/clock"
+)
+
+// Outcomes a receipt records, beyond the job end states.
+const (
+	OutcomeOK         = "ok"      // the request was answered with a result
+	OutcomeRefused    = "refused" // a gate or the backend refused before anything took effect
+	OutcomeUnknown    = mhp.OutcomeUnknown
+	OutcomeNotStarted = mhp.OutcomeNotStarted
+	OutcomeReplayed   = "replayed" // a command id seen before: the first answer was returned again
+)
+
+// Defaults of Config.
+const (
+	DefaultSegmentEntries = 10000
+	// MaxResultBytes caps the answer kept in a receipt; a larger one is kept
+	// as its digest (ResultDigest).
+	MaxResultBytes = 4096
+	// zeroHash is the prev of the first entry of a chain.
+	zeroHash = "0000000000000000000000000000000000000000000000000000000000000000"
+)
+
+// SyncPolicy says when appended entries reach stable storage.
+type SyncPolicy int
+
+const (
+	// SyncAlways: Append returns after fsync (group commit across concurrent appends).
+	SyncAlways SyncPolicy = iota
+	// SyncNever: leave it to the operating system (tests, benchmarks, tmpfs).
+	SyncNever
+)
+
+// Receipt is one thing that happened at the device: an actuation and its
+// answer, a refusal, a job's end, an estop, a reset, a lease change.
+type Receipt struct {
+	CommandID string `json:"command_id,omitempty"`
+	// Session is the caller's public label, never its secret.
+	Session string `json:"session,omitempty"`
+	Method  string `json:"method"`
+	Name    string `json:"name,omitempty"`
+	Job     string `json:"job,omitempty"`
+	// ParamsDigest is the SHA-256 (hex) of the canonical JSON of the request's params.
+	ParamsDigest string `json:"params_digest,omitempty"`
+	Outcome      string `json:"outcome"`
+	// Result is the answer, kept when at most MaxResultBytes of canonical JSON.
+	Result json.RawMessage `json:"result,omitempty"`
+	// ResultDigest is the SHA-256 of a result too large to keep.
+	ResultDigest string     `json:"result_digest,omitempty"`
+	Error        *mhp.Error `json:"error,omitempty"`
+}
+
+// Entry is a receipt in the chain.
+type Entry struct {
+	Seq    uint64  `json:"seq"`
+	TS     float64 `json:"ts"`
+	Device string  `json:"device"`
+	// Prev is the Hash of the entry before (64 zeros for the first).
+	Prev string `json:"prev"`
+	Receipt
+	// Hash is the SHA-256 (hex) of the canonical JSON of the entry without Hash.
+	Hash string `json:"hash"`
+}
+
+// computeHash returns the SHA-256 (hex) of the entry's canonical JSON
+// without its hash member.
+func (e *Entry) computeHash() (string, error) {
+	b, err := e.canonical(false)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// canonical writes the entry as RFC 8785 JSON directly (members in sorted
+// order, empty ones omitted as their struct tags say), which is what a third
+// party gets by canonicalising the stored line. Result is already canonical.
+func (e *Entry) canonical(withHash bool) ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(512 + len(e.Result))
+	first := true
+	str := func(k, v string) {
+		if v == "" {
+			return
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		writeString(&b, k)
+		b.WriteByte(':')
+		writeString(&b, v)
+	}
+	raw := func(k string, v []byte) {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		writeString(&b, k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('{')
+	str("command_id", e.CommandID)
+	raw("device", quote(e.Device))
+	if e.Error != nil {
+		c, err := Canonical(e.Error)
+		if err != nil {
+			return nil, err
+		}
+		raw("error", c)
+	}
+	if withHash {
+		str("hash", e.Hash)
+	}
+	str("job", e.Job)
+	raw("method", quote(e.Method))
+	str("name", e.Name)
+	raw("outcome", quote(e.Outcome))
+	str("params_digest", e.ParamsDigest)
+	raw("prev", quote(e.Prev))
+	if len(e.Result) > 0 {
+		c, err := CanonicalJSON(e.Result) // a bundle's pretty-printing re-indents it
+		if err != nil {
+			return nil, err
+		}
+		raw("result", c)
+	}
+	str("result_digest", e.ResultDigest)
+	raw("seq", []byte(FormatNumber(float64(e.Seq))))
+	str("session", e.Session)
+	raw("ts", []byte(FormatNumber(e.TS)))
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+func quote(s string) []byte {
+	var b bytes.Buffer
+	writeString(&b, s)
+	return b.Bytes()
+}
+
+// Head is the newest entry's seq and hash, signed when the log has a key.
+type Head struct {
+	Device string  `json:"device"`
+	Seq    uint64  `json:"seq"`
+	Hash   string  `json:"hash"`
+	TS     float64 `json:"ts"`
+	// Reason is why the head was signed: rotation, shutdown, export.
+	Reason string `json:"reason,omitempty"`
+	// First is the first seq the head covers (bundles: the range's start).
+	First uint64 `json:"first,omitempty"`
+	// PublicKey (hex) and Signature (hex, ed25519 over the canonical JSON of
+	// the head without Signature).
+	PublicKey string `json:"public_key,omitempty"`
+	Signature string `json:"signature,omitempty"`
+}
+
+func (h Head) signedBytes() ([]byte, error) {
+	h.Signature = ""
+	return Canonical(h)
+}
+
+// Sign signs h with key.
+func (h *Head) Sign(key ed25519.PrivateKey) error {
+	h.PublicKey = hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	b, err := h.signedBytes()
+	if err != nil {
+		return err
+	}
+	h.Signature = hex.EncodeToString(ed25519.Sign(key, b))
+	return nil
+}
+
+// VerifySignature checks h's signature against pub.
+func (h Head) VerifySignature(pub ed25519.PublicKey) error {
+	if h.Signature == "" {
+		return errors.New("head is not signed")
+	}
+	sig, err := hex.DecodeString(h.Signature)
+	if err != nil {
+		return fmt.Errorf("head signature: %v", err)
+	}
+	b, err := h.signedBytes()
+	if err != nil {
+		return err
+	}
+	if !ed25519.Verify(pub, b, sig) {
+		return errors.New("head signature does not verify with the given public key")
+	}
+	return nil
+}
+
+// Config configures a Log.
+type Config struct {
+	// Dir holds the chain; it is created if missing.
+	Dir string
+	// Device is the device id every entry names.
+	Device string
+	// Key, when set, signs the head at each rotation, at Close and on export.
+	Key ed25519.PrivateKey
+	// Sync is the durability policy (SyncAlways by default).
+	Sync SyncPolicy
+	// SegmentEntries is the number of entries per chain file (DefaultSegmentEntries).
+	SegmentEntries int
+	// Clock stamps entries (the real clock by default).
+	Clock clock.Clock
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.Dir == "" {
+		return errors.New("evidence: Dir is required")
+	}
+	if c.SegmentEntries < 0 {
+		return fmt.Errorf("evidence: SegmentEntries %d is negative", c.SegmentEntries)
+	}
+	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {
+		return fmt.Errorf("evidence: Key is %d bytes, want an ed25519 private key (%d)", len(c.Key), ed25519.PrivateKeySize)
+	}
+	return nil
+}
+
+// Log is an append-only hash chain of receipts in a directory. It is safe for
+// concurrent use.
+type Log struct {
+	cfg Config
+
+	mu      sync.Mutex
+	file    *os.File // the current segment
+	segment int      // its number
+	inSeg   int      // entries in it
+	seq     uint64   // last seq written
+	last    string   // last hash
+	off     int64    // bytes written to the current segment
+	closed  bool
+	recent  []Entry // ring of the newest entries, for cheap listing (at most recentCap)
+	rnext   int     // where the next entry goes once the ring is full
+	lastErr error   // a write error: the log refuses appends after one
+
+	syncMu    sync.Mutex
+	syncedSeg int
+	syncedOff int64
+}
+
+const recentCap = 256
+
+// Open opens (or creates) the chain in cfg.Dir and continues it. A final line
+// cut short by a crash (no answer went out for it: the append had not
+// returned) is removed; any other damage is an error: run Verify.
+func Open(cfg Config) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.SegmentEntries == 0 {
+		cfg.SegmentEntries = DefaultSegmentEntries
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("evidence: %w", err)
+	}
+	l := &Log{cfg: cfg, last: zeroHash}
+	segs, err := segments(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(segs) == 0 {
+		if err := l.openSegment(1); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+	// Continue from the newest segment: verify it and read its tail.
+	n := segs[len(segs)-1]
+	path := segmentPath(cfg.Dir, n)
+	good, entries, err := scanSegment(path, func(e Entry) {})
+	if err != nil {
+		return nil, err
+	}
+	if fi, statErr := os.Stat(path); statErr == nil && fi.Size() > good {
+		if err := os.Truncate(path, good); err != nil {
+			return nil, fmt.Errorf("evidence: removing the partial last line of %s: %w", path, err)
+		}
+	}
+	if len(entries) > 0 {
+		lastE := entries[len(entries)-1]
+		l.seq, l.last = lastE.Seq, lastE.Hash
+		for _, e := range entries[max(0, len(entries)-recentCap):] {
+			l.remember(e)
+		}
+	} else if len(segs) > 1 {
+		// An empty newest segment: the chain ends in the one before.
+		_, prev, err := scanSegment(segmentPath(cfg.Dir, segs[len(segs)-2]), func(Entry) {})
+		if err != nil {
+			return nil, err
+		}
+		if len(prev) > 0 {
+			l.seq, l.last = prev[len(prev)-1].Seq, prev[len(prev)-1].Hash
+		}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: %w", err)
+	}
+	l.file, l.segment, l.inSeg, l.off = f, n, len(entries), good
+	l.syncedSeg, l.syncedOff = n, good
+	return l, nil
+}
+
+func segmentPath(dir string, n int) string {
+	return filepath.Join(dir, fmt.Sprintf("chain-%06d.jsonl", n))
+}
+
+// segments lists the chain file numbers in dir, ascending.
+func segments(dir string) ([]int, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "chain-*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, p := range names {
+		var n int
+		if _, err := fmt.Sscanf(filepath.Base(p), "chain-%06d.jsonl", &n); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// scanSegment reads a chain file, checking each entry's own hash (not the
+// links); it returns the byte length of the complete lines and the entries.
+// A last line without its newline is left out (a crash during an append).
+func scanSegment(path string, each func(Entry)) (int64, []Entry, error) {
+	f, err := openRegular(path)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer f.Close()
+	var entries []Entry
+	var good int64
+	r := bufio.NewReaderSize(f, 64<<10)
+	for line := 1; ; line++ {
+		b, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			return good, entries, nil // a partial last line (no newline) is dropped
+		}
+		if err != nil {
+			return 0, nil, fmt.Errorf("evidence: %s: %w", path, err)
+		}
+		var e Entry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return 0, nil, fmt.Errorf("evidence: %s line %d: %v", path, line, err)
+		}
+		h, err := e.computeHash()
+		if err != nil || h != e.Hash {
+			return 0, nil, fmt.Errorf("evidence: %s line %d (seq %d): hash does not match its content", path, line, e.Seq)
+		}
+		good += int64(len(b))
+		entries = append(entries, e)
+		each(e)
+	}
+}
+
+// openRegular opens path for reading only if it is a regular file (a FIFO or
+// device would block or never end).
+func openRegular(path string) (*os.File, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, fmt.Errorf("evidence: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("evidence: %s is not a regular file", path)
+	}
+	return os.Open(path)
+}
+
+func (l *Log) openSegment(n int) error {
+	f, err := os.OpenFile(segmentPath(l.cfg.Dir, n), os.O_WRONLY|os.O_CREATE|os.O_APPEND|os.O_EXCL, 0o640)
+	if err != nil {
+		return fmt.Errorf("evidence: %w", err)
+	}
+	if l.cfg.Sync == SyncAlways {
+		if d, err := os.Open(l.cfg.Dir); err == nil { // the new name must survive a crash too
+			d.Sync()
+			d.Close()
+		}
+	}
+	// syncTo treats a segment older than the current one as synced (rotation
+	// synced it before closing); it must not be locked here (lock order: syncMu, then mu).
+	l.file, l.segment, l.inSeg, l.off = f, n, 0, 0
+	return nil
+}
+
+// Append adds r to the chain and returns the entry; with SyncAlways it
+// returns once the entry is on stable storage.
+func (l *Log) Append(r Receipt) (Entry, error) {
+	if len(r.Result) > 0 {
+		c, err := CanonicalJSON(r.Result)
+		if err != nil {
+			return Entry{}, fmt.Errorf("evidence: result: %w", err)
+		}
+		if len(c) > MaxResultBytes {
+			sum := sha256.Sum256(c)
+			r.Result, r.ResultDigest = nil, hex.EncodeToString(sum[:])
+		} else {
+			r.Result = c
+		}
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return Entry{}, errors.New("evidence: log is closed")
+	}
+	if l.lastErr != nil {
+		err := l.lastErr
+		l.mu.Unlock()
+		return Entry{}, err
+	}
+	if l.inSeg >= l.cfg.SegmentEntries {
+		if err := l.rotateLocked(); err != nil {
+			l.lastErr = err
+			l.mu.Unlock()
+			return Entry{}, err
+		}
+	}
+	e := Entry{Seq: l.seq + 1, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Device: l.cfg.Device, Prev: l.last, Receipt: r}
+	h, err := e.computeHash()
+	if err != nil {
+		l.mu.Unlock()
+		return Entry{}, fmt.Errorf("evidence: %w", err)
+	}
+	e.Hash = h
+	line, err := e.canonical(true)
+	if err != nil {
+		l.mu.Unlock()
+		return Entry{}, fmt.Errorf("evidence: %w", err)
+	}
+	line = append(line, '\n')
+	if _, err := l.file.Write(line); err != nil {
+		// The chain on disk may now hold a partial line: refuse further
+		// appends rather than fork the chain; Open repairs it.
+		l.lastErr = fmt.Errorf("evidence: write failed, log stopped: %w", err)
+		l.mu.Unlock()
+		return Entry{}, l.lastErr
+	}
+	l.seq, l.last = e.Seq, e.Hash
+	l.inSeg++
+	l.off += int64(len(line))
+	l.remember(e)
+	seg, off := l.segment, l.off
+	l.mu.Unlock()
+	if l.cfg.Sync == SyncAlways {
+		if err := l.syncTo(seg, off); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+// syncTo makes the chain durable up to (seg, off); one fsync serves every
+// append that wrote before it started (group commit).
+func (l *Log) syncTo(seg int, off int64) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if seg < l.syncedSeg || (seg == l.syncedSeg && off <= l.syncedOff) {
+		return nil
+	}
+	l.mu.Lock()
+	f, curSeg, curOff := l.file, l.segment, l.off
+	l.mu.Unlock()
+	if curSeg != seg {
+		return nil // rotation synced and closed that segment
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("evidence: fsync: %w", err)
+	}
+	l.syncedSeg, l.syncedOff = curSeg, curOff
+	return nil
+}
+
+func (l *Log) rotateLocked() error {
+	if err := l.file.Sync(); err != nil {
+		return fmt.Errorf("evidence: fsync at rotation: %w", err)
+	}
+	if err := l.file.Close(); err != nil {
+		return fmt.Errorf("evidence: %w", err)
+	}
+	if err := l.writeHeadLocked("rotation"); err != nil {
+		return err
+	}
+	return l.openSegment(l.segment + 1)
+}
+
+// writeHeadLocked appends a signed head to heads.jsonl (only with a key).
+func (l *Log) writeHeadLocked(reason string) error {
+	if l.cfg.Key == nil || l.seq == 0 {
+		return nil
+	}
+	h := Head{Device: l.cfg.Device, Seq: l.seq, Hash: l.last, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Reason: reason}
+	if err := h.Sign(l.cfg.Key); err != nil {
+		return err
+	}
+	b, err := Canonical(h)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(l.cfg.Dir, "heads.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return fmt.Errorf("evidence: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("evidence: %w", err)
+	}
+	return f.Sync()
+}
+
+// remember keeps e in the ring of recent entries.
+func (l *Log) remember(e Entry) {
+	if len(l.recent) < recentCap {
+		l.recent = append(l.recent, e)
+		return
+	}
+	l.recent[l.rnext] = e
+	l.rnext = (l.rnext + 1) % recentCap
+}
+
+// recentLocked returns the ring's entries oldest first.
+func (l *Log) recentLocked() []Entry {
+	if len(l.recent) < recentCap {
+		return l.recent
+	}
+	out := make([]Entry, 0, recentCap)
+	out = append(out, l.recent[l.rnext:]...)
+	return append(out, l.recent[:l.rnext]...)
+}
+
+// Err returns the write error that stopped the log, or nil while it works.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("evidence: log is closed")
+	}
+	return l.lastErr
+}
+
+// Head returns the newest entry's seq and hash (signed when the log has a key).
+func (l *Log) Head() Head {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := Head{Device: l.cfg.Device, Seq: l.seq, Hash: l.last, TS: mhp.UnixSeconds(l.cfg.Clock.Now())}
+	if l.cfg.Key != nil {
+		h.Sign(l.cfg.Key)
+	}
+	return h
+}
+
+// Close syncs the chain, signs its head (with a key) and closes the file.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	err := l.file.Sync()
+	if herr := l.writeHeadLocked("shutdown"); err == nil {
+		err = herr
+	}
+	if cerr := l.file.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Query selects a page of entries for List.
+type Query struct {
+	// After is a cursor: only entries with a larger seq (0: from the start).
+	After uint64 `json:"after,omitempty"`
+	// Limit caps the page (DefaultPage; at most MaxPage).
+	Limit int `json:"limit,omitempty"`
+	// CommandID and Session filter exactly when set.
+	CommandID string `json:"command_id,omitempty"`
+	Session   string `json:"session,omitempty"`
+}
+
+// Page sizes of List.
+const (
+	DefaultPage = 50
+	MaxPage     = 200
+)
+
+// Page is one answer of List; Next is the cursor for the following page
+// (0 when there is none).
+type Page struct {
+	Entries []Entry `json:"entries"`
+	Next    uint64  `json:"next,omitempty"`
+	Head    uint64  `json:"head"`
+}
+
+// List returns entries in chain order, at most one page. Recent entries come
+// from memory; older ones, and filtered queries, are read from the files.
+func (l *Log) List(q Query) (Page, error) {
+	if q.Limit <= 0 {
+		q.Limit = DefaultPage
+	}
+	if q.Limit > MaxPage {
+		q.Limit = MaxPage
+	}
+	match := func(e Entry) bool {
+		return e.Seq > q.After && (q.CommandID == "" || e.CommandID == q.CommandID) && (q.Session == "" || e.Session == q.Session)
+	}
+	l.mu.Lock()
+	head := l.seq
+	if recent := l.recentLocked(); q.CommandID == "" && q.Session == "" && len(recent) > 0 && q.After+1 >= recent[0].Seq {
+		var out []Entry
+		for _, e := range recent {
+			if match(e) {
+				out = append(out, e)
+			}
+		}
+		l.mu.Unlock()
+		return page(out, q.Limit, head), nil
+	}
+	dir := l.cfg.Dir
+	l.mu.Unlock()
+	segs, err := segments(dir)
+	if err != nil {
+		return Page{}, err
+	}
+	var out []Entry
+	errStop := errors.New("stop")
+	for _, n := range segs {
+		_, _, err := scanSegment(segmentPath(dir, n), func(e Entry) {
+			if e.Seq <= head && match(e) && len(out) <= q.Limit {
+				out = append(out, e)
+			}
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			return Page{}, err
+		}
+		if len(out) > q.Limit {
+			break
+		}
+	}
+	return page(out, q.Limit, head), nil
+}
+
+func page(out []Entry, limit int, head uint64) Page {
+	p := Page{Head: head, Entries: out}
+	if len(out) > limit {
+		p.Entries = out[:limit]
+		p.Next = out[limit-1].Seq
+	}
+	if p.Entries == nil {
+		p.Entries = []Entry{}
+	}
+	return p
+}
+
+// Digest is the SHA-256 (hex) of v's canonical JSON; "" for nil.
+func Digest(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, err := Canonical(v)
+	if err != nil {
+		return "unencodable:" + strings.ReplaceAll(err.Error(), " ", "_")
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
