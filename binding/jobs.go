@@ -89,7 +89,7 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	r := &jobRec{
 		job: mhp.Job{ID: id, Action: req.Name, Params: params, Owner: s, State: mhp.JobQueued,
 			Started: mhp.UnixSeconds(d.now())},
-		handle: h, ctx: jctx, cancel: cancel, exclude: !act.Spec.Concurrent, done: make(chan struct{}),
+		handle: h, ctx: jctx, cancel: cancel, done: make(chan struct{}),
 	}
 	d.jobSeq++
 	r.seq = d.jobSeq
@@ -129,16 +129,24 @@ func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
 	r.job.State = mhp.JobRunning
 	snap := r.job
 	d.publishLocked(mhp.NotifyJobsStarted, map[string]any{"job": snap})
-	d.mu.Lock()
-	halted := ctx.Err() != nil && (d.estop || d.closed)
-	d.mu.Unlock()
-	if halted { // an estop came while jobs/started was published: Run is not called
+	// Whether Run is called and its registration as a backend call are one
+	// locked step, so an estop either keeps Run from being called or cuts it off.
+	var call *backendCall
+	d.locked(func() {
+		if ctx.Err() == nil || !(d.estop || d.closed) {
+			call = d.beginCallLocked()
+		}
+	})
+	if call == nil { // an estop came while jobs/started was published: Run is not called
 		d.finishJob(r, act, d.notStarted(ctx, r, act))
 		return
 	}
 
 	ch := make(chan runResult, 1)
 	go func() {
+		// However Run ends (even after the job was abandoned), its return is
+		// noted: a Run cut off by an estop gets the stop re-asserted after it.
+		defer d.endCall(call)
 		defer func() {
 			if p := recover(); p != nil {
 				ch <- runResult{err: fmt.Errorf("panic in action %s: %v", act.Spec.Name, p)}

@@ -416,8 +416,11 @@ func estopVerb(ctx context.Context, v *verbCtx) int {
 		v.printJSON(res)
 	} else {
 		fmt.Fprintf(v.stdout, "estop: state %s, stopped %v", res.State, res.Stopped)
-		if len(res.Cancelled) > 0 {
-			fmt.Fprintf(v.stdout, ", cancelled %s", strings.Join(res.Cancelled, ", "))
+		if res.StopPending {
+			fmt.Fprintf(v.stdout, ", stop still pending")
+		}
+		if len(res.Cancelling) > 0 {
+			fmt.Fprintf(v.stdout, ", cancelling %s", strings.Join(res.Cancelling, ", "))
 		}
 		if res.StopError != "" {
 			fmt.Fprintf(v.stdout, ", stop hook failed: %s", res.StopError)
