@@ -27,6 +27,8 @@ const (
 	SettingConfirmed = "confirm_level"   // number, 0..10, approval confirm
 	SettingForbidden = "forbidden_level" // number, approval forbid
 	SettingFan       = "fan"             // boolean, during_job: may be written while a job runs
+	SettingGuarded   = "guarded_level"   // number, 0..10, approval confirm, interlock door_closed
+	SettingFlow      = "flow_rate"       // number, exclusiveMin 0, exclusiveMax 10 (mL/min)
 
 	ActionRun       = "run"              // long, cancellable, interlock door_closed, params {duration_s: number 0..3600}
 	ActionQuick     = "quick"            // short, no params
@@ -34,6 +36,13 @@ const (
 	ActionProfile   = "profile"          // short, nested params {steps: [{temp 4..99, hold_s >= 0}], cycles 1..99}
 	ActionConfirm   = "confirm_action"   // short, approval confirm, interlock door_closed
 	ActionForbidden = "forbidden_action" // short, approval forbid
+	ActionDose      = "dose"             // short, params {volume_ul: number, exclusiveMin 0, exclusiveMax 50}
+)
+
+// Exclusive bounds of SettingFlow and of ActionDose's volume_ul.
+const (
+	FlowExclusiveMax = 10.0
+	DoseExclusiveMax = 50.0
 )
 
 // FixtureDescriptor returns the items of the fixture device as specs. A
@@ -41,6 +50,10 @@ const (
 // approvals and flags (an adapter puts them in its config).
 func FixtureDescriptor() mhp.Descriptor {
 	zero, hundred := 0.0, 100.0
+	exclusive := func(max float64) *mhp.Limits {
+		lo, hi := 0.0, max
+		return &mhp.Limits{ExclusiveMin: &lo, ExclusiveMax: &hi}
+	}
 	return mhp.Descriptor{
 		DeviceInfo: mhp.DeviceInfo{ID: "conformance-01", Class: "test_fixture", Make: "OpenMHP", Model: "Fixture"},
 		Signals: []mhp.Signal{
@@ -53,6 +66,9 @@ func FixtureDescriptor() mhp.Descriptor {
 			{Name: SettingConfirmed, Type: mhp.TypeNumber, Limits: mhp.Range(0, 10), Approval: mhp.ApprovalConfirm},
 			{Name: SettingForbidden, Type: mhp.TypeNumber, Approval: mhp.ApprovalForbid},
 			{Name: SettingFan, Type: mhp.TypeBoolean, Approval: mhp.ApprovalAuto, DuringJob: true},
+			{Name: SettingGuarded, Type: mhp.TypeNumber, Limits: mhp.Range(0, 10), Approval: mhp.ApprovalConfirm,
+				Interlocks: []string{SignalDoorClosed}},
+			{Name: SettingFlow, Type: mhp.TypeNumber, Unit: "mL/min", Limits: exclusive(FlowExclusiveMax), Approval: mhp.ApprovalAuto},
 		},
 		Actions: []mhp.Action{
 			{Name: ActionRun, Duration: mhp.DurationLong, Approval: mhp.ApprovalAuto, Interlocks: []string{SignalDoorClosed},
@@ -71,6 +87,8 @@ func FixtureDescriptor() mhp.Descriptor {
 				}},
 			{Name: ActionConfirm, Duration: mhp.DurationShort, Approval: mhp.ApprovalConfirm, Interlocks: []string{SignalDoorClosed}},
 			{Name: ActionForbidden, Duration: mhp.DurationShort, Approval: mhp.ApprovalForbid},
+			{Name: ActionDose, Duration: mhp.DurationShort, Approval: mhp.ApprovalAuto,
+				Params: mhp.Params{{Name: "volume_ul", Shape: &mhp.Shape{Type: mhp.TypeNumber, Unit: "uL", Limits: exclusive(DoseExclusiveMax)}}}},
 		},
 		Safety: mhp.Safety{EStop: true},
 	}
@@ -121,6 +139,13 @@ type Backend interface {
 	StopCalls() int
 	// FailStop makes later estop commands fail at the backend.
 	FailStop(fail bool)
+}
+
+// ReadCounter is implemented by a Backend that counts the signal reads that
+// reached it (*Instrument does); checks that must see the backend left
+// alone use it and are skipped when the backend cannot tell.
+type ReadCounter interface {
+	Reads() int
 }
 
 // Options ask the harness for a variant of the fixture.

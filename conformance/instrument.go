@@ -52,17 +52,20 @@ type Instrument struct {
 	calls       map[string]int
 	release     map[string]chan struct{}
 	stopCalls   int
+	reads       int
 	failStop    bool
 	work        map[*Work]bool
 }
 
 // NewInstrument returns an instrument at its initial state: temperature 21.5,
-// door closed, setpoint 20, mode idle, fan off; every item Normal.
+// door closed, setpoint 20, mode idle, fan off, guarded level 0, flow rate 1;
+// every item Normal.
 func NewInstrument() *Instrument {
 	return &Instrument{
 		signals:     map[string]any{SignalTemperature: 21.5, SignalDoorClosed: true},
 		unavailable: map[string]bool{},
-		settings:    map[string]any{SettingSetpoint: 20.0, SettingMode: "idle", SettingConfirmed: 0.0, SettingForbidden: 0.0, SettingFan: false},
+		settings:    map[string]any{SettingSetpoint: 20.0, SettingMode: "idle", SettingConfirmed: 0.0, SettingForbidden: 0.0, SettingFan: false,
+			SettingGuarded: 0.0, SettingFlow: 1.0},
 		behaviour:   map[string]Behaviour{},
 		calls:       map[string]int{},
 		release:     map[string]chan struct{}{},
@@ -140,10 +143,18 @@ func (in *Instrument) FailStop(fail bool) {
 	in.failStop = fail
 }
 
+// Reads implements ReadCounter: the ReadSignal calls so far.
+func (in *Instrument) Reads() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.reads
+}
+
 // ReadSignal returns a signal's value, or ErrUnavailable.
 func (in *Instrument) ReadSignal(name string) (any, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.reads++
 	if in.unavailable[name] {
 		return nil, ErrUnavailable
 	}

@@ -38,9 +38,10 @@ type check struct {
 func registry() []check {
 	var all []check
 	for _, group := range [][]check{
-		describeChecks(), readChecks(), gateChecks(), valueChecks(), paramChecks(), dryRunChecks(),
-		approvalChecks(), interlockChecks(), leaseChecks(), watchdogChecks(), busyChecks(), jobChecks(),
-		backendWriteChecks(), estopChecks(), resetChecks(), notifyChecks(), errorChecks(), limitsChecks(),
+		describeChecks(), readChecks(), gateChecks(), writeGateOrderChecks(), valueChecks(), exclusiveChecks(),
+		paramChecks(), dryRunChecks(), approvalChecks(), interlockChecks(), leaseChecks(), watchdogChecks(),
+		watchdogEdgeChecks(), busyChecks(), jobChecks(), backendWriteChecks(), estopChecks(), cutOffChecks(),
+		resetChecks(), resetIdleChecks(), notifyChecks(), quietRefusalChecks(), errorChecks(), limitsChecks(),
 	} {
 		all = append(all, group...)
 	}
