@@ -64,12 +64,12 @@ func NewInstrument() *Instrument {
 	return &Instrument{
 		signals:     map[string]any{SignalTemperature: 21.5, SignalDoorClosed: true},
 		unavailable: map[string]bool{},
-		settings:    map[string]any{SettingSetpoint: 20.0, SettingMode: "idle", SettingConfirmed: 0.0, SettingForbidden: 0.0, SettingFan: false,
+		settings: map[string]any{SettingSetpoint: 20.0, SettingMode: "idle", SettingConfirmed: 0.0, SettingForbidden: 0.0, SettingFan: false,
 			SettingGuarded: 0.0, SettingFlow: 1.0},
-		behaviour:   map[string]Behaviour{},
-		calls:       map[string]int{},
-		release:     map[string]chan struct{}{},
-		work:        map[*Work]bool{},
+		behaviour: map[string]Behaviour{},
+		calls:     map[string]int{},
+		release:   map[string]chan struct{}{},
+		work:      map[*Work]bool{},
 	}
 }
 
