@@ -27,8 +27,6 @@ const (
 	SettingConfirmed = "confirm_level"   // number, 0..10, approval confirm
 	SettingForbidden = "forbidden_level" // number, approval forbid
 	SettingFan       = "fan"             // boolean, during_job: may be written while a job runs
-	SettingGuarded   = "guarded_level"   // number, 0..10, approval confirm, interlock door_closed
-	SettingFlow      = "flow_rate"       // number, exclusiveMin 0, exclusiveMax 10 (mL/min)
 
 	ActionRun       = "run"              // long, cancellable, interlock door_closed, params {duration_s: number 0..3600}
 	ActionQuick     = "quick"            // short, no params
@@ -36,7 +34,15 @@ const (
 	ActionProfile   = "profile"          // short, nested params {steps: [{temp 4..99, hold_s >= 0}], cycles 1..99}
 	ActionConfirm   = "confirm_action"   // short, approval confirm, interlock door_closed
 	ActionForbidden = "forbidden_action" // short, approval forbid
-	ActionDose      = "dose"             // short, params {volume_ul: number, exclusiveMin 0, exclusiveMax 50}
+)
+
+// Names of the fixture's extra items (FixtureExtras). A harness that serves
+// them runs the checks that need them; for one that does not, those checks
+// are skipped with a reason.
+const (
+	SettingGuarded = "guarded_level" // number, 0..10, approval confirm, interlock door_closed
+	SettingFlow    = "flow_rate"     // number, exclusiveMin 0, exclusiveMax 10 (mL/min)
+	ActionDose     = "dose"          // short, params {volume_ul: number, exclusiveMin 0, exclusiveMax 50}
 )
 
 // Exclusive bounds of SettingFlow and of ActionDose's volume_ul.
@@ -50,10 +56,6 @@ const (
 // approvals and flags (an adapter puts them in its config).
 func FixtureDescriptor() mhp.Descriptor {
 	zero, hundred := 0.0, 100.0
-	exclusive := func(max float64) *mhp.Limits {
-		lo, hi := 0.0, max
-		return &mhp.Limits{ExclusiveMin: &lo, ExclusiveMax: &hi}
-	}
 	return mhp.Descriptor{
 		DeviceInfo: mhp.DeviceInfo{ID: "conformance-01", Class: "test_fixture", Make: "OpenMHP", Model: "Fixture"},
 		Signals: []mhp.Signal{
@@ -66,9 +68,6 @@ func FixtureDescriptor() mhp.Descriptor {
 			{Name: SettingConfirmed, Type: mhp.TypeNumber, Limits: mhp.Range(0, 10), Approval: mhp.ApprovalConfirm},
 			{Name: SettingForbidden, Type: mhp.TypeNumber, Approval: mhp.ApprovalForbid},
 			{Name: SettingFan, Type: mhp.TypeBoolean, Approval: mhp.ApprovalAuto, DuringJob: true},
-			{Name: SettingGuarded, Type: mhp.TypeNumber, Limits: mhp.Range(0, 10), Approval: mhp.ApprovalConfirm,
-				Interlocks: []string{SignalDoorClosed}},
-			{Name: SettingFlow, Type: mhp.TypeNumber, Unit: "mL/min", Limits: exclusive(FlowExclusiveMax), Approval: mhp.ApprovalAuto},
 		},
 		Actions: []mhp.Action{
 			{Name: ActionRun, Duration: mhp.DurationLong, Approval: mhp.ApprovalAuto, Interlocks: []string{SignalDoorClosed},
@@ -87,11 +86,39 @@ func FixtureDescriptor() mhp.Descriptor {
 				}},
 			{Name: ActionConfirm, Duration: mhp.DurationShort, Approval: mhp.ApprovalConfirm, Interlocks: []string{SignalDoorClosed}},
 			{Name: ActionForbidden, Duration: mhp.DurationShort, Approval: mhp.ApprovalForbid},
-			{Name: ActionDose, Duration: mhp.DurationShort, Approval: mhp.ApprovalAuto,
-				Params: mhp.Params{{Name: "volume_ul", Shape: &mhp.Shape{Type: mhp.TypeNumber, Unit: "uL", Limits: exclusive(DoseExclusiveMax)}}}},
 		},
 		Safety: mhp.Safety{EStop: true},
 	}
+}
+
+// FixtureExtras returns the fixture's extra items: a setting with both an
+// approval level and an interlock (the write path's gate order), and a
+// setting and an action param with exclusive bounds. MemoryDriver serves
+// them after FixtureDescriptor's items; an adapter's harness opts in by
+// serving them too (WithExtras).
+func FixtureExtras() (settings []mhp.Setting, actions []mhp.Action) {
+	exclusive := func(max float64) *mhp.Limits {
+		lo, hi := 0.0, max
+		return &mhp.Limits{ExclusiveMin: &lo, ExclusiveMax: &hi}
+	}
+	settings = []mhp.Setting{
+		{Name: SettingGuarded, Type: mhp.TypeNumber, Limits: mhp.Range(0, 10), Approval: mhp.ApprovalConfirm,
+			Interlocks: []string{SignalDoorClosed}},
+		{Name: SettingFlow, Type: mhp.TypeNumber, Unit: "mL/min", Limits: exclusive(FlowExclusiveMax), Approval: mhp.ApprovalAuto},
+	}
+	actions = []mhp.Action{
+		{Name: ActionDose, Duration: mhp.DurationShort, Approval: mhp.ApprovalAuto,
+			Params: mhp.Params{{Name: "volume_ul", Shape: &mhp.Shape{Type: mhp.TypeNumber, Unit: "uL", Limits: exclusive(DoseExclusiveMax)}}}},
+	}
+	return settings, actions
+}
+
+// WithExtras returns d with FixtureExtras appended.
+func WithExtras(d mhp.Descriptor) mhp.Descriptor {
+	s, a := FixtureExtras()
+	d.Settings = append(append([]mhp.Setting(nil), d.Settings...), s...)
+	d.Actions = append(append([]mhp.Action(nil), d.Actions...), a...)
+	return d
 }
 
 // Behaviour is how the fake backend answers calls of one setting or action.
