@@ -95,7 +95,7 @@ func FixtureDescriptor() mhp.Descriptor {
 // approval level and an interlock (the write path's gate order), and a
 // setting and an action param with exclusive bounds. MemoryDriver serves
 // them after FixtureDescriptor's items; an adapter's harness opts in by
-// serving them too (WithExtras).
+// serving them too (WithExtras) when Options.Extras asks.
 func FixtureExtras() (settings []mhp.Setting, actions []mhp.Action) {
 	exclusive := func(max float64) *mhp.Limits {
 		lo, hi := 0.0, max
@@ -179,6 +179,10 @@ type ReadCounter interface {
 type Options struct {
 	// WatchdogS, when positive, makes the device declare safety.watchdog_s.
 	WatchdogS float64
+	// Extras asks for FixtureExtras too. Run sets it for every check; a
+	// harness that cannot serve them ignores it and the checks that need
+	// them are skipped.
+	Extras bool
 }
 
 // Fixture is one fresh device under test.

@@ -74,7 +74,9 @@ func Run(t *testing.T, h Harness) {
 		}
 		seen[ck.name] = true
 		t.Run(ck.name, func(t *testing.T) {
-			f := h(t, ck.opt)
+			opt := ck.opt
+			opt.Extras = true
+			f := h(t, opt)
 			if f == nil || f.Device == nil || f.Other == nil || f.Backend == nil {
 				t.Fatalf("harness returned an incomplete fixture: %+v", f)
 			}
@@ -83,7 +85,7 @@ func Run(t *testing.T, h Harness) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), CallTimeout+WaitTimeout)
 			defer cancel()
-			ck.run(&C{T: t, F: f, Ctx: ctx, Dev: f.Device, Other: f.Other, B: f.Backend, opt: ck.opt})
+			ck.run(&C{T: t, F: f, Ctx: ctx, Dev: f.Device, Other: f.Other, B: f.Backend, opt: opt})
 		})
 	}
 }

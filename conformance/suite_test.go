@@ -54,7 +54,7 @@ func TestSkipReason(t *testing.T) {
 // TestMemoryDriverServesTheFixture: the reference mapping serves exactly
 // FixtureDescriptor's items, then FixtureExtras, and its identity.
 func TestMemoryDriverServesTheFixture(t *testing.T) {
-	d, err := MemoryDriver(NewInstrument(), Options{WatchdogS: 3}, clock.NewManual(mhp.FromUnixSeconds(MemoryClockStart)))
+	d, err := MemoryDriver(NewInstrument(), Options{WatchdogS: 3, Extras: true}, clock.NewManual(mhp.FromUnixSeconds(MemoryClockStart)))
 	if err != nil {
 		t.Fatal(err)
 	}
