@@ -169,7 +169,11 @@ func (c *Config) Validate() error {
 	if c.EStopAnswerTimeout < 0 {
 		return fmt.Errorf("binding: EStopAnswerTimeout %v is negative", c.EStopAnswerTimeout)
 	}
-	if stop := c.StopTimeout; stop > 0 && c.EStopAnswerTimeout > stop {
+	stop := c.StopTimeout
+	if stop <= 0 {
+		stop = defaultStopTimeout
+	}
+	if c.EStopAnswerTimeout > stop {
 		return fmt.Errorf("binding: EStopAnswerTimeout %v exceeds StopTimeout %v: the answer never waits longer than the stop may run",
 			c.EStopAnswerTimeout, stop)
 	}
@@ -197,6 +201,9 @@ func checkLimits(l *mhp.Limits) error {
 	return nil
 }
 
+// defaultStopTimeout is StopTimeout's default.
+const defaultStopTimeout = 10 * time.Second
+
 // withDefaults returns a copy of c with every zero option at its default.
 func (c Config) withDefaults() Config {
 	c.own()
@@ -214,7 +221,7 @@ func (c Config) withDefaults() Config {
 	def(&c.InterlockTimeout, 2*time.Second)
 	def(&c.HookTimeout, 30*time.Second)
 	def(&c.VerifyTimeout, c.HookTimeout)
-	def(&c.StopTimeout, 10*time.Second)
+	def(&c.StopTimeout, defaultStopTimeout)
 	def(&c.EStopAnswerTimeout, min(time.Second, c.StopTimeout))
 	def(&c.JobTimeout, time.Hour)
 	def(&c.JobGrace, 10*time.Second)

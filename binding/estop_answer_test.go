@@ -155,6 +155,7 @@ func TestEStopAnswerTimeoutValidated(t *testing.T) {
 		{"above_stop_timeout", func(c *binding.Config) {
 			c.StopTimeout, c.EStopAnswerTimeout = time.Second, 2*time.Second
 		}, "exceeds StopTimeout"},
+		{"above_default_stop_timeout", func(c *binding.Config) { c.EStopAnswerTimeout = 11 * time.Second }, "exceeds StopTimeout"},
 		{"default", func(*binding.Config) {}, ""},
 		{"within", func(c *binding.Config) { c.StopTimeout, c.EStopAnswerTimeout = time.Second, time.Second }, ""},
 	} {
