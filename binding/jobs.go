@@ -121,16 +121,22 @@ func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
 
 	ch := make(chan runResult, 1)
 	go func() {
-		// However Run ends (even after the job was abandoned), its return is
-		// noted: a Run cut off by an estop gets the stop re-asserted after it.
-		defer d.endCall(call)
-		defer func() {
-			if p := recover(); p != nil {
-				ch <- runResult{err: fmt.Errorf("panic in action %s: %v", act.Spec.Name, p)}
-			}
+		var out runResult
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					out = runResult{err: fmt.Errorf("panic in action %s: %v", act.Spec.Name, p)}
+				}
+			}()
+			res, err := act.Run(ctx, r.handle)
+			out = runResult{res, err}
 		}()
-		res, err := act.Run(ctx, r.handle)
-		ch <- runResult{res, err}
+		// However Run ended (even after the job was abandoned), its return
+		// is noted before the job can finish on it: a Run cut off by an
+		// estop gets the stop re-asserted after it, and a reset that sees
+		// the job ended sees no call still owed.
+		d.endCall(call)
+		ch <- out
 	}()
 	var out runResult
 	select {
