@@ -111,6 +111,47 @@ func cutOffChecks() []check {
 	}
 }
 
+// estopBoundChecks: the estop answer does not wait for a stop command that
+// hangs. Catches an answer that waits for the hook (it would come only when
+// the hook is released, which the check never does before the answer).
+func estopBoundChecks() []check {
+	return []check{
+		{name: "estop/answers_while_stop_hangs", run: func(c *C) {
+			h, ok := c.B.(StopHanger)
+			if !ok {
+				c.Skip("the backend cannot make its stop command hang (conformance.StopHanger)")
+			}
+			rec := c.record(c.Other)
+			h.HangStop(true)
+			defer h.HangStop(false)
+			type answer struct {
+				r   *mhp.EStopResult
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				r, err := c.Dev.EStop(context.WithoutCancel(c.Ctx), "conformance: the controller froze")
+				done <- answer{r, err}
+			}()
+			var a answer
+			select {
+			case a = <-done:
+			case <-time.After(WaitTimeout):
+				c.Fatalf("safety/estop did not answer within %v while the stop command hung", WaitTimeout)
+			}
+			c.ok(a.err, "estop while the stop command hangs")
+			if a.r.State != mhp.StateEStop || a.r.Stopped || !a.r.StopPending {
+				c.Fatalf("estop answer %+v, want state estop, stopped:false, stop_pending:true", a.r)
+			}
+			c.wantState(mhp.StateEStop, "the estop latched although its stop command hangs")
+			h.HangStop(false)
+			rec.wait(c, "the final safety/estop with stopped true", func(n mhp.Notification) bool {
+				return n.Method == mhp.NotifySafetyEStop && n.Params["stopped"] == true && n.Params["stop_pending"] == nil
+			}, nil)
+		}},
+	}
+}
+
 // resetIdleChecks: a reset refused because a job is active does not touch
 // the backend. Catches the busy check before verification removed (the one
 // after gives the same answer, but verify's reads run during the job).

@@ -175,6 +175,13 @@ type ReadCounter interface {
 	Reads() int
 }
 
+// StopHanger is implemented by a Backend whose estop command can be made to
+// hang (*Instrument does): the bounded estop answer is checked with it, and
+// skipped when the backend cannot hang.
+type StopHanger interface {
+	HangStop(hang bool)
+}
+
 // Options ask the harness for a variant of the fixture.
 type Options struct {
 	// WatchdogS, when positive, makes the device declare safety.watchdog_s.

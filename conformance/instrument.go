@@ -54,6 +54,7 @@ type Instrument struct {
 	stopCalls   int
 	reads       int
 	failStop    bool
+	stopHang    chan struct{} // while set, Stop blocks until it is closed (HangStop(false), ReleaseAll)
 	work        map[*Work]bool
 }
 
@@ -104,10 +105,28 @@ func (in *Instrument) Release(name string) {
 	}
 }
 
+// HangStop implements StopHanger: while hang is true, estop commands block
+// (a frozen controller) until HangStop(false) or ReleaseAll.
+func (in *Instrument) HangStop(hang bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	switch {
+	case hang && in.stopHang == nil:
+		in.stopHang = make(chan struct{})
+	case !hang && in.stopHang != nil:
+		close(in.stopHang)
+		in.stopHang = nil
+	}
+}
+
 // ReleaseAll releases every blocked call and work (a harness's cleanup).
 func (in *Instrument) ReleaseAll() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if in.stopHang != nil {
+		close(in.stopHang)
+		in.stopHang = nil
+	}
 	for name, ch := range in.release {
 		close(ch)
 		delete(in.release, name)
@@ -244,17 +263,21 @@ func (in *Instrument) Start(name string, params map[string]any) (*Work, error) {
 	return w, nil
 }
 
-// Stop is the estop command: it counts the call, cancels running work
-// (which ends cancelled) and fails when FailStop is set.
+// Stop is the estop command: it counts the call, blocks while HangStop is
+// set, cancels running work (which ends cancelled) and fails when FailStop
+// is set.
 func (in *Instrument) Stop() error {
 	in.mu.Lock()
 	in.stopCalls++
-	fail := in.failStop
+	fail, hang := in.failStop, in.stopHang
 	var running []*Work
 	for w := range in.work {
 		running = append(running, w)
 	}
 	in.mu.Unlock()
+	if hang != nil {
+		<-hang
+	}
 	if fail {
 		return ErrStopFailed
 	}

@@ -40,7 +40,7 @@ func registry() []check {
 	for _, group := range [][]check{
 		describeChecks(), readChecks(), gateChecks(), writeGateOrderChecks(), valueChecks(), exclusiveChecks(),
 		paramChecks(), dryRunChecks(), approvalChecks(), interlockChecks(), leaseChecks(), watchdogChecks(),
-		watchdogEdgeChecks(), busyChecks(), jobChecks(), backendWriteChecks(), estopChecks(), cutOffChecks(),
+		watchdogEdgeChecks(), busyChecks(), jobChecks(), backendWriteChecks(), estopChecks(), estopBoundChecks(), cutOffChecks(),
 		resetChecks(), resetIdleChecks(), notifyChecks(), quietRefusalChecks(), errorChecks(), limitsChecks(),
 	} {
 		all = append(all, group...)
