@@ -65,8 +65,12 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	if e != nil {
 		return nil, e
 	}
-	status, err := set.Write(hctx, value)
-	if inEStop := d.endCall(call); inEStop {
+	var inEStop bool
+	status, err := func() (WriteStatus, error) {
+		defer func() { inEStop = d.endCall(call) }() // also if the hook panics
+		return set.Write(hctx, value)
+	}()
+	if inEStop {
 		return nil, d.writeCutOff(req.Name, value, err)
 	}
 	if err != nil {
