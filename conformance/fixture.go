@@ -200,8 +200,11 @@ type Fixture struct {
 	Other mhp.Device
 	// Backend controls the fake behind the device.
 	Backend Backend
-	// Advance moves the driver's clock forward (watchdog, lease expiry). When
-	// nil, checks that need time to pass wait in real time, bounded by deadlines.
+	// Advance moves the driver's clock forward (watchdog, lease expiry); the
+	// timer callbacks due by the new time must have run when it returns, as
+	// with clock.Manual's Advance, so the watchdog's edges can be checked
+	// exactly. When nil, checks that need time to pass wait in real time,
+	// bounded by deadlines, and those that need exact edges are skipped.
 	Advance func(time.Duration)
 	// Skip names checks the harness cannot express, with the reason; the
 	// suite reports them skipped.
