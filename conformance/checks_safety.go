@@ -108,6 +108,30 @@ func cutOffChecks() []check {
 			}
 			c.wantState(mhp.StateEStop, "the estop stands")
 		}},
+		{name: "estop/reasserted_after_job_that_ran_on", run: func(c *C) {
+			// The stop fails at the backend, so work that ignores cancels
+			// runs on after the estop; when its Run finally returns, the
+			// stop is sent once more, after it and not before.
+			j := c.startScripted(c.Dev, ActionRun, IgnoreCancel)
+			c.B.FailStop(true)
+			c.estop(c.Other, "conformance: work runs on")
+			c.ping(c.Other)
+			if n := c.B.StopCalls(); n != 1 {
+				c.Fatalf("the backend got %d stop commands while the work still runs, want 1", n)
+			}
+			if got, _ := c.job(c.Other, j.ID); got == nil || got.State.Terminal() {
+				c.Fatalf("job %+v ended although the backend still runs it", got)
+			}
+			c.B.Release(ActionRun)
+			if got := c.waitTerminal(j.ID); got.State != mhp.JobDone {
+				c.Fatalf("the backend finished the work, yet the job ended %s", got.State)
+			}
+			c.eventually("the stop to be re-asserted after the Run returned", func() bool { return c.B.StopCalls() >= 2 })
+			c.ping(c.Other)
+			if n := c.B.StopCalls(); n != 2 {
+				c.Fatalf("the backend got %d stop commands, want 2 (the stop and one re-assertion)", n)
+			}
+		}},
 	}
 }
 
