@@ -2,6 +2,7 @@ package mhp
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -223,13 +224,39 @@ type ActionEnvelope struct {
 	Limits     map[string]*Limits `json:"limits,omitempty"`
 }
 
-// EStopResult is the answer of safety/estop. Stopped is false when the stop
-// hook failed (StopError says why); the device is in estop either way.
+// EStopResult is the answer of safety/estop. The device is in estop either
+// way. Stopped is true only when the stop command finished without error
+// before the answer; StopError says why it failed, and StopPending that it
+// had not finished within the answer bound (a later notifications/safety/estop
+// carries its final "stopped").
+//
+// Cancelling lists the jobs whose cancel was requested; what each job then
+// did is the backend's word alone and arrives as its jobs/finished
+// notification (or jobs/status): a job listed here may still end done or failed.
 type EStopResult struct {
-	State     DeviceState `json:"state"`
-	Stopped   bool        `json:"stopped"`
-	StopError string      `json:"stop_error,omitempty"`
-	Cancelled []string    `json:"cancelled,omitempty"`
+	State       DeviceState `json:"state"`
+	Stopped     bool        `json:"stopped"`
+	StopPending bool        `json:"stop_pending,omitempty"`
+	StopError   string      `json:"stop_error,omitempty"`
+	Cancelling  []string    `json:"cancelling,omitempty"`
+}
+
+// UnmarshalJSON decodes an estop answer, also from a driver that names the
+// job list "cancelled" (the field's earlier name).
+func (r *EStopResult) UnmarshalJSON(b []byte) error {
+	type plain EStopResult
+	var v struct {
+		plain
+		Cancelled []string `json:"cancelled"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = EStopResult(v.plain)
+	if r.Cancelling == nil {
+		r.Cancelling = v.Cancelled
+	}
+	return nil
 }
 
 // ResetResult is the answer of safety/reset.

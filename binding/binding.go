@@ -14,6 +14,15 @@
 //   - an action's Run returns ErrCancelled only when the backend confirmed that
 //     the work stopped because of a cancel, and Failed(err) when the backend
 //     reported a failure whose effect is known.
+//
+// Estop is the one call that always works. It latches at once, asks every
+// job to cancel, cancels every write in flight and runs the EStop hook,
+// answering within Config.EStopAnswerTimeout whatever the hook does. The stop
+// is the last word the backend hears: a Write hook or Run that was at the
+// backend when the estop latched is waited for, and when the last of them
+// returns the EStop hook runs once more; such a write is never answered ok
+// (EStopActive, with data.outcome saying whether it may have taken effect),
+// and a reset is refused until they have all returned.
 package binding
 
 import (

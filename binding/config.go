@@ -56,6 +56,12 @@ type Config struct {
 	VerifyTimeout time.Duration
 	// StopTimeout bounds the EStop and OnFault hooks; default 10s.
 	StopTimeout time.Duration
+	// EStopAnswerTimeout bounds how long safety/estop waits for the EStop
+	// hook before answering: the device latches in estop at once, and a hook
+	// still running then is answered stopped:false, stop_pending:true (the
+	// final word follows in notifications/safety/estop). Default 1s; at most
+	// StopTimeout.
+	EStopAnswerTimeout time.Duration
 	// JobTimeout bounds an action's Run when the action sets none; default 1h.
 	JobTimeout time.Duration
 	// JobGrace is how long a Run may take to return once its context ended
@@ -160,6 +166,17 @@ func (c *Config) Validate() error {
 	if c.Safety.WatchdogS < 0 {
 		return fmt.Errorf("binding: safety.watchdog_s %v is negative", c.Safety.WatchdogS)
 	}
+	if c.EStopAnswerTimeout < 0 {
+		return fmt.Errorf("binding: EStopAnswerTimeout %v is negative", c.EStopAnswerTimeout)
+	}
+	stop := c.StopTimeout
+	if stop <= 0 {
+		stop = defaultStopTimeout
+	}
+	if c.EStopAnswerTimeout > stop {
+		return fmt.Errorf("binding: EStopAnswerTimeout %v exceeds StopTimeout %v: the answer never waits longer than the stop may run",
+			c.EStopAnswerTimeout, stop)
+	}
 	if c.KeepJobs < 0 {
 		return fmt.Errorf("binding: KeepJobs %d is negative", c.KeepJobs)
 	}
@@ -184,6 +201,9 @@ func checkLimits(l *mhp.Limits) error {
 	return nil
 }
 
+// defaultStopTimeout is StopTimeout's default.
+const defaultStopTimeout = 10 * time.Second
+
 // withDefaults returns a copy of c with every zero option at its default.
 func (c Config) withDefaults() Config {
 	c.own()
@@ -201,7 +221,8 @@ func (c Config) withDefaults() Config {
 	def(&c.InterlockTimeout, 2*time.Second)
 	def(&c.HookTimeout, 30*time.Second)
 	def(&c.VerifyTimeout, c.HookTimeout)
-	def(&c.StopTimeout, 10*time.Second)
+	def(&c.StopTimeout, defaultStopTimeout)
+	def(&c.EStopAnswerTimeout, min(time.Second, c.StopTimeout))
 	def(&c.JobTimeout, time.Hour)
 	def(&c.JobGrace, 10*time.Second)
 	def(&c.PollInterval, time.Second)

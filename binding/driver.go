@@ -13,6 +13,7 @@ import (
 // Driver is the BoundDriver: a complete mhp.Device made from bindings. It is
 // safe for concurrent use. Build it with New, call Start, and Close it when done.
 type Driver struct {
+	// Fixed at New: the configuration and what is made from it.
 	cfg      Config
 	clk      clock.Clock
 	desc     mhp.Descriptor
@@ -24,44 +25,73 @@ type Driver struct {
 	// writeSem is the request lock: one setting write talks to the backend at a time.
 	writeSem chan struct{}
 
-	mu           sync.Mutex
-	estop        bool
-	fault        bool
-	faultReason  string
-	latches      uint64 // counts estops and faults latched, so a reset sees one that came during its verify
-	jobs         map[string]*jobRec
-	finished     []string // finished job ids, oldest first
-	jobSeq       uint64
-	active       int
-	activeExcl   int // active non-concurrent jobs
-	lease        *leaseRec
-	sessions     map[string]*sessionRec
-	lastSweep    time.Time
-	inflight     map[uint64]inflightWrite // writes in progress, cancelled by estop or their deadline
-	inflightSeq  uint64
-	sweeper      clock.Timer // armed while writes are in progress
-	sweepAt      time.Time   // when sweeper fires
+	// mu guards every field below.
+	mu sync.Mutex
+
+	// The safety latches. latches counts estops and faults latched, so a
+	// reset sees one that came during its verification.
+	estop       bool
+	fault       bool
+	faultReason string
+	latches     uint64
+
+	// Backend calls in flight (a setting's Write hook, a job's Run): an
+	// estop marks each as cut off, and when the last cut-off call returns the
+	// stop hook runs once more (stopOwed counts the cut-off calls still out),
+	// so the stop is the last command the backend hears.
+	calls    map[*backendCall]struct{}
+	stopOwed int
+
+	// Jobs: the records (finished ones trimmed to KeepJobs, oldest first in
+	// finished) and how many are not yet terminal.
+	jobs     map[string]*jobRec
+	finished []string
+	jobSeq   uint64
+	active   int
+
+	// Sessions and the lease.
+	lease     *leaseRec
+	sessions  map[string]*sessionRec
+	lastSweep time.Time
+
+	// Writes in progress, cancelled by estop or at their deadline by one
+	// sweeper timer, armed while any is pending.
+	inflight    map[uint64]inflightWrite
+	inflightSeq uint64
+	sweeper     clock.Timer
+	sweepAt     time.Time
+
+	// Notifications: the listeners, and the queue delivered in order by one
+	// goroutine at a time.
 	listeners    map[int]func(mhp.Notification)
 	listenerList []func(mhp.Notification) // listeners in registration order
-	pubQueue     []pending                // notifications not yet delivered, in the order they happened
-	draining     bool                     // a goroutine is delivering pubQueue
 	nextListener int
-	lastValues   map[string]any
-	poller       clock.Timer
-	pollCancel   context.CancelFunc // ends the poll in progress
-	pollDone     chan struct{}      // closed when the poll in progress returns
-	closed       bool
-	link         linkState // the backend link as the adapter last reported it (SetLink)
+	pubQueue     []pending // notifications not yet delivered, in the order they happened
+	draining     bool      // a goroutine is delivering pubQueue
+
+	// Signal polling for subscriptions.
+	lastValues map[string]any
+	poller     clock.Timer
+	pollCancel context.CancelFunc // ends the poll in progress
+	pollDone   chan struct{}      // closed when the poll in progress returns
+
+	closed bool
+	link   linkState // the backend link as the adapter last reported it (SetLink)
+}
+
+// backendCall is one call that may command the backend: a setting's Write
+// hook or a job's Run, from the moment it is called until it returns.
+type backendCall struct {
+	cutOff bool // an estop latched while it was out: the stop is re-asserted after it returns
 }
 
 type jobRec struct {
-	job     mhp.Job
-	seq     uint64 // invoke order, for jobs/list
-	handle  *Job
-	ctx     context.Context // the Run context: ended by cancel, estop, timeout
-	cancel  context.CancelFunc
-	exclude bool // non-concurrent
-	done    chan struct{}
+	job    mhp.Job
+	seq    uint64 // invoke order, for jobs/list
+	handle *Job
+	ctx    context.Context // the Run context: ended by cancel, estop, timeout
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 type leaseRec struct {
@@ -126,6 +156,7 @@ func New(cfg Config) (*Driver, error) {
 		jobs:       map[string]*jobRec{},
 		sessions:   map[string]*sessionRec{},
 		inflight:   map[uint64]inflightWrite{},
+		calls:      map[*backendCall]struct{}{},
 		listeners:  map[int]func(mhp.Notification){},
 		lastValues: map[string]any{},
 		watchdog:   time.Duration(cfg.Safety.WatchdogS * float64(time.Second)),
@@ -272,6 +303,14 @@ func (d *Driver) stateLocked() mhp.DeviceState {
 }
 
 func (d *Driver) now() time.Time { return d.clk.Now() }
+
+// locked runs f holding mu: each locked step of a request is one section
+// with one deferred unlock, whatever path it returns by.
+func (d *Driver) locked(f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f()
+}
 
 // errorf makes an *mhp.Error stamped with the driver's clock.
 func (d *Driver) errorf(code mhp.Code, format string, args ...any) *mhp.Error {

@@ -115,9 +115,13 @@ func TestEStopDoesNotWaitForBlockedWrite(t *testing.T) {
 		t.Fatal("estop did not return within 50 ms while a write was blocked")
 	}
 	err := <-writeErr
-	if me, ok := mhp.AsError(err); !ok || me.Code != mhp.CodeDeviceFault || !me.OutcomeUnknown() {
-		t.Fatalf("interrupted write: %v, want DeviceFault with outcome unknown", err)
+	// The write was cut off by the estop: never ok, refused EStopActive with
+	// the outcome unknown (the hook was at the backend), and the stop is
+	// re-asserted after it returned.
+	if me, ok := mhp.AsError(err); !ok || me.Code != mhp.CodeEStopActive || !me.OutcomeUnknown() {
+		t.Fatalf("interrupted write: %v, want EStopActive with outcome unknown", err)
 	}
+	waitUntil(t, "the stop to be re-asserted after the cut-off write returned", func() bool { return stops.Load() == 2 })
 }
 
 func TestWatchdogTripsOnceOnSilentHolder(t *testing.T) {

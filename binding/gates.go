@@ -90,23 +90,41 @@ func (d *Driver) leaseAndBusyLocked(s string, now time.Time, busy bool, busyMsg 
 	return nil
 }
 
-func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (any, *mhp.Error) {
+// ---- the six gates of each path, in order ----
+//
+// Gate 1 state (estop, fault, backend link), 2 approval, 3 interlocks (read
+// live), 4 limits, 5 lease, 6 busy. A refusal names its gate in data.gate;
+// nothing reaches the backend before every gate passed.
+
+// stateGate is gate 1 in its own locked step.
+func (d *Driver) stateGate() *mhp.Error {
 	d.mu.Lock()
-	e := d.stateGateLocked()
-	d.mu.Unlock()
-	if e != nil {
+	defer d.mu.Unlock()
+	return d.stateGateLocked()
+}
+
+// writeGates runs the six gates of settings/write and returns the checked
+// value. Writes are serialised by the request lock, so the lease and busy
+// gates need no step shared with what follows.
+func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (any, *mhp.Error) {
+	// 1. state
+	if e := d.stateGate(); e != nil {
 		return nil, e
 	}
+	// 2. approval
 	if e := d.approvalGate("setting", req.Name, set.Spec.Approval, req.Approved, req.DryRun, notes); e != nil {
 		return nil, e
 	}
+	// 3. interlocks (the write's context bounds the reads by InterlockTimeout)
 	if e := d.interlockGate(ctx, set.Spec.Interlocks, now); e != nil {
 		return nil, e
 	}
+	// 4. limits
 	value, ce := set.shape.Check(req.Name, req.Value)
 	if ce != nil {
 		return nil, d.stamp(ce.With("gate", "limits"))
 	}
+	// 5. lease and 6. busy
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	busy := d.active > 0 && !set.Spec.DuringJob
@@ -116,4 +134,57 @@ func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *S
 		return nil, e
 	}
 	return value, nil
+}
+
+// invokeGates runs the six gates of actions/invoke and returns the checked
+// params. Gates 5 and 6 and admit (which registers the job) run in one
+// locked section, so no other invoke slips between the busy check and the
+// registration; admit is not called for a dry run.
+func (d *Driver) invokeGates(ctx context.Context, s string, now time.Time, act *Action, req mhp.InvokeRequest, notes *mhp.DryRunNotes,
+	admit func(params map[string]any) *mhp.Error) (map[string]any, *mhp.Error) {
+	// 1. state
+	if e := d.stateGate(); e != nil {
+		return nil, e
+	}
+	// 2. approval
+	if e := d.approvalGate("action", req.Name, act.Spec.Approval, req.Approved, req.DryRun, notes); e != nil {
+		return nil, e
+	}
+	// 3. interlocks, each read bounded by InterlockTimeout
+	if len(act.Spec.Interlocks) > 0 {
+		ictx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
+		e := d.interlockGate(ictx, act.Spec.Interlocks, now)
+		cancel()
+		if e != nil {
+			return nil, e
+		}
+	}
+	// 4. limits: the param shapes, then the binding's whole-request check
+	params, ce := act.Spec.Params.Check(req.Name, req.Params)
+	if ce != nil {
+		return nil, d.stamp(ce.With("gate", "limits"))
+	}
+	if act.Validate != nil {
+		if err := act.Validate(params); err != nil {
+			if me, ok := mhp.AsError(err); ok {
+				return nil, d.adopt(me)
+			}
+			return nil, d.errorf(mhp.CodeInvalidValue, "%s: %v", req.Name, err).With("gate", "limits")
+		}
+	}
+	// 5. lease and 6. busy, then the admission, in one locked section
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	busy := d.active > 0 && !act.Spec.Concurrent
+	if e := d.leaseAndBusyLocked(s, now, busy, func() string {
+		return fmt.Sprintf("action %q is not concurrent and %d job(s) are active", req.Name, d.active)
+	}, req.DryRun, notes); e != nil {
+		return nil, e
+	}
+	if !req.DryRun {
+		if e := admit(params); e != nil {
+			return nil, e
+		}
+	}
+	return params, nil
 }

@@ -24,58 +24,38 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 		return nil, d.errorf(mhp.CodeUnknownName, "no action %q", req.Name).With("kind", "action").With("name", req.Name)
 	}
 	notes := &mhp.DryRunNotes{}
-	d.mu.Lock()
-	e := d.stateGateLocked()
-	d.mu.Unlock()
+	var snapshot mhp.Job
+	var r *jobRec
+	params, e := d.invokeGates(ctx, s, now, act, req, notes, func(params map[string]any) *mhp.Error {
+		var e *mhp.Error
+		r, e = d.admitJobLocked(s, act, req.Name, params)
+		if r != nil {
+			snapshot = r.job
+		}
+		return e
+	})
 	if e != nil {
 		return nil, e
 	}
-	if e := d.approvalGate("action", req.Name, act.Spec.Approval, req.Approved, req.DryRun, notes); e != nil {
-		return nil, e
-	}
-	if len(act.Spec.Interlocks) > 0 {
-		ictx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
-		e := d.interlockGate(ictx, act.Spec.Interlocks, now)
-		cancel()
-		if e != nil {
-			return nil, e
-		}
-	}
-	params, ce := act.Spec.Params.Check(req.Name, req.Params)
-	if ce != nil {
-		return nil, d.stamp(ce.With("gate", "limits"))
-	}
-	if act.Validate != nil {
-		if err := act.Validate(params); err != nil {
-			if me, ok := mhp.AsError(err); ok {
-				return nil, d.adopt(me)
-			}
-			return nil, d.errorf(mhp.CodeInvalidValue, "%s: %v", req.Name, err).With("gate", "limits")
-		}
-	}
-	d.mu.Lock()
-	busy := d.active > 0 && !act.Spec.Concurrent
-	if e := d.leaseAndBusyLocked(s, now, busy, func() string {
-		return fmt.Sprintf("action %q is not concurrent and %d job(s) are active", req.Name, d.active)
-	}, req.DryRun, notes); e != nil {
-		d.mu.Unlock()
-		return nil, e
-	}
 	if req.DryRun {
-		d.mu.Unlock()
 		res := &mhp.InvokeResult{DryRun: true, WouldRun: params}
 		if !notes.Empty() {
 			res.Notes = notes
 		}
 		return res, nil
 	}
-	// Re-check state atomically with registering the job.
+	go d.runJob(r.ctx, r, act)
+	return &mhp.InvokeResult{Job: &snapshot}, nil
+}
+
+// admitJobLocked registers a job that passed the gates: the state is checked
+// again in the same locked section (an estop may have come while the gates
+// read interlocks), then the job is queued with its own deadline. mu is held.
+func (d *Driver) admitJobLocked(s string, act *Action, name string, params map[string]any) (*jobRec, *mhp.Error) {
 	if e := d.stateGateLocked(); e != nil {
-		d.mu.Unlock()
 		return nil, e
 	}
 	if d.closed {
-		d.mu.Unlock()
 		return nil, d.errorf(mhp.CodeDeviceFault, "driver is closed")
 	}
 	timeout := act.Timeout
@@ -85,20 +65,17 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	// The deadline is on the system clock: bindings read it with ctx.Deadline.
 	jctx, cancel := context.WithTimeout(context.Background(), timeout)
 	id := d.newJobIDLocked()
-	h := &Job{id: id, action: req.Name, params: copyValue(params).(map[string]any), d: d}
+	h := &Job{id: id, action: name, params: copyValue(params).(map[string]any), d: d}
 	r := &jobRec{
-		job: mhp.Job{ID: id, Action: req.Name, Params: params, Owner: s, State: mhp.JobQueued,
+		job: mhp.Job{ID: id, Action: name, Params: params, Owner: s, State: mhp.JobQueued,
 			Started: mhp.UnixSeconds(d.now())},
-		handle: h, ctx: jctx, cancel: cancel, exclude: !act.Spec.Concurrent, done: make(chan struct{}),
+		handle: h, ctx: jctx, cancel: cancel, done: make(chan struct{}),
 	}
 	d.jobSeq++
 	r.seq = d.jobSeq
 	d.jobs[id] = r
 	d.active++
-	snapshot := r.job
-	d.mu.Unlock()
-	go d.runJob(jctx, r, act)
-	return &mhp.InvokeResult{Job: &snapshot}, nil
+	return r, nil
 }
 
 func (d *Driver) newJobIDLocked() string {
@@ -129,23 +106,37 @@ func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
 	r.job.State = mhp.JobRunning
 	snap := r.job
 	d.publishLocked(mhp.NotifyJobsStarted, map[string]any{"job": snap})
-	d.mu.Lock()
-	halted := ctx.Err() != nil && (d.estop || d.closed)
-	d.mu.Unlock()
-	if halted { // an estop came while jobs/started was published: Run is not called
+	// Whether Run is called and its registration as a backend call are one
+	// locked step, so an estop either keeps Run from being called or cuts it off.
+	var call *backendCall
+	d.locked(func() {
+		if ctx.Err() == nil || !(d.estop || d.closed) {
+			call = d.beginCallLocked()
+		}
+	})
+	if call == nil { // an estop came while jobs/started was published: Run is not called
 		d.finishJob(r, act, d.notStarted(ctx, r, act))
 		return
 	}
 
 	ch := make(chan runResult, 1)
 	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				ch <- runResult{err: fmt.Errorf("panic in action %s: %v", act.Spec.Name, p)}
-			}
+		var out runResult
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					out = runResult{err: fmt.Errorf("panic in action %s: %v", act.Spec.Name, p)}
+				}
+			}()
+			res, err := act.Run(ctx, r.handle)
+			out = runResult{res, err}
 		}()
-		res, err := act.Run(ctx, r.handle)
-		ch <- runResult{res, err}
+		// However Run ended (even after the job was abandoned), its return
+		// is noted before the job can finish on it: a Run cut off by an
+		// estop gets the stop re-asserted after it, and a reset that sees
+		// the job ended sees no call still owed.
+		d.endCall(call)
+		ch <- out
 	}()
 	var out runResult
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/openmhp/mhp-go"
 )
@@ -32,15 +33,20 @@ func (d *Driver) latchFault(reason string) {
 
 // faultLatched publishes safety/fault and runs the fault hook once, after
 // the fault flag was set.
+//
+// In estop the hook does not run: the device was stopped, and a call the
+// estop cut off gets the stop re-asserted when it returns (endCall), so a
+// job abandoned after an estop costs no extra stop command.
 func (d *Driver) faultLatched(reason string) {
 	d.mu.Lock()
+	inEStop := d.estop
 	d.publishLocked(mhp.NotifySafetyFault, map[string]any{"reason": reason})
-	d.cfg.Logger.Warn("device fault", "device", d.cfg.Device.ID, "reason", reason)
+	d.cfg.Logger.Warn("device fault", "device", d.cfg.Device.ID, "reason", reason, "in_estop", inEStop)
 	hook := d.cfg.OnFault
 	if hook == nil && d.cfg.EStop != nil {
 		hook = func(ctx context.Context, _ string) error { return d.cfg.EStop(ctx) }
 	}
-	if hook != nil {
+	if hook != nil && !inEStop {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
 			defer cancel()
@@ -53,105 +59,215 @@ func (d *Driver) faultLatched(reason string) {
 
 // ---- estop and reset ----
 
-// EStop implements mhp.Device: safety/estop. It never waits behind a vendor
-// call, cancels every job and runs the stop hook; if the hook fails the
-// device stays in estop and the answer says stopped:false.
+// EStop implements mhp.Device: safety/estop. It latches estop at once, never
+// waits behind a vendor call, requests the cancel of every job, cuts off
+// every backend call in flight and runs the stop hook. The answer comes
+// within EStopAnswerTimeout whatever the hook does: a hook still running
+// then gives stopped:false, stop_pending:true, and a later
+// notifications/safety/estop carries the final "stopped".
 func (d *Driver) EStop(ctx context.Context, reason string) (*mhp.EStopResult, error) {
 	s := d.touch(ctx)
-	return d.estopAs(ctx, s, reason)
+	return d.estopAs(ctx, s, reason), nil
 }
 
-func (d *Driver) estopAs(ctx context.Context, by, reason string) (*mhp.EStopResult, error) {
-	d.mu.Lock()
-	cancelled := d.estopLocked()
-	d.mu.Unlock()
-	return d.estopFinish(ctx, by, reason, cancelled), nil
+func (d *Driver) estopAs(ctx context.Context, by, reason string) *mhp.EStopResult {
+	var cancelling []string
+	d.locked(func() { cancelling = d.estopLocked() })
+	return d.estopFinish(ctx, by, reason, cancelling)
 }
 
-// estopLocked latches estop and cancels every active job and write in
-// flight; it returns the cancelled job ids. mu is held.
+// estopLocked latches estop, requests the cancel of every active job, cancels
+// every write in flight and marks every backend call in flight as cut off
+// (each owes a re-assertion of the stop when it returns). It returns the ids
+// of the jobs whose cancel was requested. mu is held.
 func (d *Driver) estopLocked() []string {
 	d.estop = true
 	d.latches++
-	var cancelled []string
+	var cancelling []string
 	for id, r := range d.jobs {
 		if !r.job.State.Terminal() {
 			r.job.CancelRequested = true
 			r.handle.requestCancel()
 			r.cancel()
-			cancelled = append(cancelled, id)
+			cancelling = append(cancelling, id)
 		}
 	}
-	sort.Strings(cancelled)
+	sort.Strings(cancelling)
 	for _, w := range d.inflight {
 		w.cancel()
 	}
-	return cancelled
-}
-
-// estopFinish runs the stop hook after estopLocked and publishes safety/estop.
-func (d *Driver) estopFinish(ctx context.Context, by, reason string, cancelled []string) *mhp.EStopResult {
-	res := &mhp.EStopResult{State: mhp.StateEStop, Stopped: true, Cancelled: cancelled}
-	if d.cfg.EStop == nil {
-		res.Stopped = false
-		res.StopError = "the device has no stop command: jobs were cancelled and the device latched in estop"
-	} else {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StopTimeout)
-		err := d.cfg.EStop(sctx)
-		cancel()
-		if err != nil {
-			res.Stopped = false
-			res.StopError = err.Error()
-			d.cfg.Logger.Error("estop hook failed", "device", d.cfg.Device.ID, "err", err)
+	for c := range d.calls {
+		if !c.cutOff {
+			c.cutOff = true
+			d.stopOwed++
 		}
 	}
+	return cancelling
+}
+
+// beginCallLocked registers a backend call about to be made; the caller
+// has just passed the state gate under the same hold of mu, so no estop can
+// fall between the check and the registration. mu is held.
+func (d *Driver) beginCallLocked() *backendCall {
+	c := &backendCall{}
+	d.calls[c] = struct{}{}
+	return c
+}
+
+// endCall unregisters a backend call that returned. If an estop cut it off
+// and it is the last such call out, the stop is re-asserted (once, on its own
+// goroutine, bounded by StopTimeout): whatever the call sent the backend, the
+// stop comes after it. It reports whether the device is in estop, read in the
+// same hold of mu (so an answer decided on it cannot be an ok given after an
+// estop answer).
+func (d *Driver) endCall(c *backendCall) (inEStop bool) {
 	d.mu.Lock()
-	p := map[string]any{"by": by, "reason": reason, "stopped": res.Stopped}
-	if res.StopError != "" {
-		p["stop_error"] = res.StopError
+	delete(d.calls, c)
+	reassert := false
+	if c.cutOff {
+		d.stopOwed--
+		reassert = d.stopOwed == 0
 	}
-	d.publishLocked(mhp.NotifySafetyEStop, p)
+	inEStop = d.estop
+	d.mu.Unlock()
+	if reassert {
+		go d.reassertStop()
+	}
+	return inEStop
+}
+
+// reassertStop runs the stop hook again after the last backend call cut off
+// by an estop returned.
+func (d *Driver) reassertStop() {
+	if d.cfg.EStop == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
+	defer cancel()
+	if err := d.cfg.EStop(ctx); err != nil {
+		d.cfg.Logger.Error("estop hook failed re-asserting the stop after a call cut off by estop returned",
+			"device", d.cfg.Device.ID, "err", err)
+	}
+}
+
+// estopFinish runs the stop hook after estopLocked, answers within
+// EStopAnswerTimeout and publishes safety/estop: once with the final result
+// when the hook finished in time, else once with stop_pending and again when
+// the hook finishes (or StopTimeout ends it).
+func (d *Driver) estopFinish(ctx context.Context, by, reason string, cancelling []string) *mhp.EStopResult {
+	res := &mhp.EStopResult{State: mhp.StateEStop, Cancelling: cancelling}
+	if d.cfg.EStop == nil {
+		res.StopError = "the device has no stop command: jobs were asked to cancel and the device latched in estop"
+		d.publishEStop(by, reason, res)
+		return res
+	}
+	final := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.StopTimeout)
+		defer cancel()
+		final <- d.cfg.EStop(sctx)
+	}()
+	t := time.NewTimer(d.cfg.EStopAnswerTimeout) // real time: the bound is the caller's
+	defer t.Stop()
+	select {
+	case err := <-final:
+		d.stopResult(res, err)
+		d.publishEStop(by, reason, res)
+		return res
+	case <-t.C:
+	}
+	res.StopPending = true
+	d.publishEStop(by, reason, res)
+	go func() {
+		err := <-final
+		later := &mhp.EStopResult{State: mhp.StateEStop, Cancelling: cancelling}
+		d.stopResult(later, err)
+		d.publishEStop(by, reason, later)
+	}()
 	return res
 }
 
-// Reset implements mhp.Device: safety/reset. It refuses while a job is
-// active, is lease-gated, and verifies recovery before returning to idle.
+func (d *Driver) stopResult(res *mhp.EStopResult, err error) {
+	res.Stopped = err == nil
+	if err != nil {
+		res.StopError = err.Error()
+		d.cfg.Logger.Error("estop hook failed", "device", d.cfg.Device.ID, "err", err)
+	}
+}
+
+func (d *Driver) publishEStop(by, reason string, res *mhp.EStopResult) {
+	p := map[string]any{"by": by, "reason": reason, "stopped": res.Stopped}
+	if res.StopPending {
+		p["stop_pending"] = true
+	}
+	if res.StopError != "" {
+		p["stop_error"] = res.StopError
+	}
+	d.mu.Lock()
+	d.publishLocked(mhp.NotifySafetyEStop, p)
+}
+
+// Reset implements mhp.Device: safety/reset. It is lease-gated (only the
+// holder, or anyone when no lease is held: 003 section 5.6), refuses while a
+// job is active or a backend call cut off by an estop has not returned, and
+// verifies recovery before returning to idle. Nothing touches the backend
+// before those refusals.
 func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	s := d.touch(ctx)
-	d.mu.Lock()
-	if holder := d.leaseHolderLocked(); holder != "" && holder != s {
-		d.mu.Unlock()
-		return nil, d.errorf(mhp.CodeNotLeased, "only the lease holder may reset").With("holder", holder)
+	var latches uint64
+	var e *mhp.Error
+	d.locked(func() {
+		if holder := d.leaseHolderLocked(); holder != "" && holder != s {
+			e = d.errorf(mhp.CodeNotLeased, "only the lease holder may reset").With("holder", holder)
+			return
+		}
+		if e = d.resetBusyLocked(); e != nil {
+			return
+		}
+		latches = d.latches
+	})
+	if e != nil {
+		return nil, e
 	}
-	if d.active > 0 {
-		d.mu.Unlock()
-		return nil, d.errorf(mhp.CodeDeviceBusy, "cannot reset while %d job(s) are still active", d.active)
-	}
-	latches := d.latches
-	d.mu.Unlock()
 	if err := d.verify(ctx); err != nil {
 		return nil, d.errorf(mhp.CodeDeviceFault, "reset refused: recovery not verified: %v", err).With("verified", false)
 	}
-	d.mu.Lock()
-	if d.active > 0 {
-		d.mu.Unlock()
-		return nil, d.errorf(mhp.CodeDeviceBusy, "cannot reset while %d job(s) are still active", d.active)
-	}
-	if d.latches != latches { // an estop or fault came while verifying: it stands
-		if e := d.stateGateLocked(); e != nil {
-			d.mu.Unlock()
-			return nil, e.With("reason", "latched while the reset verified recovery")
+	var was bool
+	d.locked(func() {
+		if e = d.resetBusyLocked(); e != nil {
+			return
 		}
+		if d.latches != latches { // an estop or fault came while verifying: it stands
+			if e = d.stateGateLocked(); e != nil {
+				e.With("reason", "latched while the reset verified recovery")
+				return
+			}
+		}
+		was = d.estop || d.fault
+		d.estop, d.fault, d.faultReason = false, false, ""
+	})
+	if e != nil {
+		return nil, e
 	}
-	was := d.estop || d.fault
-	d.estop, d.fault, d.faultReason = false, false, ""
-	if !was {
-		st := d.stateLocked()
-		d.mu.Unlock()
-		return &mhp.ResetResult{State: st, Verified: true}, nil
+	if was {
+		d.mu.Lock()
+		d.publishLocked(mhp.NotifySafetyReset, map[string]any{"by": s, "verified": true})
 	}
-	d.publishLocked(mhp.NotifySafetyReset, map[string]any{"by": s, "verified": true})
 	return &mhp.ResetResult{State: d.State(), Verified: true}, nil
+}
+
+// resetBusyLocked refuses a reset while a job is active or a backend call
+// cut off by an estop is still out (its stop re-assertion is owed). mu is held.
+func (d *Driver) resetBusyLocked() *mhp.Error {
+	if d.active > 0 {
+		return d.errorf(mhp.CodeDeviceBusy, "cannot reset while %d job(s) are still active", d.active).With("active", d.active)
+	}
+	if d.stopOwed > 0 {
+		return d.errorf(mhp.CodeDeviceBusy,
+			"cannot reset while %d backend call(s) cut off by the estop have not returned; the stop is re-asserted when they do",
+			d.stopOwed).With("cut_off", d.stopOwed)
+	}
+	return nil
 }
 
 func (d *Driver) verify(ctx context.Context) error {

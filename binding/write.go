@@ -3,13 +3,19 @@ package binding
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/openmhp/mhp-go"
 )
 
 // ---- settings/write ----
 
-// Write implements mhp.Device: settings/write through the six gates.
+// Write implements mhp.Device: settings/write through the six gates
+// (gates.go). A write whose hook was at the backend when an estop latched is
+// never answered ok: it is refused EStopActive with data.outcome "unknown"
+// (the value may have been applied; the stop comes after it) or
+// "not_started" (the backend refused it), and the stop is re-asserted once
+// the last such call returns.
 func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
 	s, now := d.touchAt(ctx)
 	set, ok := d.settings[req.Name]
@@ -38,41 +44,11 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	// write half way.
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	d.mu.Lock()
-	if e := d.stateGateLocked(); e != nil {
-		d.mu.Unlock()
+	key, e := d.registerWrite(req.Name, set, now, cancel)
+	if e != nil {
 		return nil, e
 	}
-	if d.closed {
-		d.mu.Unlock()
-		return nil, d.errorf(mhp.CodeDeviceFault, "settings/write %s: driver is closed", req.Name)
-	}
-	d.inflightSeq++
-	key := d.inflightSeq
-	hookDeadline := now.Add(d.cfg.HookTimeout)
-	first := hookDeadline
-	if len(set.Spec.Interlocks) > 0 {
-		first = now.Add(d.cfg.InterlockTimeout)
-	}
-	d.inflight[key] = inflightWrite{cancel: cancel, deadline: first}
-	if d.sweeper == nil || first.Before(d.sweepAt) {
-		if d.sweeper != nil {
-			d.sweeper.Stop()
-		}
-		d.sweeper, d.sweepAt = d.clk.AfterFunc(first.Sub(now), d.sweepWrites), first
-	}
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		delete(d.inflight, key)
-		if len(d.inflight) == 0 && d.sweeper != nil {
-			// Nothing left to bound: no timer outlives the writes (a manual
-			// clock in a test sees only the timers its device waits on).
-			d.sweeper.Stop()
-			d.sweeper = nil
-		}
-		d.mu.Unlock()
-	}()
+	defer d.unregisterWrite(key)
 	var notes mhp.DryRunNotes
 	value, e := d.writeGates(hctx, s, now, set, req, &notes)
 	if e != nil {
@@ -85,25 +61,18 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 		}
 		return res, nil
 	}
-	d.mu.Lock()
-	if e := d.stateGateLocked(); e != nil { // estop may have come while the gates read interlocks
-		d.mu.Unlock()
+	call, e := d.sendWrite(hctx, key, set, req.Name, now, cancel)
+	if e != nil {
 		return nil, e
 	}
-	if hctx.Err() != nil { // a deadline passed or Close came as the gates ended: nothing was sent
-		d.mu.Unlock()
-		if len(set.Spec.Interlocks) > 0 {
-			return nil, d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took longer than %s",
-				set.Spec.Interlocks, d.cfg.InterlockTimeout).With("interlock", set.Spec.Interlocks[0]).With("gate", "interlocks")
-		}
-		return nil, d.errorf(mhp.CodeServerError, "settings/write %s was cancelled before it was sent (driver closing or deadline passed)",
-			req.Name).With("outcome", mhp.OutcomeNotStarted)
+	var inEStop bool
+	status, err := func() (WriteStatus, error) {
+		defer func() { inEStop = d.endCall(call) }() // also if the hook panics
+		return set.Write(hctx, value)
+	}()
+	if inEStop {
+		return nil, d.writeCutOff(req.Name, value, err)
 	}
-	if len(set.Spec.Interlocks) > 0 {
-		d.inflight[key] = inflightWrite{cancel: cancel, deadline: hookDeadline}
-	}
-	d.mu.Unlock()
-	status, err := set.Write(hctx, value)
 	if err != nil {
 		if me, ok := mhp.AsError(err); ok && !me.OutcomeUnknown() {
 			return nil, d.adopt(me)
@@ -123,4 +92,85 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	}
 	d.publishLocked(mhp.NotifySettingsChanged, map[string]any{"name": req.Name, "value": value, "by": s, "applied": res.Applied})
 	return res, nil
+}
+
+// registerWrite is the write's first locked step: the state gate, then the
+// write joins the in-flight set (estop and its deadline cancel it) and the
+// sweeper is armed for its first deadline (the interlock reads', else the hook's).
+func (d *Driver) registerWrite(name string, set *Setting, now time.Time, cancel context.CancelFunc) (key uint64, e *mhp.Error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.stateGateLocked(); e != nil {
+		return 0, e
+	}
+	if d.closed {
+		return 0, d.errorf(mhp.CodeDeviceFault, "settings/write %s: driver is closed", name)
+	}
+	d.inflightSeq++
+	key = d.inflightSeq
+	first := now.Add(d.cfg.HookTimeout)
+	if len(set.Spec.Interlocks) > 0 {
+		first = now.Add(d.cfg.InterlockTimeout)
+	}
+	d.inflight[key] = inflightWrite{cancel: cancel, deadline: first}
+	if d.sweeper == nil || first.Before(d.sweepAt) {
+		if d.sweeper != nil {
+			d.sweeper.Stop()
+		}
+		d.sweeper, d.sweepAt = d.clk.AfterFunc(first.Sub(now), d.sweepWrites), first
+	}
+	return key, nil
+}
+
+// unregisterWrite is the write's last locked step: it leaves the in-flight
+// set, and the sweeper stops when no write is left to bound (a manual clock
+// in a test then sees only the timers its device waits on).
+func (d *Driver) unregisterWrite(key uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.inflight, key)
+	if len(d.inflight) == 0 && d.sweeper != nil {
+		d.sweeper.Stop()
+		d.sweeper = nil
+	}
+}
+
+// sendWrite is the locked step right before the hook: the state gate again
+// (an estop may have come while the gates read interlocks), the deadline
+// check, and the hook's registration as a backend call, all in one hold of
+// mu, so an estop either refuses the write here or cuts the call off.
+func (d *Driver) sendWrite(hctx context.Context, key uint64, set *Setting, name string, now time.Time, cancel context.CancelFunc) (*backendCall, *mhp.Error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.stateGateLocked(); e != nil {
+		return nil, e
+	}
+	if hctx.Err() != nil { // a deadline passed or Close came as the gates ended: nothing was sent
+		if locks := set.Spec.Interlocks; len(locks) > 0 {
+			return nil, d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took longer than %s",
+				locks, d.cfg.InterlockTimeout).With("interlock", locks[0]).With("gate", "interlocks")
+		}
+		return nil, d.errorf(mhp.CodeServerError, "settings/write %s was cancelled before it was sent (driver closing or deadline passed)",
+			name).With("outcome", mhp.OutcomeNotStarted)
+	}
+	if len(set.Spec.Interlocks) > 0 {
+		d.inflight[key] = inflightWrite{cancel: cancel, deadline: now.Add(d.cfg.HookTimeout)}
+	}
+	return d.beginCallLocked(), nil
+}
+
+// writeCutOff is the answer of a write whose hook returned with the device
+// in estop: never ok. The outcome says whether the value may have been
+// applied; either way the stop reached the backend after it.
+func (d *Driver) writeCutOff(name string, value any, err error) *mhp.Error {
+	outcome, what := mhp.OutcomeUnknown, "the value may have been applied"
+	if me, ok := mhp.AsError(err); ok && !me.OutcomeUnknown() {
+		outcome, what = mhp.OutcomeNotStarted, "the backend refused it"
+	}
+	e := d.errorf(mhp.CodeEStopActive, "settings/write %s=%v was at the backend when an estop latched: %s; the stop comes after it",
+		name, value, what).With("gate", "state").With("outcome", outcome).With("name", name)
+	if err != nil {
+		e.With("backend_error", mhp.Truncate(err.Error(), 1024))
+	}
+	return e
 }

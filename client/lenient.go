@@ -95,13 +95,18 @@ func normalize(method string, v any) any {
 			}
 		}
 	case "safety/estop":
-		c, hasC := m["cancelled"]
-		g, hasG := m["cancelling"]
-		if hasC && !hasG {
-			m["cancelling"] = c
-		}
-		if hasG && !hasC {
-			m["cancelled"] = g
+		// Older servers (and the reference) say "cancelled"; the result type
+		// reads "cancelling".
+		if c, hasC := m["cancelled"]; hasC {
+			if _, hasG := m["cancelling"]; !hasG {
+				if one, ok := c.(string); ok {
+					c = []any{one}
+				}
+				if _, ok := c.([]any); ok {
+					m["cancelling"] = c
+				}
+			}
+			delete(m, "cancelled")
 		}
 	case "safety/reset":
 		if s, ok := m["verified"].(string); ok {
@@ -257,7 +262,13 @@ func coerce(v any, t reflect.Type) (any, bool) {
 		t = t.Elem()
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
-		return v, true // the type reads itself
+		// The type reads itself; a struct's fields still get their types
+		// (mhp.EStopResult reads "cancelled" itself but not "stopped":"true").
+		if m, ok := v.(map[string]any); ok && t.Kind() == reflect.Struct {
+			coerceFields(m, t)
+			return m, true
+		}
+		return v, true
 	}
 	switch t.Kind() {
 	case reflect.Interface:
@@ -390,26 +401,13 @@ func coerceFields(m map[string]any, t reflect.Type) {
 	}
 }
 
-// EStopJobs returns the jobs an estop result lists as stopping, whether the
-// result type names them "cancelled" or "cancelling": the names of jobs whose
-// cancel was requested, not their end states (those come from the backend).
+// EStopJobs returns the jobs an estop result lists as stopping (the wire's
+// "cancelling", or "cancelled" from older servers, which mhp.EStopResult
+// decodes into Cancelling): jobs whose cancel was requested, not their end
+// states (those come from the backend).
 func EStopJobs(r *mhp.EStopResult) []string {
 	if r == nil {
 		return nil
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil
-	}
-	var m struct {
-		Cancelled  []string `json:"cancelled"`
-		Cancelling []string `json:"cancelling"`
-	}
-	if json.Unmarshal(b, &m) != nil {
-		return nil
-	}
-	if len(m.Cancelling) > 0 {
-		return m.Cancelling
-	}
-	return m.Cancelled
+	return r.Cancelling
 }

@@ -4,7 +4,6 @@
 package clock
 
 import (
-	"sort"
 	"sync"
 	"time"
 )
@@ -12,7 +11,8 @@ import (
 // Clock tells the time and runs functions later.
 type Clock interface {
 	Now() time.Time
-	// AfterFunc runs f in its own goroutine once d has passed.
+	// AfterFunc runs f once d has passed: the real clock in its own
+	// goroutine, Manual during the Advance that reaches its time.
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
@@ -31,12 +31,17 @@ func (Real) Now() time.Time { return time.Now() }
 // AfterFunc wraps time.AfterFunc.
 func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// Manual is a clock that moves only when told. Timers fire during Advance,
-// each in its own goroutine, in time order.
+// Manual is a clock that moves only when told. Advance runs the callbacks
+// of the timers that fall due itself, in time order, and returns when they
+// have all returned, so a test sees their effects as soon as Advance
+// returns. A callback that arms a timer falling due within the same Advance
+// runs in that Advance too.
 type Manual struct {
 	mu     sync.Mutex
 	now    time.Time
+	seq    uint64 // arming order, to order timers due at the same instant
 	timers []*manualTimer
+	adv    sync.Mutex // one Advance at a time
 }
 
 // NewManual returns a manual clock set to start.
@@ -49,33 +54,62 @@ func (m *Manual) Now() time.Time {
 	return m.now
 }
 
-// AfterFunc schedules f at Now()+d.
+// AfterFunc schedules f at Now()+d. A timer already due (d <= 0) runs at
+// the next Advance.
 func (m *Manual) AfterFunc(d time.Duration, f func()) Timer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t := &manualTimer{clock: m, at: m.now.Add(d), f: f}
+	m.seq++
+	t := &manualTimer{clock: m, at: m.now.Add(d), seq: m.seq, f: f}
 	m.timers = append(m.timers, t)
 	return t
 }
 
-// Advance moves the clock forward by d and starts every timer that falls due.
+// Advance moves the clock forward by d, stepping to each timer's time in
+// order and running its callback on the calling goroutine; it returns when
+// every callback due by the new time has returned. Callbacks must not call
+// Advance.
 func (m *Manual) Advance(d time.Duration) {
+	m.adv.Lock()
+	defer m.adv.Unlock()
 	m.mu.Lock()
-	m.now = m.now.Add(d)
-	var due, keep []*manualTimer
-	for _, t := range m.timers {
-		if !t.at.After(m.now) {
-			due = append(due, t)
-		} else {
-			keep = append(keep, t)
+	end := m.now.Add(d)
+	m.mu.Unlock()
+	for {
+		m.mu.Lock()
+		t := m.nextDueLocked(end)
+		if t == nil {
+			if m.now.Before(end) {
+				m.now = end
+			}
+			m.mu.Unlock()
+			return
+		}
+		if t.at.After(m.now) {
+			m.now = t.at
+		}
+		m.mu.Unlock()
+		t.f()
+	}
+}
+
+// nextDueLocked removes and returns the earliest timer due by end, or nil.
+func (m *Manual) nextDueLocked(end time.Time) *manualTimer {
+	best := -1
+	for i, t := range m.timers {
+		if t.at.After(end) {
+			continue
+		}
+		if best < 0 || t.at.Before(m.timers[best].at) || (t.at.Equal(m.timers[best].at) && t.seq < m.timers[best].seq) {
+			best = i
 		}
 	}
-	m.timers = keep
-	m.mu.Unlock()
-	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
-	for _, t := range due {
-		go t.f()
+	if best < 0 {
+		return nil
 	}
+	t := m.timers[best]
+	m.timers = append(m.timers[:best], m.timers[best+1:]...)
+	return t
 }
 
 // Pending reports how many timers are scheduled.
@@ -88,6 +122,7 @@ func (m *Manual) Pending() int {
 type manualTimer struct {
 	clock *Manual
 	at    time.Time
+	seq   uint64
 	f     func()
 }
 

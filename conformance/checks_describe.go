@@ -53,8 +53,21 @@ func sameNames(got []string, want []string) bool {
 	return true
 }
 
-func fixtureNames() (signals, settings, actions []string) {
+// fixtureNames are the names the device must serve: FixtureDescriptor's,
+// then those of FixtureExtras it serves (a harness may predate them).
+func (c *C) fixtureNames() (signals, settings, actions []string) {
 	d := FixtureDescriptor()
+	es, ea := FixtureExtras()
+	for _, s := range es {
+		if c.serves("setting", s.Name) {
+			d.Settings = append(d.Settings, s)
+		}
+	}
+	for _, a := range ea {
+		if c.serves("action", a.Name) {
+			d.Actions = append(d.Actions, a)
+		}
+	}
 	for _, s := range d.Signals {
 		signals = append(signals, s.Name)
 	}
@@ -80,7 +93,7 @@ func describeChecks() []check {
 			if m["id"] != FixtureDescriptor().ID {
 				c.Fatalf("card id %v, want %s", m["id"], FixtureDescriptor().ID)
 			}
-			sig, set, act := fixtureNames()
+			sig, set, act := c.fixtureNames()
 			for key, want := range map[string][]string{"signals": sig, "settings": set, "actions": act} {
 				l, _ := m[key].([]any)
 				for _, x := range l {
@@ -107,7 +120,7 @@ func describeChecks() []check {
 				c.Fatalf("summary has no safety block: %v", m["safety"])
 			}
 			settings, _ := m["settings"].([]any)
-			_, set, _ := fixtureNames()
+			_, set, _ := c.fixtureNames()
 			if got := itemNames(m["settings"]); !sameNames(got, set) {
 				c.Fatalf("summary settings %v, want %v", got, set)
 			}

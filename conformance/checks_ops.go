@@ -453,15 +453,19 @@ func estopChecks() []check {
 				c.Fatalf("estop answer %+v, want stopped in estop", r)
 			}
 			for _, id := range []string{run.ID, mon.ID} {
-				if !contains(r.Cancelled, id) {
-					c.Fatalf("estop answer cancelled %v, missing %s", r.Cancelled, id)
+				if !contains(r.Cancelling, id) {
+					c.Fatalf("estop answer cancelled %v, missing %s", r.Cancelling, id)
 				}
 				if got := c.waitTerminal(id); got.State != mhp.JobCancelled {
 					c.Fatalf("job %s ended %s after estop, want cancelled", id, got.State)
 				}
 			}
-			if n := c.B.StopCalls(); n != 1 {
-				c.Fatalf("backend got %d stop commands, want 1", n)
+			// The stop, then once more after the last cut-off Run returned:
+			// the stop is the last word the backend hears, and only once more.
+			c.eventually("the stop to be re-asserted after the cancelled work returned", func() bool { return c.B.StopCalls() >= 2 })
+			c.ping(c.Other)
+			if n := c.B.StopCalls(); n != 2 {
+				c.Fatalf("backend got %d stop commands, want 2 (the stop and one re-assertion after the jobs' Runs returned)", n)
 			}
 			c.wantState(mhp.StateEStop, "estop latches")
 		}},
@@ -471,7 +475,7 @@ func estopChecks() []check {
 			j := c.startBlocked(c.Dev, ActionRun)
 			c.B.FailStop(true)
 			r := c.estop(c.Dev, "conformance: stop command fails")
-			if r.Stopped || r.State != mhp.StateEStop || !contains(r.Cancelled, j.ID) {
+			if r.Stopped || r.State != mhp.StateEStop || !contains(r.Cancelling, j.ID) {
 				c.Fatalf("estop answer %+v, want stopped:false, estop, job %s cancelled", r, j.ID)
 			}
 			if got := c.waitTerminal(j.ID); got.State != mhp.JobCancelled {

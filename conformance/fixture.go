@@ -36,6 +36,21 @@ const (
 	ActionForbidden = "forbidden_action" // short, approval forbid
 )
 
+// Names of the fixture's extra items (FixtureExtras). A harness that serves
+// them runs the checks that need them; for one that does not, those checks
+// are skipped with a reason.
+const (
+	SettingGuarded = "guarded_level" // number, 0..10, approval confirm, interlock door_closed
+	SettingFlow    = "flow_rate"     // number, exclusiveMin 0, exclusiveMax 10 (mL/min)
+	ActionDose     = "dose"          // short, params {volume_ul: number, exclusiveMin 0, exclusiveMax 50}
+)
+
+// Exclusive bounds of SettingFlow and of ActionDose's volume_ul.
+const (
+	FlowExclusiveMax = 10.0
+	DoseExclusiveMax = 50.0
+)
+
 // FixtureDescriptor returns the items of the fixture device as specs. A
 // harness's device must serve exactly these names with these types, limits,
 // approvals and flags (an adapter puts them in its config).
@@ -74,6 +89,36 @@ func FixtureDescriptor() mhp.Descriptor {
 		},
 		Safety: mhp.Safety{EStop: true},
 	}
+}
+
+// FixtureExtras returns the fixture's extra items: a setting with both an
+// approval level and an interlock (the write path's gate order), and a
+// setting and an action param with exclusive bounds. MemoryDriver serves
+// them after FixtureDescriptor's items; an adapter's harness opts in by
+// serving them too (WithExtras) when Options.Extras asks.
+func FixtureExtras() (settings []mhp.Setting, actions []mhp.Action) {
+	exclusive := func(max float64) *mhp.Limits {
+		lo, hi := 0.0, max
+		return &mhp.Limits{ExclusiveMin: &lo, ExclusiveMax: &hi}
+	}
+	settings = []mhp.Setting{
+		{Name: SettingGuarded, Type: mhp.TypeNumber, Limits: mhp.Range(0, 10), Approval: mhp.ApprovalConfirm,
+			Interlocks: []string{SignalDoorClosed}},
+		{Name: SettingFlow, Type: mhp.TypeNumber, Unit: "mL/min", Limits: exclusive(FlowExclusiveMax), Approval: mhp.ApprovalAuto},
+	}
+	actions = []mhp.Action{
+		{Name: ActionDose, Duration: mhp.DurationShort, Approval: mhp.ApprovalAuto,
+			Params: mhp.Params{{Name: "volume_ul", Shape: &mhp.Shape{Type: mhp.TypeNumber, Unit: "uL", Limits: exclusive(DoseExclusiveMax)}}}},
+	}
+	return settings, actions
+}
+
+// WithExtras returns d with FixtureExtras appended.
+func WithExtras(d mhp.Descriptor) mhp.Descriptor {
+	s, a := FixtureExtras()
+	d.Settings = append(append([]mhp.Setting(nil), d.Settings...), s...)
+	d.Actions = append(append([]mhp.Action(nil), d.Actions...), a...)
+	return d
 }
 
 // Behaviour is how the fake backend answers calls of one setting or action.
@@ -123,10 +168,28 @@ type Backend interface {
 	FailStop(fail bool)
 }
 
+// ReadCounter is implemented by a Backend that counts the signal reads that
+// reached it (*Instrument does); checks that must see the backend left
+// alone use it and are skipped when the backend cannot tell.
+type ReadCounter interface {
+	Reads() int
+}
+
+// StopHanger is implemented by a Backend whose estop command can be made to
+// hang (*Instrument does): the bounded estop answer is checked with it, and
+// skipped when the backend cannot hang.
+type StopHanger interface {
+	HangStop(hang bool)
+}
+
 // Options ask the harness for a variant of the fixture.
 type Options struct {
 	// WatchdogS, when positive, makes the device declare safety.watchdog_s.
 	WatchdogS float64
+	// Extras asks for FixtureExtras too. Run sets it for every check; a
+	// harness that cannot serve them ignores it and the checks that need
+	// them are skipped.
+	Extras bool
 }
 
 // Fixture is one fresh device under test.
@@ -137,8 +200,11 @@ type Fixture struct {
 	Other mhp.Device
 	// Backend controls the fake behind the device.
 	Backend Backend
-	// Advance moves the driver's clock forward (watchdog, lease expiry). When
-	// nil, checks that need time to pass wait in real time, bounded by deadlines.
+	// Advance moves the driver's clock forward (watchdog, lease expiry); the
+	// timer callbacks due by the new time must have run when it returns, as
+	// with clock.Manual's Advance, so the watchdog's edges can be checked
+	// exactly. When nil, checks that need time to pass wait in real time,
+	// bounded by deadlines, and those that need exact edges are skipped.
 	Advance func(time.Duration)
 	// Skip names checks the harness cannot express, with the reason; the
 	// suite reports them skipped.

@@ -287,7 +287,7 @@ type callSnapshot map[string]int
 
 func (c *C) snapshot() callSnapshot {
 	s := callSnapshot{}
-	d := FixtureDescriptor()
+	d := WithExtras(FixtureDescriptor())
 	for _, x := range d.Settings {
 		s[x.Name] = c.B.Calls(x.Name)
 	}

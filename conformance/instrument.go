@@ -52,21 +52,25 @@ type Instrument struct {
 	calls       map[string]int
 	release     map[string]chan struct{}
 	stopCalls   int
+	reads       int
 	failStop    bool
+	stopHang    chan struct{} // while set, Stop blocks until it is closed (HangStop(false), ReleaseAll)
 	work        map[*Work]bool
 }
 
 // NewInstrument returns an instrument at its initial state: temperature 21.5,
-// door closed, setpoint 20, mode idle, fan off; every item Normal.
+// door closed, setpoint 20, mode idle, fan off, guarded level 0, flow rate 1;
+// every item Normal.
 func NewInstrument() *Instrument {
 	return &Instrument{
 		signals:     map[string]any{SignalTemperature: 21.5, SignalDoorClosed: true},
 		unavailable: map[string]bool{},
-		settings:    map[string]any{SettingSetpoint: 20.0, SettingMode: "idle", SettingConfirmed: 0.0, SettingForbidden: 0.0, SettingFan: false},
-		behaviour:   map[string]Behaviour{},
-		calls:       map[string]int{},
-		release:     map[string]chan struct{}{},
-		work:        map[*Work]bool{},
+		settings: map[string]any{SettingSetpoint: 20.0, SettingMode: "idle", SettingConfirmed: 0.0, SettingForbidden: 0.0, SettingFan: false,
+			SettingGuarded: 0.0, SettingFlow: 1.0},
+		behaviour: map[string]Behaviour{},
+		calls:     map[string]int{},
+		release:   map[string]chan struct{}{},
+		work:      map[*Work]bool{},
 	}
 }
 
@@ -101,10 +105,28 @@ func (in *Instrument) Release(name string) {
 	}
 }
 
+// HangStop implements StopHanger: while hang is true, estop commands block
+// (a frozen controller) until HangStop(false) or ReleaseAll.
+func (in *Instrument) HangStop(hang bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	switch {
+	case hang && in.stopHang == nil:
+		in.stopHang = make(chan struct{})
+	case !hang && in.stopHang != nil:
+		close(in.stopHang)
+		in.stopHang = nil
+	}
+}
+
 // ReleaseAll releases every blocked call and work (a harness's cleanup).
 func (in *Instrument) ReleaseAll() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if in.stopHang != nil {
+		close(in.stopHang)
+		in.stopHang = nil
+	}
 	for name, ch := range in.release {
 		close(ch)
 		delete(in.release, name)
@@ -140,10 +162,18 @@ func (in *Instrument) FailStop(fail bool) {
 	in.failStop = fail
 }
 
+// Reads implements ReadCounter: the ReadSignal calls so far.
+func (in *Instrument) Reads() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.reads
+}
+
 // ReadSignal returns a signal's value, or ErrUnavailable.
 func (in *Instrument) ReadSignal(name string) (any, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	in.reads++
 	if in.unavailable[name] {
 		return nil, ErrUnavailable
 	}
@@ -233,17 +263,21 @@ func (in *Instrument) Start(name string, params map[string]any) (*Work, error) {
 	return w, nil
 }
 
-// Stop is the estop command: it counts the call, cancels running work
-// (which ends cancelled) and fails when FailStop is set.
+// Stop is the estop command: it counts the call, blocks while HangStop is
+// set, cancels running work (which ends cancelled) and fails when FailStop
+// is set.
 func (in *Instrument) Stop() error {
 	in.mu.Lock()
 	in.stopCalls++
-	fail := in.failStop
+	fail, hang := in.failStop, in.stopHang
 	var running []*Work
 	for w := range in.work {
 		running = append(running, w)
 	}
 	in.mu.Unlock()
+	if hang != nil {
+		<-hang
+	}
 	if fail {
 		return ErrStopFailed
 	}

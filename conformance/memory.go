@@ -26,7 +26,7 @@ const (
 )
 
 // MemoryDriver maps an Instrument onto bindings with exactly the items of
-// FixtureDescriptor: the in-memory reference adapter that every ecosystem
+// FixtureDescriptor (and FixtureExtras when opt.Extras): the in-memory reference adapter that every ecosystem
 // adapter's mapping follows.
 //
 //   - signal Read -> in.ReadSignal; an unreadable signal wraps binding.ErrUnavailable;
@@ -51,6 +51,9 @@ func MemoryDriver(in *Instrument, opt Options, clk clock.Clock) (*binding.Driver
 		clk = clock.Real{}
 	}
 	desc := FixtureDescriptor()
+	if opt.Extras {
+		desc = WithExtras(desc)
+	}
 	cfg := binding.Config{
 		Device: desc.DeviceInfo,
 		Notes:  "In-memory conformance fixture over a simulated Instrument.",

@@ -38,9 +38,10 @@ type check struct {
 func registry() []check {
 	var all []check
 	for _, group := range [][]check{
-		describeChecks(), readChecks(), gateChecks(), valueChecks(), paramChecks(), dryRunChecks(),
-		approvalChecks(), interlockChecks(), leaseChecks(), watchdogChecks(), busyChecks(), jobChecks(),
-		backendWriteChecks(), estopChecks(), resetChecks(), notifyChecks(), errorChecks(), limitsChecks(),
+		describeChecks(), readChecks(), gateChecks(), writeGateOrderChecks(), valueChecks(), exclusiveChecks(),
+		paramChecks(), dryRunChecks(), approvalChecks(), interlockChecks(), leaseChecks(), watchdogChecks(),
+		watchdogEdgeChecks(), busyChecks(), jobChecks(), backendWriteChecks(), estopChecks(), estopBoundChecks(), cutOffChecks(),
+		resetChecks(), resetIdleChecks(), notifyChecks(), quietRefusalChecks(), errorChecks(), limitsChecks(),
 	} {
 		all = append(all, group...)
 	}
@@ -73,7 +74,9 @@ func Run(t *testing.T, h Harness) {
 		}
 		seen[ck.name] = true
 		t.Run(ck.name, func(t *testing.T) {
-			f := h(t, ck.opt)
+			opt := ck.opt
+			opt.Extras = true
+			f := h(t, opt)
 			if f == nil || f.Device == nil || f.Other == nil || f.Backend == nil {
 				t.Fatalf("harness returned an incomplete fixture: %+v", f)
 			}
@@ -82,7 +85,7 @@ func Run(t *testing.T, h Harness) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), CallTimeout+WaitTimeout)
 			defer cancel()
-			ck.run(&C{T: t, F: f, Ctx: ctx, Dev: f.Device, Other: f.Other, B: f.Backend, opt: ck.opt})
+			ck.run(&C{T: t, F: f, Ctx: ctx, Dev: f.Device, Other: f.Other, B: f.Backend, opt: opt})
 		})
 	}
 }

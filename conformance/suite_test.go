@@ -52,13 +52,13 @@ func TestSkipReason(t *testing.T) {
 }
 
 // TestMemoryDriverServesTheFixture: the reference mapping serves exactly
-// FixtureDescriptor's items and identity.
+// FixtureDescriptor's items, then FixtureExtras, and its identity.
 func TestMemoryDriverServesTheFixture(t *testing.T) {
-	d, err := MemoryDriver(NewInstrument(), Options{WatchdogS: 3}, clock.NewManual(mhp.FromUnixSeconds(MemoryClockStart)))
+	d, err := MemoryDriver(NewInstrument(), Options{WatchdogS: 3, Extras: true}, clock.NewManual(mhp.FromUnixSeconds(MemoryClockStart)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, want := d.Descriptor(), FixtureDescriptor()
+	got, want := d.Descriptor(), WithExtras(FixtureDescriptor())
 	js := func(v any) string {
 		b, err := json.Marshal(v)
 		if err != nil {

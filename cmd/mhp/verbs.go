@@ -446,6 +446,9 @@ func estopVerb(ctx context.Context, v *verbCtx) int {
 		}
 	} else {
 		fmt.Fprintf(v.stdout, "estop: state %s, stopped %v", res.State, res.Stopped)
+		if res.StopPending {
+			fmt.Fprintf(v.stdout, ", stop still pending")
+		}
 		if jobs := client.EStopJobs(res); len(jobs) > 0 {
 			// Requested, not confirmed: each job's end state comes from the backend.
 			fmt.Fprintf(v.stdout, ", cancelling %s", strings.Join(jobs, ", "))

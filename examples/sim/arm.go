@@ -204,14 +204,17 @@ func (a *ArmSim) Config() binding.Config {
 		Settings: []binding.Setting{
 			{Spec: mhp.Setting{Name: ArmSpeed, Type: mhp.TypeNumber, Unit: "%", Limits: mhp.Range(1, 100), Approval: mhp.ApprovalAuto,
 				Notes: "Travel speed, percent of maximum."},
-				Write: func(_ context.Context, v any) (binding.WriteStatus, error) {
+				Write: func(ctx context.Context, v any) (binding.WriteStatus, error) {
 					f, ok := v.(float64)
 					if !ok {
 						return 0, mhp.Errorf(mhp.CodeInvalidValue, "speed: %v is not a number", v)
 					}
 					a.mu.Lock()
+					defer a.mu.Unlock()
+					if ctx.Err() != nil {
+						return 0, notApplied(ctx)
+					}
 					a.speed = f
-					a.mu.Unlock()
 					return binding.Applied, nil
 				}},
 		},

@@ -19,6 +19,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 )
@@ -112,6 +113,13 @@ func (e engine) step(ctx context.Context, job *binding.Job, remaining float64) (
 		return chunk, err
 	}
 	return chunk, nil
+}
+
+// notApplied is a simulated write's refusal when its context ended before
+// it took effect (an estop, its deadline): the value was not applied.
+func notApplied(ctx context.Context) error {
+	return mhp.Errorf(mhp.CodeServerError, "simulated write not applied: %v", context.Cause(ctx)).
+		With("outcome", mhp.OutcomeNotStarted)
 }
 
 // stopped maps the reason a simulated job stopped early to the binding's

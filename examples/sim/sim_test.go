@@ -461,3 +461,41 @@ func TestArmTravelTimeFollowsTheLocationsMap(t *testing.T) {
 		t.Fatalf("pick took %.3f simulated s, want %.3f", got, want)
 	}
 }
+
+// TestWritesHonourTheirContext: a simulated write whose context already
+// ended (an estop cut it off, its deadline passed) applies nothing and
+// says so with a refusal (outcome not_started), so the stop stays the last
+// word the simulated device heard.
+func TestWritesHonourTheirContext(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	tc := NewThermocycler(Options{Clock: clk})
+	arm := NewArm(ArmOptions{Options: Options{Clock: clk}})
+	hooks := map[string]binding.Setting{}
+	for _, s := range tc.Config().Settings {
+		hooks[s.Spec.Name] = s
+	}
+	for _, s := range arm.Config().Settings {
+		hooks[s.Spec.Name] = s
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tt := range []struct {
+		name  string
+		value any
+		same  func() bool
+	}{
+		{TCTargetTemp, 95.0, func() bool { return tc.BlockTemperature() < 30 }},
+		{TCLidHeater, true, func() bool { tc.mu.Lock(); defer tc.mu.Unlock(); return !tc.heater }},
+		{ArmSpeed, 7.0, func() bool { arm.mu.Lock(); defer arm.mu.Unlock(); return arm.speed != 7.0 }},
+	} {
+		_, err := hooks[tt.name].Write(ctx, tt.value)
+		me, ok := mhp.AsError(err)
+		if !ok || me.OutcomeUnknown() || me.Data["outcome"] != mhp.OutcomeNotStarted {
+			t.Fatalf("%s with an ended context: %v, want a not_started refusal", tt.name, err)
+		}
+		clk.Advance(time.Minute)
+		if !tt.same() {
+			t.Fatalf("%s: a write whose context had ended took effect", tt.name)
+		}
+	}
+}

@@ -121,25 +121,31 @@ func (t *ThermocyclerSim) Config() binding.Config {
 		Settings: []binding.Setting{
 			{Spec: mhp.Setting{Name: TCTargetTemp, Type: mhp.TypeNumber, Unit: "degC", Limits: mhp.Range(BlockMin, BlockMax),
 				Approval: mhp.ApprovalAuto, Notes: "Block setpoint; the block ramps to it and holds."},
-				Write: func(_ context.Context, v any) (binding.WriteStatus, error) {
+				Write: func(ctx context.Context, v any) (binding.WriteStatus, error) {
 					f, ok := v.(float64)
 					if !ok {
 						return 0, mhp.Errorf(mhp.CodeInvalidValue, "target_temperature: %v is not a number", v)
 					}
 					t.mu.Lock()
 					defer t.mu.Unlock()
+					if ctx.Err() != nil {
+						return 0, notApplied(ctx)
+					}
 					t.block.retarget(t.e, t.o.Clock.Now(), f, BlockRamp)
 					return binding.Applied, nil
 				}},
 			{Spec: mhp.Setting{Name: TCLidHeater, Type: mhp.TypeBoolean, Approval: mhp.ApprovalAuto, DuringJob: true,
 				Notes: "Heats the lid to 105 degC to stop condensation."},
-				Write: func(_ context.Context, v any) (binding.WriteStatus, error) {
+				Write: func(ctx context.Context, v any) (binding.WriteStatus, error) {
 					on, ok := v.(bool)
 					if !ok {
 						return 0, mhp.Errorf(mhp.CodeInvalidValue, "lid_heater: %v is not a boolean", v)
 					}
 					t.mu.Lock()
 					defer t.mu.Unlock()
+					if ctx.Err() != nil {
+						return 0, notApplied(ctx)
+					}
 					t.setHeater(on)
 					return binding.Applied, nil
 				}},
