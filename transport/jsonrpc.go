@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/openmhp/mhp-go"
 )
@@ -24,6 +25,9 @@ type Request struct {
 	Params json.RawMessage
 	// hasID records whether the frame had an id member at all.
 	hasID bool
+	// paramsErr is a duplicate member found inside params: every method
+	// refuses it (-32600) except safety/estop, which stops anyway.
+	paramsErr *mhp.Error
 }
 
 // IsNotification reports whether the frame had no id (no response is due).
@@ -50,15 +54,28 @@ var nullID = json.RawMessage("null")
 // is refused: MHP requests are answered one by one and the priority path
 // (safety/estop, ping) must never sit behind other members of a batch. On
 // failure it returns the id when one could be read (else null) and an
-// *mhp.Error: -32700 for malformed JSON, -32600 for a frame that is JSON but
-// not a request.
+// *mhp.Error: -32700 for malformed JSON or bytes that are not UTF-8 (the id
+// is then null: invalid text is never echoed), -32600 for a frame that is
+// JSON but not a request, or that repeats a member name in any object (RFC
+// 8259 leaves duplicates to the parser; "dryRun":true,"dryRun":false must not
+// become a real write). Member names of the frame and of params are compared
+// case-insensitively, as the params decoder matches them.
 func DecodeFrame(b []byte) (*Request, *mhp.Error) {
 	b = trimJSONSpace(b)
 	if len(b) == 0 {
 		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "empty frame")
 	}
+	if !utf8.Valid(b) {
+		return nil, mhp.Errorf(mhp.CodeParseError, "request is not valid UTF-8 (first bad byte at offset %d)", badUTF8(b)).
+			With("reason", "invalid_utf8")
+	}
 	if !json.Valid(b) {
 		return nil, mhp.Errorf(mhp.CodeParseError, "malformed JSON: %s", syntaxDetail(b))
+	}
+	dupPath, dup := duplicateMember(b)
+	if dup != "" && !strings.HasPrefix(dupPath, "params") {
+		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "member %q appears twice in %s", dup, orFrame(dupPath)).
+			With("field", joinPath(dupPath, dup)).With("reason", "duplicate_member")
 	}
 	switch b[0] {
 	case '{':
@@ -104,7 +121,36 @@ func DecodeFrame(b []byte) (*Request, *mhp.Error) {
 			return idOrNull(), mhp.Errorf(mhp.CodeInvalidParams, "%s: params must be an object", req.Method).With("field", "params")
 		}
 	}
+	if dup != "" {
+		req.paramsErr = mhp.Errorf(mhp.CodeInvalidRequest, "%s: member %q appears twice in %s", req.Method, dup, dupPath).
+			With("field", joinPath(dupPath, dup)).With("reason", "duplicate_member")
+	}
 	return req, nil
+}
+
+func badUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+func orFrame(path string) string {
+	if path == "" {
+		return "the request"
+	}
+	return path
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // trimJSONSpace trims the four whitespace bytes of JSON (not \v, \f or

@@ -230,12 +230,14 @@ func checkInitFirst(ctx context.Context, w *wireChecker) (string, string) {
 		return failf("%v", err)
 	}
 	defer c.close()
-	r, err := rawCall(ctx, c, 1, "ping", nil)
+	// signals/read, not ping: ping and safety/estop are served to any
+	// caller, initialized or not (issue 12.3).
+	r, err := rawCall(ctx, c, 1, "signals/read", nil)
 	if err != nil {
-		return failf("ping before initialize: %v", err)
+		return failf("signals/read before initialize: %v", err)
 	}
 	if r.Error == nil {
-		return failf("ping before initialize was answered: %s", r.Result)
+		return failf("signals/read before initialize was answered: %s", r.Result)
 	}
 	return passf("refused with %s", codeName(r.Error.Code))
 }
