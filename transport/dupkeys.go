@@ -9,20 +9,21 @@ import (
 // duplicateMember scans a JSON text that json.Valid accepted and returns the
 // first member name that appears twice in one object, with the path of that
 // object ("" for the top level, "params", "params.params.x", "params.list[2]"),
-// or "" when every object's names are distinct. Names of the top-level
+// and found false when every object's names are distinct. Names of the top-level
 // object and of params are folded to lower case first: the params decoder
 // matches them case-insensitively.
-func duplicateMember(b []byte) (path, name string) {
+func duplicateMember(b []byte) (path, name string, found bool) {
 	d := dupScanner{b: b}
 	d.value("")
-	return d.path, d.name
+	return d.path, d.name, d.found
 }
 
 type dupScanner struct {
-	b    []byte
-	i    int
-	path string
-	name string
+	b     []byte
+	i     int
+	found bool
+	path  string
+	name  string
 }
 
 func (d *dupScanner) ws() {
@@ -40,7 +41,7 @@ func (d *dupScanner) ws() {
 // once a duplicate is found.
 func (d *dupScanner) value(path string) {
 	d.ws()
-	if d.i >= len(d.b) || d.name != "" {
+	if d.i >= len(d.b) || d.found {
 		return
 	}
 	switch d.b[d.i] {
@@ -55,7 +56,7 @@ func (d *dupScanner) value(path string) {
 				return
 			}
 			d.value(path + "[" + strconv.Itoa(n) + "]")
-			if d.name != "" {
+			if d.found {
 				return
 			}
 			d.ws()
@@ -124,7 +125,7 @@ func (d *dupScanner) object(path string) {
 			k = strings.ToLower(key)
 		}
 		if seen[k] {
-			d.path, d.name = path, key
+			d.path, d.name, d.found = path, key, true
 			return
 		}
 		seen[k] = true
@@ -133,7 +134,7 @@ func (d *dupScanner) object(path string) {
 			d.i++
 		}
 		d.value(joinPath(path, key))
-		if d.name != "" {
+		if d.found {
 			return
 		}
 	}

@@ -72,8 +72,8 @@ func DecodeFrame(b []byte) (*Request, *mhp.Error) {
 	if !json.Valid(b) {
 		return nil, mhp.Errorf(mhp.CodeParseError, "malformed JSON: %s", syntaxDetail(b))
 	}
-	dupPath, dup := duplicateMember(b)
-	if dup != "" && !strings.HasPrefix(dupPath, "params") {
+	dupPath, dup, hasDup := duplicateMember(b)
+	if hasDup && !strings.HasPrefix(dupPath, "params") {
 		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "member %q appears twice in %s", dup, orFrame(dupPath)).
 			With("field", joinPath(dupPath, dup)).With("reason", "duplicate_member")
 	}
@@ -121,7 +121,7 @@ func DecodeFrame(b []byte) (*Request, *mhp.Error) {
 			return idOrNull(), mhp.Errorf(mhp.CodeInvalidParams, "%s: params must be an object", req.Method).With("field", "params")
 		}
 	}
-	if dup != "" {
+	if hasDup {
 		req.paramsErr = mhp.Errorf(mhp.CodeInvalidRequest, "%s: member %q appears twice in %s", req.Method, dup, dupPath).
 			With("field", joinPath(dupPath, dup)).With("reason", "duplicate_member")
 	}

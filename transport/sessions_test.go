@@ -494,3 +494,128 @@ func TestStdioPipelinedAfterInitialize(t *testing.T) {
 		t.Fatalf("state %s after an estop before initialize", st)
 	}
 }
+
+// ---- 12.4: the reference client's exchange ----
+
+// refClient plays the Python OpenMHP client: it initializes with
+// X-MHP-Client, ignores the session it is given and sends every later
+// request with X-MHP-Client only.
+type refClient struct {
+	t    *testing.T
+	url  string
+	name string
+	id   int
+}
+
+func (c *refClient) call(method, params string) rawResp {
+	c.t.Helper()
+	c.id++
+	_, b := postRaw(c.t, c.url, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, c.id, method, params),
+		map[string]string{transport.HeaderClient: c.name})
+	return rpcAnswer(c.t, b)
+}
+
+func (c *refClient) must(method, params string) json.RawMessage {
+	c.t.Helper()
+	r := c.call(method, params)
+	if r.Error != nil {
+		c.t.Fatalf("%s %s: %v", method, params, r.Error)
+	}
+	return r.Result
+}
+
+func TestReferenceClientExchange(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	m.in.SetSignal(conformance.SignalDoorClosed, true)
+	srv := newServer(t, m.drv, transport.Options{})
+	hs := serveHTTP(t, srv)
+	c := &refClient{t: t, url: hs.URL, name: "openmhp-python/0.9"}
+	var init transport.InitializeResult
+	if err := json.Unmarshal(c.must("initialize", `{"protocolVersion":"2026-09-12","clientInfo":{"name":"openmhp","version":"0.9"}}`), &init); err != nil {
+		t.Fatal(err)
+	}
+	c.must("device/describe", `{"detail":"summary"}`)
+	c.must("signals/read", `{"names":["temperature"]}`)
+	var lease mhp.Lease
+	if err := json.Unmarshal(c.must("session/acquire", `{"ttl":60}`), &lease); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(lease.Holder, "openmhp-python_0.9#") {
+		t.Fatalf("lease holder %q, want the header session's label", lease.Holder)
+	}
+	c.must("settings/write", `{"name":"setpoint","value":42}`)
+	var inv struct {
+		Job mhp.Job `json:"job"`
+	}
+	if err := json.Unmarshal(c.must("actions/invoke", `{"name":"quick","params":{}}`), &inv); err != nil || inv.Job.ID == "" {
+		t.Fatalf("invoke: %v %+v", err, inv)
+	}
+	waitFor(t, "the job to finish", func() bool {
+		var st struct {
+			Job mhp.Job `json:"job"`
+		}
+		_ = json.Unmarshal(c.must("jobs/status", `{"id":"`+inv.Job.ID+`"}`), &st)
+		return st.Job.State == mhp.JobDone
+	})
+	c.must("safety/estop", `{"reason":"reference client"}`)
+	if st := m.drv.State(); st != mhp.StateEStop {
+		t.Fatalf("state %s after the reference client's estop", st)
+	}
+	c.must("safety/reset", `{}`)
+	c.must("session/release", `{}`)
+
+	// The header session can never act as the server-issued session the
+	// same initialize returned, nor the other way round.
+	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"session/acquire"}`, map[string]string{transport.HeaderSession: init.Session}); r.Error != nil {
+		t.Fatalf("the issued session's acquire: %v", r.Error)
+	}
+	r := c.call("settings/write", `{"name":"setpoint","value":43}`)
+	if code(r) != mhp.CodeNotLeased || r.Error.Data["holder"] != init.Label {
+		t.Fatalf("header session's write under the issued session's lease: %+v", r.Error)
+	}
+	// Another name is another session (and one that never initialized is refused).
+	other := &refClient{t: t, url: hs.URL, name: "someone-else"}
+	if r := other.call("signals/read", `{}`); code(r) != mhp.CodeServerError || r.Error.Data["reason"] != "not_initialized" {
+		t.Fatalf("header never initialized: %+v", r.Error)
+	}
+	if n := m.in.Calls(conformance.SettingSetpoint); n != 1 {
+		t.Fatalf("the backend got %d setpoint writes, want 1", n)
+	}
+}
+
+func TestStrictSessionsRefuseHeaderActuation(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	m.in.SetSignal(conformance.SignalDoorClosed, true)
+	srv := newServer(t, m.drv, transport.Options{StrictSessions: true})
+	hs := serveHTTP(t, srv)
+	c := &refClient{t: t, url: hs.URL, name: "openmhp-python"}
+	c.must("initialize", `{"protocolVersion":"2026-09-12"}`)
+	c.must("device/describe", `{}`)
+	c.must("signals/read", `{}`)
+	for _, st := range []struct{ method, params string }{
+		{"session/acquire", `{"ttl":60}`},
+		{"settings/write", `{"name":"setpoint","value":42}`},
+		{"actions/invoke", `{"name":"quick"}`},
+		{"jobs/cancel", `{"id":"job_00000000"}`},
+		{"safety/reset", `{}`},
+		{"session/release", `{}`},
+	} {
+		r := c.call(st.method, st.params)
+		if code(r) != mhp.CodeServerError || r.Error.Data["reason"] != "session_required" ||
+			!strings.Contains(r.Error.Message, transport.HeaderSession) {
+			t.Errorf("%s from a header session under strict sessions: %+v", st.method, r.Error)
+		}
+	}
+	if n := m.in.Calls(conformance.SettingSetpoint); n != 0 {
+		t.Fatalf("the backend got %d writes", n)
+	}
+	c.must("safety/estop", `{"reason":"strict"}`) // estop stays open to anyone
+	if st := m.drv.State(); st != mhp.StateEStop {
+		t.Fatalf("state %s", st)
+	}
+	// A server-issued session actuates as usual.
+	sid := initHTTP(t, hs.URL, nil)
+	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"safety/reset"}`, map[string]string{transport.HeaderSession: sid}); r.Error != nil {
+		t.Fatalf("reset from an issued session: %v", r.Error)
+	}
+}
