@@ -202,7 +202,7 @@ func (rs *rawStream) awaitRaw(id string) []byte {
 
 var (
 	sessionRE = regexp.MustCompile(`^s_[0-9a-f]{32}$`)
-	labelRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}#[0-9a-f]{6}$`)
+	labelRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}#[0-9a-f]{8}$`)
 	jobRE     = regexp.MustCompile(`^job_[0-9a-f]{8}$`)
 	timeKeys  = map[string]bool{"ts": true, "started": true, "finished": true, "expires": true}
 )

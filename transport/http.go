@@ -42,8 +42,9 @@ const (
 //     served in the header session of that name (opened by an initialize
 //     that carried the header and no Mhp-Session). An unknown or expired
 //     session gets -32000 (data.reason "session_unknown", or
-//     "not_initialized" when none was named), except safety/estop and ping,
-//     which are served to any caller (session label "anonymous"). JSON-RPC
+//     "not_initialized" when none was named), except safety/estop, served to
+//     any caller, and ping without a session (session label "anonymous").
+//     JSON-RPC
 //     errors travel with status 200; a body over MaxFrame gets 413 with a
 //     -32600 error.
 //   - GET /events: the session's notifications as Server-Sent Events (the

@@ -106,10 +106,12 @@ func labelName(name, def string) string {
 	return b.String()
 }
 
-// newLabel returns name + "#" + 24 random bits in hex. The suffix only makes
-// labels unique; it is not secret and grants nothing.
+// newLabel returns name + "#" + 32 random bits in hex. The suffix only makes
+// labels unique (the table also checks live ones; 32 bits keep a label of an
+// ended session, which a watchdog device may still hold a lease under, from
+// coming back); it is not secret and grants nothing.
 func newLabel(name string) string {
-	var b [3]byte
+	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("transport: crypto/rand failed: " + err.Error())
 	}

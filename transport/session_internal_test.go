@@ -25,7 +25,7 @@ func TestEventRingBoundedInBytes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := newSession(kindIssued, "x#000000", "x", c.cap, c.maxBytes, time.Unix(0, 0))
+			s := newSession(kindIssued, "x#00000000", "x", c.cap, c.maxBytes, time.Unix(0, 0))
 			for i := 0; i < c.n; i++ {
 				s.push(bytes.Repeat([]byte{'a'}, c.size))
 				if ev, b := s.buffered(); ev > c.wantMaxEvents || b > c.wantMaxBytes {
