@@ -22,7 +22,8 @@
 //     session; a ping that names an unknown session still gets
 //     "session_unknown", so a client learns its session expired). They run
 //     with the session label "anonymous". GET /mhp.json needs no session
-//     either. The version is negotiated with mhp.NegotiateVersion. The result
+//     either. The HTTP gates that decide who may reach the device at all
+//     (token, Origin, Host) still apply to them. The version is negotiated with mhp.NegotiateVersion. The result
 //     is {protocolVersion, device{id, class, make, model}, capabilities{signals,
 //     settings, actions, methods:false, subscribe, lease, estop, resources},
 //     session, label}.

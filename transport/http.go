@@ -44,9 +44,8 @@ const (
 //     session gets -32000 (data.reason "session_unknown", or
 //     "not_initialized" when none was named), except safety/estop, served to
 //     any caller, and ping without a session (session label "anonymous").
-//     JSON-RPC
-//     errors travel with status 200; a body over MaxFrame gets 413 with a
-//     -32600 error.
+//     JSON-RPC errors travel with status 200; a body over MaxFrame gets 413
+//     with a -32600 error.
 //   - GET /events: the session's notifications as Server-Sent Events (the
 //     session in Mhp-Session, or ?session= for EventSource clients that
 //     cannot set headers, or X-MHP-Client for a header session). Each event
@@ -174,9 +173,12 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	}
 	header := r.Header.Get(HeaderClient)
 	if len(header) > MaxClientHeader || !utf8.ValidString(header) {
-		s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: req.ID, Error: s.errorf(mhp.CodeInvalidRequest,
-			"%s must be UTF-8 of at most %d bytes", HeaderClient, MaxClientHeader).With("field", HeaderClient)})
-		return
+		if req.Method != "safety/estop" {
+			s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: req.ID, Error: s.errorf(mhp.CodeInvalidRequest,
+				"%s must be UTF-8 of at most %d bytes", HeaderClient, MaxClientHeader).With("field", HeaderClient)})
+			return
+		}
+		header = "" // an estop is served whatever the header
 	}
 	sid := r.Header.Get(HeaderSession)
 	var ss *session

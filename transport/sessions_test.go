@@ -382,6 +382,7 @@ func TestEStopServedToAnyCallerHTTP(t *testing.T) {
 		{"unknown X-MHP-Client", map[string]string{transport.HeaderClient: "never-initialized"}},
 		{"full table, no session", map[string]string{transport.HeaderClient: "newcomer"}},
 		{"a live session", map[string]string{transport.HeaderSession: full[0]}},
+		{"an oversized X-MHP-Client", map[string]string{transport.HeaderClient: strings.Repeat("x", 4096)}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
