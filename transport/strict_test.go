@@ -179,3 +179,48 @@ func TestOverflowingValueNamesItsField(t *testing.T) {
 		t.Fatalf("the backend got %d writes", n)
 	}
 }
+
+// Extra routes sit behind the same gates as /rpc.
+func TestExtraHandlersBehindTheGates(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	srv := newServer(t, m.drv, transport.Options{Token: "t0k", Handlers: map[string]http.Handler{
+		"GET /console": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "console") }),
+	}})
+	hs := serveHTTP(t, srv)
+	get := func(token, origin string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, hs.URL+"/console", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if c, _ := get("", ""); c != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", c)
+	}
+	if c, _ := get("t0k", "https://evil.example"); c != http.StatusForbidden {
+		t.Fatalf("foreign origin: %d", c)
+	}
+	if c, b := get("t0k", ""); c != http.StatusOK || b != "console" {
+		t.Fatalf("with the token: %d %q", c, b)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, o := range []transport.Options{{MaxConns: -1}, {SSEBufferBytes: -1}, {ReadTimeout: -1}, {IdleTimeout: -1}, {WriteTimeout: -1}} {
+		if o.Validate() == nil {
+			t.Errorf("%+v validated", o)
+		}
+	}
+	if err := (transport.Options{}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
