@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,10 +14,14 @@ import (
 const shedWait = time.Second
 
 // connLimiter is a listener that keeps at most max connections open. At the
-// cap a new connection evicts the connection idle the longest (a keep-alive
-// connection between requests, or one that never sent a byte): idle
-// connections cannot starve a newcomer, an estop among them. With none idle
-// it waits up to shedWait for one to end, then closes the newcomer.
+// cap a new connection evicts, oldest first, a connection that is idle (a
+// keep-alive connection between requests, or one that never sent a byte);
+// else one still sending its request (headers or body: a slow or trickling
+// sender); else an event stream (its client resumes with Last-Event-ID). A
+// connection whose request is being served is never evicted. So neither idle
+// nor trickling connections can starve a newcomer, an estop among them. With
+// nothing evictable it waits up to shedWait for a connection to end, then
+// closes the newcomer.
 type connLimiter struct {
 	net.Listener
 	max int
@@ -27,8 +32,18 @@ type connLimiter struct {
 	freed chan struct{} // one token per close, non-blocking
 }
 
+// connPhase is what a connection is doing, in eviction order.
+type connPhase int
+
+const (
+	phaseIdle    connPhase = iota // between requests, or nothing sent yet
+	phaseReading                  // sending its request (headers, body)
+	phaseStream                   // an event stream
+	phaseServing                  // a request being served: never evicted
+)
+
 type connInfo struct {
-	idle  bool
+	phase connPhase
 	since time.Time
 }
 
@@ -87,15 +102,18 @@ func (l *connLimiter) admit(c *limitedConn) bool {
 	for {
 		l.mu.Lock()
 		if len(l.conns) < l.max {
-			l.conns[c] = &connInfo{idle: true, since: time.Now()}
+			l.conns[c] = &connInfo{phase: phaseIdle, since: time.Now()}
 			l.mu.Unlock()
 			return true
 		}
 		var victim net.Conn
-		var oldest time.Time
+		var vi *connInfo
 		for k, ci := range l.conns {
-			if ci.idle && (victim == nil || ci.since.Before(oldest)) {
-				victim, oldest = k, ci.since
+			if ci.phase == phaseServing {
+				continue
+			}
+			if vi == nil || ci.phase < vi.phase || (ci.phase == vi.phase && ci.since.Before(vi.since)) {
+				victim, vi = k, ci
 			}
 		}
 		l.mu.Unlock()
@@ -126,10 +144,33 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 	}
 	switch st {
 	case http.StateNew, http.StateIdle:
-		ci.idle, ci.since = true, time.Now()
+		ci.phase, ci.since = phaseIdle, time.Now()
 	case http.StateActive:
-		ci.idle = false
+		ci.phase, ci.since = phaseReading, time.Now()
 	case http.StateHijacked, http.StateClosed:
 		delete(l.conns, c)
 	}
+}
+
+// connKey carries a request's *limitedConn in its context (ConnContext).
+type connKey struct{}
+
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// markPhase records that r's connection has read its request and is being
+// served (phaseServing) or streams events (phaseStream). A request not
+// served through ServeHTTP has no limiter: nothing to do.
+func markPhase(r *http.Request, p connPhase) {
+	lc, ok := r.Context().Value(connKey{}).(*limitedConn)
+	if !ok {
+		return
+	}
+	l := lc.l
+	l.mu.Lock()
+	if ci, ok := l.conns[lc]; ok {
+		ci.phase, ci.since = p, time.Now()
+	}
+	l.mu.Unlock()
 }

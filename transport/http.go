@@ -96,6 +96,11 @@ func (s *Server) Handler() http.Handler {
 			s.log.Info("mhp http unauthorized", "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
 		}
+		if r.URL.Path != "/rpc" {
+			// Requests other than POST /rpc (whose body is read by its
+			// handler) are in once their headers are: no longer evictable.
+			markPhase(r, phaseServing)
+		}
 		mux.ServeHTTP(w, r)
 	})
 }
@@ -150,6 +155,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.MaxFrame)))
+	markPhase(r, phaseServing) // the request is in: its connection is no longer evictable
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -299,6 +305,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	ss.streamOpened(s.clk.Now())
 	defer ss.streamClosed()
+	markPhase(r, phaseStream)
 
 	// A stream is long-lived: no read deadline (the request has no body; the
 	// server's read of the connection only watches for the client leaving),
@@ -405,6 +412,7 @@ func ServeHTTP(ctx context.Context, ln net.Listener, srv *Server) error {
 	hs := srv.HTTPServer(ctx)
 	lim := limitConns(ln, srv.opts.MaxConns, srv.log)
 	hs.ConnState = lim.connState
+	hs.ConnContext = withConn
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(lim) }()
 	select {

@@ -211,3 +211,62 @@ func TestEventStreamOutlivesTimeouts(t *testing.T) {
 	}
 	waitFor(t, "the estop event on the long stream", func() bool { return strings.Contains(string(tap.bytes()), mhp.NotifySafetyEStop) })
 }
+
+// At the cap with no idle connection, a connection still trickling its
+// request gives way to a newcomer; a connection whose request is being
+// served (a write blocked in the device) does not.
+func TestTricklersGiveWayServedRequestsStay(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	m.in.Script(conformance.SettingSetpoint, conformance.Block)
+	const limit = 4
+	srv := newServer(t, m.drv, transport.Options{MaxConns: limit, ReadTimeout: time.Minute})
+	addr := listenServe(t, srv)
+	url := "http://" + addr
+	sid := initHTTP(t, url, nil)
+
+	// One write blocked in the device, on its own connection.
+	wc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	body := `{"jsonrpc":"2.0","id":1,"method":"settings/write","params":{"name":"setpoint","value":30}}`
+	fmt.Fprintf(wc, "POST /rpc HTTP/1.1\r\nHost: %s\r\nMhp-Session: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		addr, sid, len(body), body)
+	waitFor(t, "the write to reach the backend", func() bool { return m.in.Calls(conformance.SettingSetpoint) == 1 })
+
+	// The rest of the cap and more: requests that never finish their body.
+	for i := 0; i < 2*limit; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /rpc HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", addr)
+	}
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr, Timeout: testTimeout}
+	resp, err := cl.Post(url+"/rpc", "application/json", strings.NewReader(estopBody(2)))
+	if err != nil {
+		t.Fatalf("estop with the cap full of tricklers: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if r := rpcAnswer(t, b); r.Error != nil || m.drv.State() != mhp.StateEStop {
+		t.Fatalf("estop: %s (state %s)", b, m.drv.State())
+	}
+	// The blocked write's connection survived: its answer arrives once the
+	// device lets go.
+	m.in.Release(conformance.SettingSetpoint)
+	_ = wc.SetReadDeadline(time.Now().Add(testTimeout))
+	wresp, err := http.ReadResponse(bufio.NewReader(wc), nil)
+	if err != nil {
+		t.Fatalf("the served write's connection was cut: %v", err)
+	}
+	wb, _ := io.ReadAll(wresp.Body)
+	wresp.Body.Close()
+	if r := rpcAnswer(t, wb); r.Error == nil {
+		t.Logf("write answered %s", wb) // the estop decides the outcome; the connection is what is tested
+	}
+}
