@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 
@@ -210,6 +211,10 @@ func paramsError(method string, err error) *mhp.Error {
 		if field == "" {
 			field = "params"
 		}
+		if overflow(te) {
+			return mhp.Errorf(mhp.CodeInvalidValue, "%s: %s: %s is not a finite number (it overflows a double)",
+				method, field, mhp.Truncate(strings.TrimPrefix(te.Value, "number "), 64)).With("field", field)
+		}
 		return mhp.Errorf(mhp.CodeInvalidParams, "%s: %s is %s, expected %s", method, field, te.Value, te.Type.String()).
 			With("field", field)
 	}
@@ -218,6 +223,12 @@ func paramsError(method string, err error) *mhp.Error {
 		return mhp.Errorf(mhp.CodeInvalidParams, "%s: unknown field %q", method, field).With("field", field)
 	}
 	return mhp.Errorf(mhp.CodeInvalidParams, "%s: params: %v", method, err).With("field", "params")
+}
+
+// overflow reports a JSON number too large for a float64 (1e400): a value
+// error (-32014, as NaN and Inf are), not a shape error.
+func overflow(te *json.UnmarshalTypeError) bool {
+	return strings.HasPrefix(te.Value, "number ") && te.Type != nil && te.Type.Kind() == reflect.Float64
 }
 
 // missing is the InvalidParams error for a required member that is absent.

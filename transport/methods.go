@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/openmhp/mhp-go"
@@ -104,9 +105,9 @@ func (s *Server) methodTable() map[string]method {
 			var v any
 			if err := json.Unmarshal(req.Value, &v); err != nil {
 				var te *json.UnmarshalTypeError
-				if errors.As(err, &te) && te.Value == "number "+string(trimJSONSpace(req.Value)) {
-					return nil, s.errorf(mhp.CodeInvalidValue, "settings/write: value %s is not a finite number",
-						mhp.Truncate(string(trimJSONSpace(req.Value)), 64)).With("field", "value")
+				if errors.As(err, &te) && overflow(te) {
+					return nil, s.errorf(mhp.CodeInvalidValue, "settings/write: value: %s is not a finite number (it overflows a double)",
+						mhp.Truncate(strings.TrimPrefix(te.Value, "number "), 64)).With("field", "value")
 				}
 				return nil, s.errorf(mhp.CodeInvalidParams, "settings/write: value: %v", err).With("field", "value")
 			}

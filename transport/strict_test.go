@@ -151,8 +151,8 @@ func TestAcquireTTLBounds(t *testing.T) {
 		}
 	}
 	_, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"session/acquire","params":{"ttl":1e400}}`, h)
-	if code(r) != mhp.CodeInvalidParams || r.Error.Data["field"] != "ttl" {
-		t.Errorf("ttl 1e400: %+v, want -32602 naming ttl", r.Error)
+	if code(r) != mhp.CodeInvalidValue || r.Error.Data["field"] != "ttl" {
+		t.Errorf("ttl 1e400: %+v, want -32014 naming ttl", r.Error)
 	}
 	for _, ttl := range []string{"0.1", "60", "3600"} {
 		if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"session/acquire","params":{"ttl":`+ttl+`}}`, h); r.Error != nil {
@@ -167,13 +167,21 @@ func TestOverflowingValueNamesItsField(t *testing.T) {
 	rs := newRawStream(t, srv)
 	rs.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`)
 	rs.await("0")
-	for i, v := range []string{"1e400", "-1e400"} {
+	for i, v := range []string{"1e400", "-1e400", "[1,1e400]", `{"a":1e400}`} {
 		id := string(rune('1' + i))
 		rs.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"settings/write","params":{"name":"setpoint","value":` + v + `}}`)
 		r := rs.await(id)
 		if code(r) != mhp.CodeInvalidValue || r.Error.Data["field"] != "value" {
 			t.Fatalf("value %s: %+v, want -32014 naming field value", v, r.Error)
 		}
+	}
+	rs.send(`{"jsonrpc":"2.0","id":9,"method":"actions/invoke","params":{"name":"run","params":{"duration_s":1e400}}}`)
+	if r := rs.await("9"); code(r) != mhp.CodeInvalidValue || r.Error.Data["field"] != "params" {
+		t.Fatalf("action param 1e400: %+v, want -32014 naming params", r.Error)
+	}
+	rs.send(`{"jsonrpc":"2.0","id":10,"method":"session/acquire","params":{"ttl":1e400}}`)
+	if r := rs.await("10"); code(r) != mhp.CodeInvalidValue || r.Error.Data["field"] != "ttl" {
+		t.Fatalf("ttl 1e400: %+v, want -32014 naming ttl", r.Error)
 	}
 	if n := m.in.Calls(conformance.SettingSetpoint); n != 0 {
 		t.Fatalf("the backend got %d writes", n)
