@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -258,10 +259,30 @@ func runLeakSteps(t *testing.T, a, b peer, secretA, secretB, labelA, labelB stri
 	}
 }
 
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func TestSecretsNeverLeakHTTP(t *testing.T) {
 	m := newMemory(t, conformance.Options{})
 	m.in.SetSignal(conformance.SignalDoorClosed, true)
-	srv := newServer(t, m.drv, transport.Options{Clock: m.clk})
+	logs := &syncBuffer{}
+	srv := newServer(t, m.drv, transport.Options{Clock: m.clk,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	hs := serveHTTP(t, srv)
 	open := func(name string) (*httpPeer, string, string) {
 		h, b := postRaw(t, hs.URL, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2026-09-12","clientInfo":{"name":"`+name+`"}}}`, nil)
@@ -284,6 +305,14 @@ func TestSecretsNeverLeakHTTP(t *testing.T) {
 		t.Fatalf("two sessions share the label %q", la)
 	}
 	runLeakSteps(t, a, b, sa, sb, la, lb, func(cond func() bool) { waitFor(t, "the estop event", cond) })
+	for _, secret := range []string{sa, sb} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the server log carries a session secret")
+		}
+	}
+	if !strings.Contains(logs.String(), la) {
+		t.Errorf("the server log never names session %s", la)
+	}
 }
 
 func TestSecretsNeverLeakStdio(t *testing.T) {
