@@ -258,6 +258,10 @@ func (s *Server) openSession(kind sessionKind, name, header string) (*session, *
 		s.mu.Unlock()
 		return nil, s.errorf(mhp.CodeServerError, "server is shutting down")
 	}
+	if prev := s.byHeader[header]; kind == kindHeader && prev != nil {
+		s.mu.Unlock() // opened meanwhile by a concurrent request of the same client
+		return prev, nil
+	}
 	if kind != kindStream && s.nHTTP >= s.opts.MaxSessions {
 		evicted = s.lruIdleLocked(now)
 		if evicted == nil {

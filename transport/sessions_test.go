@@ -649,3 +649,26 @@ func TestStrictSessionsRefuseHeaderActuation(t *testing.T) {
 		t.Fatalf("reset from an issued session: %v", r.Error)
 	}
 }
+
+// Concurrent first requests of one header client share one header session.
+func TestHeaderSessionOpenedOnce(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	srv := newServer(t, m.drv, transport.Options{})
+	hs := serveHTTP(t, srv)
+	h := map[string]string{transport.HeaderClient: "racer"}
+	post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`, h)
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":2,"method":"signals/read"}`, h); r.Error != nil {
+				t.Errorf("read: %v", r.Error)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := srv.Sessions(); n != 2 { // the issued one and one header session
+		t.Fatalf("%d sessions after concurrent first requests, want 2", n)
+	}
+}
