@@ -116,13 +116,9 @@ func replayGolden(t *testing.T, file string) {
 				rs = other
 			}
 			req := strings.TrimSpace(strings.ReplaceAll(string(f.Data), "$job", lastJob))
-			var probe struct {
-				ID json.RawMessage `json:"id"`
-			}
-			_ = json.Unmarshal([]byte(req), &probe)
-			id := string(probe.ID)
-			if id == "" {
-				id = "null"
+			id := "null" // the server answers frames it cannot read an id from with id null
+			if r, _ := transport.DecodeFrame([]byte(req)); r != nil && r.ID != nil {
+				id = string(r.ID)
 			}
 			rs.send(req)
 			raw := rs.awaitRaw(id)
