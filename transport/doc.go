@@ -56,9 +56,9 @@
 //     labels. The trade-off: the header is not a secret. Anyone who can
 //     reach the server and knows or guesses a client's name can act in its
 //     header session, as with the reference server. Clients that echo
-//     Mhp-Session (this module's client) are not exposed. Options.
-//     StrictSessions (mhp serve --strict-sessions) refuses actuation from
-//     header sessions (writes, invokes, job control, leases, reset: -32000
+//     Mhp-Session (this module's client) are not exposed.
+//     Options.StrictSessions (mhp serve --strict-sessions) refuses actuation
+//     from header sessions (writes, invokes, job control, leases, reset: -32000
 //     reason "session_required"), leaving them reads, describe, ping and
 //     estop; use it where the reference client need not drive the device.
 //   - Session lifetime. HTTP sessions idle longer than Options.SessionTTL (no
@@ -73,8 +73,9 @@
 //     missing required member is -32602 with data.field naming it (an
 //     unknown member is refused rather than ignored so that a misspelt
 //     "dry_run" cannot turn a dry run into a real write; member names match
-//     case-insensitively, as in encoding/json, so "dryrun" reads as dryRun). resources/* answer
-//     NotSupported unless the device is an mhp.ResourceProvider;
+//     case-insensitively, as in encoding/json, so "dryrun" reads as dryRun).
+//     resources/* answer NotSupported unless the device is an
+//     mhp.ResourceProvider;
 //     methods/list and methods/find answer empty lists and methods/get,
 //     diff, save and delete NotSupported (capability methods is false).
 //   - Errors: an *mhp.Error goes on the wire as is (data.ts is the device
@@ -102,19 +103,23 @@
 //     compared case-insensitively, as the params decoder matches them), so
 //     "dryRun":true,"dryRun":false is never a real write; a safety/estop
 //     whose params repeat a member stops anyway. session/acquire's ttl must
-//     lie in [MinLeaseTTL, MaxLeaseTTL] seconds (data.min, data.max); a value
-//     that overflows a double (1e400) is -32014 naming field "value".
+//     lie in [MinLeaseTTL, MaxLeaseTTL] seconds (data.min, data.max); a
+//     number that overflows a double (1e400) is -32014 naming its field
+//     ("value", "ttl", "params"), as NaN and Inf are.
 //   - Bounded memory: a stored estop reason is cut to MaxReason (1 KiB,
-//     marked by mhp.Truncate); client names to 32 bytes in labels; each
+//     marked by mhp.Truncate); client names to 32 bytes in labels; an
+//     X-MHP-Client that keys a session to MaxClientHeader bytes; each
 //     session's event buffer holds at most SSEBuffer events and
 //     SSEBufferBytes bytes (oldest dropped first, reported on resume).
 //   - Connections (ServeHTTP, ListenHTTP): ReadTimeout bounds a request and
 //     its body (a body trickling in is cut off), ReadHeaderTimeout its
 //     headers, IdleTimeout a keep-alive connection between requests, and
 //     WriteTimeout each answer and each event written (event streams last
-//     as long as their session). At most MaxConns connections are open: a
-//     new one closes the connection idle the longest, so idle connections
-//     never lock out an estop.
+//     as long as their session). At most MaxConns connections are open: at
+//     the cap a new connection closes, oldest first, an idle connection,
+//     else one still sending its request, else an event stream (its client
+//     resumes); never one whose request is being served. So neither idle
+//     nor trickling connections lock out an estop.
 //   - Notifications: signals/update goes only to sessions subscribed to that
 //     signal; every other notification goes to every session. On a stream
 //     they are interleaved lines; over HTTP they are SSE events with ids,
