@@ -672,3 +672,32 @@ func TestHeaderSessionOpenedOnce(t *testing.T) {
 		t.Fatalf("%d sessions after concurrent first requests, want 2", n)
 	}
 }
+
+// A header session sees its own event stream only: the one its initialize
+// returned stays out of its reach, and an overlong header keys nothing.
+func TestHeaderSessionSeesOnlyItself(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	srv := newServer(t, m.drv, transport.Options{})
+	hs := serveHTTP(t, srv)
+	h := map[string]string{transport.HeaderClient: "viewer"}
+	_, b := postRaw(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`, h)
+	var init struct {
+		Result transport.InitializeResult `json:"result"`
+	}
+	if err := json.Unmarshal(b, &init); err != nil {
+		t.Fatal(err)
+	}
+	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, h); r.Error != nil { // opens the header session
+		t.Fatal(r.Error)
+	}
+	tap := tapEvents(t, hs.URL, h)
+	waitFor(t, "the stream's opening comment", func() bool { return bytes.Contains(tap.bytes(), []byte("session ")) })
+	got := string(tap.bytes())
+	if strings.Contains(got, init.Result.Label) || strings.Contains(got, init.Result.Session) || !strings.Contains(got, "viewer#") {
+		t.Fatalf("the header session's stream: %q (issued session %s)", got, init.Result.Label)
+	}
+	long := map[string]string{transport.HeaderClient: strings.Repeat("v", transport.MaxClientHeader+1)}
+	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":3,"method":"signals/read"}`, long); code(r) != mhp.CodeInvalidRequest || r.Error.Data["field"] != transport.HeaderClient {
+		t.Fatalf("overlong X-MHP-Client: %+v", r.Error)
+	}
+}
