@@ -277,7 +277,7 @@ func (s *Server) openSession(kind sessionKind, name, header string) (*session, *
 	}
 	client := labelName(name, def)
 	label := newLabel(client)
-	for s.labels[label] != nil || label == AnonymousLabel {
+	for s.labels[label] != nil { // labels contain "#": never AnonymousLabel
 		label = newLabel(client)
 	}
 	ss := newSession(kind, label, client, s.opts.SSEBuffer, s.opts.SSEBufferBytes, now)
