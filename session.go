@@ -7,7 +7,10 @@ import (
 
 // AsSession returns a view of dev whose every call is made as session id:
 // the in-process way to give two callers distinct sessions (and so distinct
-// leases) on one device.
+// leases) on one device. id is a public name, as a transport's session label
+// is: a device only ever sees labels in its context (never a transport's
+// session secret), and echoes them as lease holders, job owners and the
+// "by" of notifications.
 func AsSession(dev Device, id string) Device { return &sessionView{dev: dev, id: id} }
 
 type sessionView struct {

@@ -264,8 +264,10 @@ func coerce(v any, t reflect.Type) (any, bool) {
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		// The type reads itself; a struct's fields still get their types
 		// (mhp.EStopResult reads "cancelled" itself but not "stopped":"true").
+		// Only scalar fields are coerced: its lists and objects may come in
+		// shapes only it knows (a card's name lists).
 		if m, ok := v.(map[string]any); ok && t.Kind() == reflect.Struct {
-			coerceFields(m, t)
+			coerceScalarFields(m, t)
 			return m, true
 		}
 		return v, true
@@ -352,6 +354,32 @@ func number(v any) (float64, bool) {
 		return f, true
 	}
 	return 0, false
+}
+
+// coerceScalarFields coerces the keys of m that name bool, number or string
+// fields of struct type t (top level only).
+func coerceScalarFields(m map[string]any, t reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		switch f.Type.Kind() {
+		case reflect.Bool, reflect.String, reflect.Float32, reflect.Float64, reflect.Int, reflect.Int64, reflect.Int32:
+		default:
+			continue
+		}
+		v, ok := m[name]
+		if !ok {
+			continue
+		}
+		if c, keep := coerce(v, f.Type); keep {
+			m[name] = c
+		} else {
+			delete(m, name)
+		}
+	}
 }
 
 // coerceFields coerces the keys of m that name fields of struct type t

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"golang.org/x/tools/txtar"
 
@@ -53,8 +54,11 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			switch err.Code {
 			case mhp.CodeParseError:
-				if json.Valid(b) {
+				if json.Valid(b) && utf8.Valid(b) {
 					t.Fatalf("valid JSON %q refused as a parse error", b)
+				}
+				if req != nil && string(req.ID) != "null" {
+					t.Fatalf("%q: a parse error echoes id %q", b, req.ID)
 				}
 			case mhp.CodeInvalidRequest, mhp.CodeInvalidParams:
 				if !json.Valid(b) && len(bytes.Trim(b, " \t\r\n")) > 0 {
@@ -73,6 +77,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		if req.Method == "" {
 			t.Fatalf("%q: accepted without a method", b)
+		}
+		if !utf8.Valid(b) {
+			t.Fatalf("%q: accepted bytes that are not UTF-8", b)
 		}
 		if req.Params != nil && (req.Params[0] != '{' || !json.Valid(req.Params)) {
 			t.Fatalf("%q: accepted params %q", b, req.Params)

@@ -32,7 +32,8 @@ var update = flag.Bool("update", false, "rewrite the golden exchanges in testdat
 // error and is not recorded (the initialize of exchanges about something else).
 // A request may say $job for the id of the last job an answer carried.
 // Answers are compared after normalisation: ts, started, finished and
-// expires become 0, session ids "<session>", job ids "<job>".
+// expires become 0, session secrets "<session>", session labels "<label>",
+// job ids "<job>".
 // go test -run TestGolden -update rewrites the responses.
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txtar")
@@ -115,13 +116,9 @@ func replayGolden(t *testing.T, file string) {
 				rs = other
 			}
 			req := strings.TrimSpace(strings.ReplaceAll(string(f.Data), "$job", lastJob))
-			var probe struct {
-				ID json.RawMessage `json:"id"`
-			}
-			_ = json.Unmarshal([]byte(req), &probe)
-			id := string(probe.ID)
-			if id == "" {
-				id = "null"
+			id := "null" // the server answers frames it cannot read an id from with id null
+			if r, _ := transport.DecodeFrame([]byte(req)); r != nil && r.ID != nil {
+				id = string(r.ID)
 			}
 			rs.send(req)
 			raw := rs.awaitRaw(id)
@@ -201,6 +198,7 @@ func (rs *rawStream) awaitRaw(id string) []byte {
 
 var (
 	sessionRE = regexp.MustCompile(`^s_[0-9a-f]{32}$`)
+	labelRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}#[0-9a-f]{8}$`)
 	jobRE     = regexp.MustCompile(`^job_[0-9a-f]{8}$`)
 	timeKeys  = map[string]bool{"ts": true, "started": true, "finished": true, "expires": true}
 )
@@ -239,6 +237,8 @@ func normalise(t *testing.T, raw []byte) ([]byte, string) {
 			switch {
 			case sessionRE.MatchString(x):
 				return "<session>"
+			case labelRE.MatchString(x):
+				return "<label>"
 			case jobRE.MatchString(x):
 				job = x
 				return "<job>"

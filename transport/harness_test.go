@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,6 +188,16 @@ type rawStream struct {
 	pc    *pipeConn
 	lines chan []byte
 	early map[string][]byte // answers read while awaiting another id
+
+	mu   sync.Mutex
+	seen []byte // every line the server wrote, in order
+}
+
+// transcript returns every line the server wrote so far.
+func (rs *rawStream) transcript() []byte {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return append([]byte(nil), rs.seen...)
 }
 
 func newRawStream(t testing.TB, srv *transport.Server) *rawStream {
@@ -197,6 +208,9 @@ func newRawStream(t testing.TB, srv *transport.Server) *rawStream {
 		for {
 			line, err := br.ReadBytes('\n')
 			if len(line) > 0 {
+				rs.mu.Lock()
+				rs.seen = append(rs.seen, line...)
+				rs.mu.Unlock()
 				rs.lines <- line
 			}
 			if err != nil {

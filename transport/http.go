@@ -8,54 +8,72 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/openmhp/mhp-go"
 )
 
 // HTTP header names.
 const (
-	// HeaderSession carries the session id initialize returned. It is the
-	// only identity the server honours; leases belong to it.
+	// HeaderSession carries the session secret initialize returned. It is the
+	// credential of a server-issued session; leases belong to its label.
 	HeaderSession = "Mhp-Session"
-	// HeaderClient is the client's display name, for logs only: it grants nothing.
+	// HeaderClient is the client's name (spec §9). With Mhp-Session it is a
+	// display name only; without it, it keys a header session (see the
+	// package doc), which can never act as or see a server-issued session.
 	HeaderClient = "X-MHP-Client"
 	// HeaderLastEventID resumes an SSE stream after the given event id.
 	HeaderLastEventID = "Last-Event-ID"
+	// MaxClientHeader caps the X-MHP-Client value that keys a session, in bytes.
+	MaxClientHeader = 128
 )
 
 // Handler returns the HTTP transport:
 //
 //   - POST /rpc: one JSON-RPC request per body. initialize opens a session
-//     and returns its id in the result (field "session") and in the
+//     and returns its secret in the result (field "session") and in the
 //     Mhp-Session response header; every later request sends it back in
-//     Mhp-Session. A missing, unknown or expired session gets -32000
-//     (data.reason "session_unknown", or "not_initialized" when no header was
-//     sent). JSON-RPC errors travel with status 200; a body over MaxFrame gets
-//     413 with a -32600 error.
+//     Mhp-Session. A request without Mhp-Session but with X-MHP-Client is
+//     served in the header session of that name (opened by an initialize
+//     that carried the header and no Mhp-Session). An unknown or expired
+//     session gets -32000 (data.reason "session_unknown", or
+//     "not_initialized" when none was named), except safety/estop, served to
+//     any caller, and ping without a session (session label "anonymous").
+//     JSON-RPC errors travel with status 200; a body over MaxFrame gets 413
+//     with a -32600 error.
 //   - GET /events: the session's notifications as Server-Sent Events (the
 //     session in Mhp-Session, or ?session= for EventSource clients that
-//     cannot set headers). Each event has an id; Last-Event-ID (header, or
-//     ?lastEventId=) resumes after it from a per-session buffer of SSEBuffer
-//     events; without it a stream starts after the last event any earlier
-//     stream of the session delivered (a fresh session: everything since
-//     initialize). Events older than the buffer are reported in a
-//     comment ": lost N events". Keep-alive comments every KeepAlive.
+//     cannot set headers, or X-MHP-Client for a header session). Each event
+//     has an id; Last-Event-ID (header, or ?lastEventId=) resumes after it
+//     from a per-session buffer of SSEBuffer events and SSEBufferBytes bytes;
+//     without it a stream starts after the last event any earlier stream of
+//     the session delivered (a fresh session: everything since initialize).
+//     Events older than the buffer are reported in a comment ": lost N
+//     events". Keep-alive comments every KeepAlive. The stream ends when the
+//     session does; it does not keep the session alive.
 //   - DELETE /session: ends the session in Mhp-Session at once (lease released).
 //   - GET /mhp.json: the full descriptor, no handshake.
+//   - Options.Handlers: extra routes, behind the same checks.
 //
 // With Options.Token every path needs "Authorization: Bearer <token>" (401
 // otherwise), /mhp.json included unless Options.PublicDescriptor. A request
-// with an Origin header not in Options.AllowedOrigins gets 403 (browsers).
+// with an Origin header not in Options.AllowedOrigins gets 403 (browsers),
+// and so does one whose Host names a host that is not an IP literal,
+// localhost or in Options.AllowedHosts while no Token is set (DNS rebinding).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /rpc", s.serveRPC)
 	mux.HandleFunc("GET /events", s.serveEvents)
 	mux.HandleFunc("DELETE /session", s.serveEndSession)
 	mux.HandleFunc("GET /mhp.json", s.serveDescriptor)
+	for pattern, h := range s.opts.Handlers {
+		mux.Handle(pattern, h)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.opts.AllowedOrigins, origin) {
 			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
@@ -63,16 +81,56 @@ func (s *Server) Handler() http.Handler {
 			s.log.Warn("mhp http request from a foreign origin refused", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
 		}
+		if !s.hostAllowed(r.Host) {
+			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
+				Error: s.errorf(mhp.CodeServerError, "host %q is not allowed: use an IP address or localhost, or list the name in the server's allowed hosts (DNS rebinding guard)", mhp.Truncate(r.Host, 256)).
+					With("reason", "host_forbidden")})
+			s.log.Warn("mhp http request for a foreign host refused", "host", mhp.Truncate(r.Host, 256), "path", r.URL.Path, "remote", r.RemoteAddr)
+			return
+		}
 		public := s.opts.PublicDescriptor && r.URL.Path == "/mhp.json"
 		if !public && !s.checkToken(bearer(r)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mhp"`)
 			writeJSON(w, http.StatusUnauthorized, &Response{JSONRPC: Version, ID: nullID,
 				Error: s.errorf(mhp.CodeServerError, "unauthorized: a valid bearer token is required").With("reason", "unauthorized")})
-			s.log.Info("mhp http unauthorized", "path", r.URL.Path, "remote", r.RemoteAddr, "client", r.Header.Get(HeaderClient))
+			s.log.Info("mhp http unauthorized", "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
+		}
+		if r.URL.Path != "/rpc" {
+			// Requests other than POST /rpc (whose body is read by its
+			// handler) are in once their headers are: no longer evictable.
+			markPhase(r, phaseServing)
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// hostAllowed is the DNS rebinding guard: a Host that is an IP literal,
+// localhost (or *.localhost) or listed in AllowedHosts passes; with a Token
+// any host passes (a rebinding page cannot present the token); an empty
+// Host (HTTP/1.0) passes.
+func (s *Server) hostAllowed(hostport string) bool {
+	if hostport == "" || s.opts.Token != "" {
+		return true
+	}
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	lower := strings.ToLower(strings.TrimSuffix(host, "."))
+	if lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
+		return true
+	}
+	for _, a := range s.opts.AllowedHosts {
+		if strings.EqualFold(a, hostport) || strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	return false
 }
 
 func bearer(r *http.Request) string {
@@ -97,6 +155,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.MaxFrame)))
+	markPhase(r, phaseServing) // the request is in: its connection is no longer evictable
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -115,42 +174,77 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		if req != nil && req.ID != nil {
 			id = req.ID
 		}
-		writeJSON(w, http.StatusOK, &Response{JSONRPC: Version, ID: id, Error: derr.At(s.clk.Now())})
+		s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: id, Error: derr.At(s.clk.Now())})
 		return
 	}
-	client := r.Header.Get(HeaderClient)
+	header := r.Header.Get(HeaderClient)
+	if len(header) > MaxClientHeader || !utf8.ValidString(header) {
+		if req.Method != "safety/estop" {
+			s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: req.ID, Error: s.errorf(mhp.CodeInvalidRequest,
+				"%s must be UTF-8 of at most %d bytes", HeaderClient, MaxClientHeader).With("field", HeaderClient)})
+			return
+		}
+		header = "" // an estop is served whatever the header
+	}
+	sid := r.Header.Get(HeaderSession)
 	var ss *session
 	var resp *Response
-	if req.Method == "initialize" {
-		resp = s.handle(r.Context(), nil, req, func() (*session, *mhp.Error) {
+	switch {
+	case req.Method == "initialize":
+		resp = s.handle(r.Context(), nil, req, func(name string) (*session, *mhp.Error) {
+			if name == "" {
+				name = header
+			}
+			greet := ""
+			if sid == "" {
+				// A client that may never echo Mhp-Session (the reference
+				// client): its later header-only requests open the header
+				// session of this name.
+				greet = header
+			}
 			var err *mhp.Error
-			ss, err = s.openSession(client, false)
+			ss, err = s.openSession(kindIssued, name, greet)
 			return ss, err
 		})
 		if ss != nil && resp != nil && resp.Error == nil {
-			w.Header().Set(HeaderSession, ss.id)
+			w.Header().Set(HeaderSession, ss.secret)
 		}
-	} else {
-		sid := r.Header.Get(HeaderSession)
-		if sid == "" {
-			resp = s.handle(r.Context(), nil, req, nil)
-		} else if found, ok := s.lookup(sid); ok {
+	case sid != "":
+		if found, ok := s.lookup(sid); ok {
 			resp = s.handle(r.Context(), found, req, nil)
-		} else {
+		} else if _, known := s.methods[req.Method]; known && req.Method != "safety/estop" {
 			resp = &Response{JSONRPC: Version, ID: req.ID, Error: s.errUnknownSession(req.Method)}
-			if _, known := s.methods[req.Method]; !known {
-				resp.Error = s.errorf(mhp.CodeMethodNotFound, "method %q not found", req.Method).With("method", req.Method)
-			}
 			if req.IsNotification() {
 				resp = nil
 			}
+		} else { // unknown method (-32601), or an estop, served anonymously
+			resp = s.handle(r.Context(), nil, req, nil)
 		}
+	case header != "":
+		hs, err := s.headerSession(header)
+		if err != nil && req.Method != "safety/estop" {
+			resp = &Response{JSONRPC: Version, ID: req.ID, Error: err}
+			if req.IsNotification() {
+				resp = nil
+			}
+			break
+		}
+		resp = s.handle(r.Context(), hs, req, nil)
+	default:
+		resp = s.handle(r.Context(), nil, req, nil)
 	}
 	if resp == nil { // a notification: nothing to answer
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	s.writeAnswer(w, http.StatusOK, resp)
+}
+
+// writeAnswer writes a response with a fresh write deadline of WriteTimeout
+// (the device call before it may have taken a while).
+func (s *Server) writeAnswer(w http.ResponseWriter, status int, resp *Response) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	writeJSON(w, status, resp)
 }
 
 // sessionOf finds the session of an events or session request.
@@ -160,6 +254,11 @@ func (s *Server) sessionOf(r *http.Request) (*session, *mhp.Error) {
 		sid = r.URL.Query().Get("session")
 	}
 	if sid == "" {
+		if h := r.Header.Get(HeaderClient); h != "" {
+			if ss, _ := s.headerSession(h); ss != nil {
+				return ss, nil
+			}
+		}
 		return nil, s.errNotInitialized(r.Method + " " + r.URL.Path)
 	}
 	ss, ok := s.lookup(sid)
@@ -185,8 +284,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, &Response{JSONRPC: Version, ID: nullID, Error: merr})
 		return
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
+	if _, ok := w.(http.Flusher); !ok {
 		writeJSON(w, http.StatusInternalServerError, &Response{JSONRPC: Version, ID: nullID,
 			Error: s.errorf(mhp.CodeInternal, "streaming is not supported by this server")})
 		return
@@ -200,25 +298,41 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, &Response{JSONRPC: Version, ID: nullID,
-				Error: s.errorf(mhp.CodeInvalidParams, "Last-Event-ID %q is not an event id", last).With("field", HeaderLastEventID)})
+				Error: s.errorf(mhp.CodeInvalidParams, "Last-Event-ID %q is not an event id", mhp.Truncate(last, 64)).With("field", HeaderLastEventID)})
 			return
 		}
 		cursor = n
 	}
 	ss.streamOpened(s.clk.Now())
-	defer ss.streamClosed(s.clk.Now())
+	defer ss.streamClosed()
+	markPhase(r, phaseStream)
 
+	// A stream is long-lived: no read deadline (the request has no body; the
+	// server's read of the connection only watches for the client leaving),
+	// and a write deadline per write, so a client that stops reading is cut
+	// off after WriteTimeout.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	write := func(f func() error) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		if f() != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if _, err := io.WriteString(w, ": mhp events for session "+ss.id+"\n\n"); err != nil {
+	if !write(func() error {
+		w.WriteHeader(http.StatusOK)
+		_, err := io.WriteString(w, ": mhp events for session "+ss.label+"\n\n")
+		return err
+	}) {
 		return
 	}
-	flusher.Flush()
-	s.log.Debug("mhp events stream opened", "session", ss.id, "after", cursor)
+	s.log.Debug("mhp events stream opened", "session", ss.label, "after", cursor)
 
 	keep := time.NewTicker(s.opts.KeepAlive)
 	defer keep.Stop()
@@ -227,19 +341,23 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return // the session ended
 		}
-		if lost > 0 {
-			if _, err := fmt.Fprintf(w, ": lost %d events (buffer %d)\n\n", lost, s.opts.SSEBuffer); err != nil {
-				return
-			}
-		}
-		for _, e := range evs {
-			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.id, e.data); err != nil {
-				return
-			}
-			cursor = e.id
-		}
 		if len(evs) > 0 || lost > 0 {
-			flusher.Flush()
+			if !write(func() error {
+				if lost > 0 {
+					if _, err := fmt.Fprintf(w, ": lost %d events (buffer %d)\n\n", lost, s.opts.SSEBuffer); err != nil {
+						return err
+					}
+				}
+				for _, e := range evs {
+					if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.id, e.data); err != nil {
+						return err
+					}
+					cursor = e.id
+				}
+				return nil
+			}) {
+				return
+			}
 			ss.markDelivered(cursor)
 		}
 		select {
@@ -247,11 +365,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-wake:
 		case <-keep.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+			if !write(func() error { _, err := io.WriteString(w, ": keep-alive\n\n"); return err }) {
 				return
 			}
-			flusher.Flush()
-			ss.touch(s.clk.Now())
 		}
 	}
 }
@@ -288,12 +404,17 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// ServeHTTP serves srv.Handler on ln until ctx is cancelled (see ListenHTTP).
+// ServeHTTP serves srv.Handler on ln until ctx is cancelled (see
+// ListenHTTP), with the server's HTTP timeouts (ReadTimeout,
+// ReadHeaderTimeout, WriteTimeout per answer, IdleTimeout) and at most
+// MaxConns connections open (see Options.MaxConns).
 func ServeHTTP(ctx context.Context, ln net.Listener, srv *Server) error {
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	hs := srv.HTTPServer(ctx)
+	lim := limitConns(ln, srv.opts.MaxConns, srv.log)
+	hs.ConnState = lim.connState
+	hs.ConnContext = withConn
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(lim) }()
 	select {
 	case err := <-errc:
 		return err
@@ -303,6 +424,16 @@ func ServeHTTP(ctx context.Context, ln net.Listener, srv *Server) error {
 		_ = hs.Shutdown(sctx)
 		return nil
 	}
+}
+
+// HTTPServer returns an http.Server for srv.Handler with the server's
+// timeouts, for callers that run their own listener (ServeHTTP adds the
+// connection limit). Its write timeout is applied per answer and per event
+// by the handler itself, so event streams may last.
+func (s *Server) HTTPServer(ctx context.Context) *http.Server {
+	return &http.Server{Handler: s.Handler(), ReadTimeout: s.opts.ReadTimeout, ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		IdleTimeout: s.opts.IdleTimeout, MaxHeaderBytes: 64 << 10,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 }
 
 // LoopbackDefault returns addr with host 127.0.0.1 when it names none

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/openmhp/mhp-go"
 )
@@ -24,6 +26,9 @@ type Request struct {
 	Params json.RawMessage
 	// hasID records whether the frame had an id member at all.
 	hasID bool
+	// paramsErr is a duplicate member found inside params: every method
+	// refuses it (-32600) except safety/estop, which stops anyway.
+	paramsErr *mhp.Error
 }
 
 // IsNotification reports whether the frame had no id (no response is due).
@@ -50,15 +55,28 @@ var nullID = json.RawMessage("null")
 // is refused: MHP requests are answered one by one and the priority path
 // (safety/estop, ping) must never sit behind other members of a batch. On
 // failure it returns the id when one could be read (else null) and an
-// *mhp.Error: -32700 for malformed JSON, -32600 for a frame that is JSON but
-// not a request.
+// *mhp.Error: -32700 for malformed JSON or bytes that are not UTF-8 (the id
+// is then null: invalid text is never echoed), -32600 for a frame that is
+// JSON but not a request, or that repeats a member name in any object (RFC
+// 8259 leaves duplicates to the parser; "dryRun":true,"dryRun":false must not
+// become a real write). Member names of the frame and of params are compared
+// case-insensitively, as the params decoder matches them.
 func DecodeFrame(b []byte) (*Request, *mhp.Error) {
 	b = trimJSONSpace(b)
 	if len(b) == 0 {
 		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "empty frame")
 	}
+	if !utf8.Valid(b) {
+		return nil, mhp.Errorf(mhp.CodeParseError, "request is not valid UTF-8 (first bad byte at offset %d)", badUTF8(b)).
+			With("reason", "invalid_utf8")
+	}
 	if !json.Valid(b) {
 		return nil, mhp.Errorf(mhp.CodeParseError, "malformed JSON: %s", syntaxDetail(b))
+	}
+	dupPath, dup, hasDup := duplicateMember(b)
+	if hasDup && !strings.HasPrefix(dupPath, "params") {
+		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "member %q appears twice in %s", dup, orFrame(dupPath)).
+			With("field", joinPath(dupPath, dup)).With("reason", "duplicate_member")
 	}
 	switch b[0] {
 	case '{':
@@ -104,7 +122,36 @@ func DecodeFrame(b []byte) (*Request, *mhp.Error) {
 			return idOrNull(), mhp.Errorf(mhp.CodeInvalidParams, "%s: params must be an object", req.Method).With("field", "params")
 		}
 	}
+	if hasDup {
+		req.paramsErr = mhp.Errorf(mhp.CodeInvalidRequest, "%s: member %q appears twice in %s", req.Method, dup, dupPath).
+			With("field", joinPath(dupPath, dup)).With("reason", "duplicate_member")
+	}
 	return req, nil
+}
+
+func badUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+func orFrame(path string) string {
+	if path == "" {
+		return "the request"
+	}
+	return path
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // trimJSONSpace trims the four whitespace bytes of JSON (not \v, \f or
@@ -164,6 +211,10 @@ func paramsError(method string, err error) *mhp.Error {
 		if field == "" {
 			field = "params"
 		}
+		if overflow(te) {
+			return mhp.Errorf(mhp.CodeInvalidValue, "%s: %s: %s is not a finite number (it overflows a double)",
+				method, field, mhp.Truncate(strings.TrimPrefix(te.Value, "number "), 64)).With("field", field)
+		}
 		return mhp.Errorf(mhp.CodeInvalidParams, "%s: %s is %s, expected %s", method, field, te.Value, te.Type.String()).
 			With("field", field)
 	}
@@ -172,6 +223,12 @@ func paramsError(method string, err error) *mhp.Error {
 		return mhp.Errorf(mhp.CodeInvalidParams, "%s: unknown field %q", method, field).With("field", field)
 	}
 	return mhp.Errorf(mhp.CodeInvalidParams, "%s: params: %v", method, err).With("field", "params")
+}
+
+// overflow reports a JSON number too large for a float64 (1e400): a value
+// error (-32014, as NaN and Inf are), not a shape error.
+func overflow(te *json.UnmarshalTypeError) bool {
+	return strings.HasPrefix(te.Value, "number ") && te.Type != nil && te.Type.Kind() == reflect.Float64
 }
 
 // missing is the InvalidParams error for a required member that is absent.

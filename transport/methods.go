@@ -3,8 +3,10 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/openmhp/mhp-go"
@@ -102,7 +104,12 @@ func (s *Server) methodTable() map[string]method {
 			}
 			var v any
 			if err := json.Unmarshal(req.Value, &v); err != nil {
-				return nil, paramsError("settings/write", err)
+				var te *json.UnmarshalTypeError
+				if errors.As(err, &te) && overflow(te) {
+					return nil, s.errorf(mhp.CodeInvalidValue, "settings/write: value: %s is not a finite number (it overflows a double)",
+						mhp.Truncate(strings.TrimPrefix(te.Value, "number "), 64)).With("field", "value")
+				}
+				return nil, s.errorf(mhp.CodeInvalidParams, "settings/write: value: %v", err).With("field", "value")
 			}
 			return dev.Write(ctx, mhp.WriteRequest{Name: *req.Name, Value: v, Approved: req.Approved, DryRun: req.DryRun})
 		},
@@ -149,7 +156,7 @@ func (s *Server) methodTable() map[string]method {
 			}
 			return map[string]any{"jobs": jobs}, nil
 		},
-		"session/acquire": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+		"session/acquire": func(ctx context.Context, ss *session, p json.RawMessage) (any, error) {
 			var req struct {
 				TTL *float64 `json:"ttl"`
 			}
@@ -158,27 +165,33 @@ func (s *Server) methodTable() map[string]method {
 			}
 			ttl := DefaultLeaseTTL
 			if req.TTL != nil {
-				if math.IsNaN(*req.TTL) || *req.TTL <= 0 || *req.TTL > 3600 {
-					return nil, s.errorf(mhp.CodeInvalidParams, "session/acquire: ttl %v is not in (0, 3600] seconds", *req.TTL).
-						With("field", "ttl").With("min", 0).With("max", 3600)
+				lo, hi := MinLeaseTTL.Seconds(), MaxLeaseTTL.Seconds()
+				if math.IsNaN(*req.TTL) || *req.TTL < lo || *req.TTL > hi {
+					return nil, s.errorf(mhp.CodeInvalidParams, "session/acquire: ttl %v is not in [%v, %v] seconds", *req.TTL, lo, hi).
+						With("field", "ttl").With("min", lo).With("max", hi)
 				}
 				ttl = time.Duration(*req.TTL * float64(time.Second))
 			}
-			return dev.Acquire(ctx, ttl)
+			l, err := dev.Acquire(ctx, ttl)
+			s.noteLease(ss, l, err)
+			return l, err
 		},
-		"session/renew": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+		"session/renew": func(ctx context.Context, ss *session, p json.RawMessage) (any, error) {
 			if err := s.decode("session/renew", p, &struct{}{}); err != nil {
 				return nil, err
 			}
-			return dev.Renew(ctx)
+			l, err := dev.Renew(ctx)
+			s.noteLease(ss, l, err)
+			return l, err
 		},
-		"session/release": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+		"session/release": func(ctx context.Context, ss *session, p json.RawMessage) (any, error) {
 			if err := s.decode("session/release", p, &struct{}{}); err != nil {
 				return nil, err
 			}
 			if err := dev.Release(ctx); err != nil {
 				return nil, err
 			}
+			ss.setLease(time.Time{})
 			return map[string]any{"ok": true}, nil
 		},
 		"safety/limits": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
@@ -195,7 +208,9 @@ func (s *Server) methodTable() map[string]method {
 				// An estop is never refused for its params: stop anyway.
 				req.Reason = "estop (unreadable params)"
 			}
-			return dev.EStop(ctx, req.Reason)
+			// The reason is kept in every session's event buffer and the
+			// device's state: capped.
+			return dev.EStop(ctx, mhp.Truncate(req.Reason, MaxReason))
 		},
 		"safety/reset": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
 			if err := s.decode("safety/reset", p, &struct{}{}); err != nil {
@@ -246,6 +261,15 @@ func (s *Server) methodTable() map[string]method {
 		t["resources/read"] = notRes("resources/read")
 	}
 	return t
+}
+
+// noteLease records a lease granted to ss (for eviction: a session holding
+// a lease is never evicted for room).
+func (s *Server) noteLease(ss *session, l *mhp.Lease, err error) {
+	if err != nil || l == nil || ss == nil {
+		return
+	}
+	ss.setLease(s.clk.Now().Add(time.Duration(l.TTL * float64(time.Second))))
 }
 
 // decode decodes params strictly, stamping refusals with the server clock.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -31,22 +32,53 @@ type Options struct {
 	// drive the device (DNS rebinding, cross-site POSTs). Clients that are
 	// not browsers send no Origin and are unaffected.
 	AllowedOrigins []string
+	// AllowedHosts lists the host names ("lab-pc.local", "lab-pc.local:18900")
+	// a request's Host header may carry besides IP literals and localhost.
+	// Without a Token any other name gets 403 (DNS rebinding: a page on
+	// attacker.example whose name now resolves to 127.0.0.1). With a Token
+	// every name is accepted: the rebinding page does not know the token.
+	AllowedHosts []string
+	// StrictSessions refuses actuation (writes, invokes, job control, leases,
+	// reset) from sessions keyed only by the X-MHP-Client header; estop,
+	// reads and describe stay open to them. See the package doc.
+	StrictSessions bool
 	// MaxFrame is the largest request frame accepted, in bytes; default 4 MiB.
 	MaxFrame int
 	// SSEBuffer is how many notifications each session keeps for SSE resume
 	// (Last-Event-ID); default 1024.
 	SSEBuffer int
+	// SSEBufferBytes caps the bytes of the notifications each session keeps;
+	// the oldest are dropped first (default 1 MiB).
+	SSEBufferBytes int
 	// KeepAlive is the interval of SSE keep-alive comments; default 15s.
 	KeepAlive time.Duration
 	// SessionTTL forgets an HTTP session (EndSession: its lease is released)
-	// after this long without a request or an open event stream; default 10m.
+	// after this long without a request; an open event stream does not keep
+	// it alive (the stream ends with it). Default 10m.
 	SessionTTL time.Duration
-	// MaxSessions caps the live HTTP sessions; an initialize beyond it is
-	// refused. Default 1024.
+	// MaxSessions caps the live HTTP sessions. A new session beyond it
+	// evicts the least recently used session that holds no lease; only when
+	// every session holds one is the newcomer refused. Default 1024.
 	MaxSessions int
 	// MaxInFlight caps the ordinary requests one stdio stream runs at once;
 	// safety/estop and ping are never counted. Default 64.
 	MaxInFlight int
+	// MaxConns caps the open HTTP connections (ServeHTTP, ListenHTTP). At the
+	// cap, a new connection closes the connection idle the longest; with none
+	// idle it waits up to a second for one to end, then is closed. Default 512.
+	MaxConns int
+	// ReadTimeout bounds reading one HTTP request, body included (a body
+	// trickling in is cut off); default 30s. ReadHeaderTimeout bounds the
+	// headers alone; default 10s.
+	ReadTimeout, ReadHeaderTimeout time.Duration
+	// WriteTimeout bounds writing one answer or one event to a client that
+	// does not read; default 30s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long; default 60s.
+	IdleTimeout time.Duration
+	// Handlers are extra HTTP routes ("GET /console", "/ui/") served by
+	// Handler behind the same Host, Origin and token checks as /rpc.
+	Handlers map[string]http.Handler
 	// Logger receives request and session logs; default slog.Default().
 	Logger *slog.Logger
 	// Clock drives session expiry; default the system clock.
@@ -58,47 +90,67 @@ func (o Options) Validate() error {
 	switch {
 	case o.MaxFrame < 0:
 		return fmt.Errorf("transport: MaxFrame %d is negative", o.MaxFrame)
-	case o.SSEBuffer < 0:
-		return fmt.Errorf("transport: SSEBuffer %d is negative", o.SSEBuffer)
+	case o.SSEBuffer < 0 || o.SSEBufferBytes < 0:
+		return fmt.Errorf("transport: SSEBuffer and SSEBufferBytes must not be negative")
 	case o.KeepAlive < 0:
 		return fmt.Errorf("transport: KeepAlive %v is negative", o.KeepAlive)
 	case o.SessionTTL < 0:
 		return fmt.Errorf("transport: SessionTTL %v is negative", o.SessionTTL)
-	case o.MaxSessions < 0 || o.MaxInFlight < 0:
-		return fmt.Errorf("transport: MaxSessions and MaxInFlight must not be negative")
+	case o.MaxSessions < 0 || o.MaxInFlight < 0 || o.MaxConns < 0:
+		return fmt.Errorf("transport: MaxSessions, MaxInFlight and MaxConns must not be negative")
+	case o.ReadTimeout < 0 || o.ReadHeaderTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0:
+		return fmt.Errorf("transport: HTTP timeouts must not be negative")
 	}
 	return nil
 }
 
 // Defaults.
 const (
-	DefaultMaxFrame    = 4 << 20
-	DefaultSSEBuffer   = 1024
-	DefaultKeepAlive   = 15 * time.Second
-	DefaultSessionTTL  = 10 * time.Minute
-	DefaultMaxSessions = 1024
-	DefaultMaxInFlight = 64
+	DefaultMaxFrame          = 4 << 20
+	DefaultSSEBuffer         = 1024
+	DefaultSSEBufferBytes    = 1 << 20
+	DefaultKeepAlive         = 15 * time.Second
+	DefaultSessionTTL        = 10 * time.Minute
+	DefaultMaxSessions       = 1024
+	DefaultMaxInFlight       = 64
+	DefaultMaxConns          = 512
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	// MaxReason caps a stored estop reason, in bytes (mhp.Truncate marks the cut).
+	MaxReason = 1 << 10
+	// MinLeaseTTL and MaxLeaseTTL bound session/acquire's ttl.
+	MinLeaseTTL = 100 * time.Millisecond
+	MaxLeaseTTL = time.Hour
+	// AnonymousLabel is the session label of a safety/estop or ping served
+	// without a session.
+	AnonymousLabel = "anonymous"
 )
 
 func (o Options) withDefaults() Options {
-	if o.MaxFrame <= 0 {
-		o.MaxFrame = DefaultMaxFrame
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
 	}
-	if o.SSEBuffer <= 0 {
-		o.SSEBuffer = DefaultSSEBuffer
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
 	}
-	if o.KeepAlive <= 0 {
-		o.KeepAlive = DefaultKeepAlive
-	}
-	if o.SessionTTL <= 0 {
-		o.SessionTTL = DefaultSessionTTL
-	}
-	if o.MaxSessions <= 0 {
-		o.MaxSessions = DefaultMaxSessions
-	}
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = DefaultMaxInFlight
-	}
+	def(&o.MaxFrame, DefaultMaxFrame)
+	def(&o.SSEBuffer, DefaultSSEBuffer)
+	def(&o.SSEBufferBytes, DefaultSSEBufferBytes)
+	def(&o.MaxSessions, DefaultMaxSessions)
+	def(&o.MaxInFlight, DefaultMaxInFlight)
+	def(&o.MaxConns, DefaultMaxConns)
+	defD(&o.KeepAlive, DefaultKeepAlive)
+	defD(&o.SessionTTL, DefaultSessionTTL)
+	defD(&o.ReadTimeout, DefaultReadTimeout)
+	defD(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	defD(&o.WriteTimeout, DefaultWriteTimeout)
+	defD(&o.IdleTimeout, DefaultIdleTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -119,8 +171,14 @@ type Server struct {
 	methods map[string]method
 	token   [32]byte // sha256 of Options.Token
 
+	// The session table: every live session by secret, by label, and the
+	// header-keyed ones by their X-MHP-Client value. Guarded by mu.
 	mu       sync.Mutex
-	sessions map[string]*session
+	sessions map[string]*session // by secret
+	labels   map[string]*session // by label
+	byHeader map[string]*session // kindHeader sessions by X-MHP-Client
+	greeted  map[string]*session // X-MHP-Client of a header-only initialize -> its issued session
+	nHTTP    int                 // sessions that count against MaxSessions
 	sweep    clock.Timer
 	closed   bool
 	done     chan struct{} // closed by Close: streams end
@@ -133,7 +191,7 @@ type Server struct {
 func NewServer(dev mhp.Device, opts Options) *Server {
 	opts = opts.withDefaults()
 	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock, sessions: map[string]*session{},
-		done: make(chan struct{})}
+		labels: map[string]*session{}, byHeader: map[string]*session{}, greeted: map[string]*session{}, done: make(chan struct{})}
 	s.token = sha256.Sum256([]byte(opts.Token))
 	s.methods = s.methodTable()
 	s.stop = dev.Listen(s.fanout)
@@ -160,7 +218,7 @@ func (s *Server) Close() error {
 	for _, ss := range s.sessions {
 		all = append(all, ss)
 	}
-	s.sessions = map[string]*session{}
+	s.sessions, s.labels, s.byHeader, s.greeted, s.nHTTP = map[string]*session{}, map[string]*session{}, map[string]*session{}, map[string]*session{}, 0
 	s.mu.Unlock()
 	s.stop()
 	for _, ss := range all {
@@ -186,38 +244,121 @@ func (s *Server) checkToken(presented string) bool {
 	return subtle.ConstantTimeCompare(h[:], s.token[:]) == 1
 }
 
-// openSession issues a new session.
-func (s *Server) openSession(client string, stdio bool) (*session, *mhp.Error) {
+// openSession issues a new session of kind for a client named name. header
+// is the X-MHP-Client key of a kindHeader session, or, for a kindIssued
+// session, the X-MHP-Client of an initialize that sent no Mhp-Session: the
+// greeting that lets later header-only requests open the header session. At
+// MaxSessions it evicts the least recently used HTTP session that holds no
+// lease.
+func (s *Server) openSession(kind sessionKind, name, header string) (*session, *mhp.Error) {
+	now := s.clk.Now()
+	var evicted *session
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, s.errorf(mhp.CodeServerError, "server is shutting down")
 	}
-	if !stdio && s.countHTTPLocked() >= s.opts.MaxSessions {
-		return nil, s.errorf(mhp.CodeServerError, "too many sessions (%d): close one or wait for idle sessions to expire", s.opts.MaxSessions).
-			With("reason", "too_many_sessions")
+	if prev := s.byHeader[header]; kind == kindHeader && prev != nil {
+		s.mu.Unlock() // opened meanwhile by a concurrent request of the same client
+		return prev, nil
 	}
-	ss := newSession(client, s.opts.SSEBuffer, s.clk.Now())
-	ss.stdio = stdio
-	s.sessions[ss.id] = ss
-	s.log.Info("mhp session opened", "session", ss.id, "client", client, "stdio", stdio)
+	if kind != kindStream && s.nHTTP >= s.opts.MaxSessions {
+		evicted = s.lruIdleLocked(now)
+		if evicted == nil {
+			s.mu.Unlock()
+			return nil, s.errorf(mhp.CodeServerError, "too many sessions (%d), each holding a lease: wait for one to end", s.opts.MaxSessions).
+				With("reason", "too_many_sessions").With("limit", s.opts.MaxSessions)
+		}
+		s.removeLocked(evicted)
+	}
+	def := "client"
+	if kind == kindStream {
+		def = "stdio"
+	}
+	client := labelName(name, def)
+	label := newLabel(client)
+	for s.labels[label] != nil { // labels contain "#": never AnonymousLabel
+		label = newLabel(client)
+	}
+	ss := newSession(kind, label, client, s.opts.SSEBuffer, s.opts.SSEBufferBytes, now)
+	ss.header = header
+	s.sessions[ss.secret] = ss
+	s.labels[label] = ss
+	switch {
+	case kind == kindHeader:
+		s.byHeader[header] = ss
+	case header != "":
+		s.greeted[header] = ss
+	}
+	if kind != kindStream {
+		s.nHTTP++
+	}
+	s.mu.Unlock()
+	if evicted != nil {
+		s.endSession(evicted, fmt.Sprintf("evicted: %d sessions, least recently used without a lease", s.opts.MaxSessions))
+	}
+	s.log.Info("mhp session opened", "session", label, "kind", kind.String())
 	return ss, nil
 }
 
-func (s *Server) countHTTPLocked() int {
-	n := 0
-	for _, ss := range s.sessions {
-		if !ss.stdio {
-			n++
-		}
+// headerSession returns the session keyed by an X-MHP-Client value. It is
+// opened on first use when an initialize carrying that header and no
+// Mhp-Session is still live (the reference client initializes, then never
+// echoes the session); otherwise it is nil (not initialized).
+func (s *Server) headerSession(header string) (*session, *mhp.Error) {
+	s.mu.Lock()
+	ss, ok := s.byHeader[header]
+	greeted := s.greeted[header] != nil
+	s.mu.Unlock()
+	if ok {
+		ss.touch(s.clk.Now())
+		return ss, nil
 	}
-	return n
+	if !greeted {
+		return nil, nil
+	}
+	return s.openSession(kindHeader, header, header)
 }
 
-// lookup returns a live session and records activity.
-func (s *Server) lookup(id string) (*session, bool) {
+// lruIdleLocked picks the HTTP session heard from longest ago that holds no
+// lease, or nil.
+func (s *Server) lruIdleLocked(now time.Time) *session {
+	var best *session
+	var bestSeen time.Time
+	for _, ss := range s.sessions {
+		if ss.kind == kindStream || ss.leased(now) {
+			continue
+		}
+		if seen := ss.idleSince(); best == nil || seen.Before(bestSeen) {
+			best, bestSeen = ss, seen
+		}
+	}
+	return best
+}
+
+// removeLocked drops ss from the table; it reports whether ss was in it.
+func (s *Server) removeLocked(ss *session) bool {
+	if s.sessions[ss.secret] != ss {
+		return false
+	}
+	delete(s.sessions, ss.secret)
+	delete(s.labels, ss.label)
+	if ss.kind == kindHeader && s.byHeader[ss.header] == ss {
+		delete(s.byHeader, ss.header)
+	}
+	if ss.kind == kindIssued && ss.header != "" && s.greeted[ss.header] == ss {
+		delete(s.greeted, ss.header)
+	}
+	if ss.kind != kindStream {
+		s.nHTTP--
+	}
+	return true
+}
+
+// lookup returns a live session by its secret and records activity.
+func (s *Server) lookup(secret string) (*session, bool) {
 	s.mu.Lock()
-	ss, ok := s.sessions[id]
+	ss, ok := s.sessions[secret]
 	s.mu.Unlock()
 	if ok {
 		ss.touch(s.clk.Now())
@@ -228,8 +369,7 @@ func (s *Server) lookup(id string) (*session, bool) {
 // closeSession forgets the session and tells the device.
 func (s *Server) closeSession(ss *session, why string) {
 	s.mu.Lock()
-	_, ok := s.sessions[ss.id]
-	delete(s.sessions, ss.id)
+	ok := s.removeLocked(ss)
 	s.mu.Unlock()
 	if ok {
 		s.endSession(ss, why)
@@ -238,10 +378,10 @@ func (s *Server) closeSession(ss *session, why string) {
 
 func (s *Server) endSession(ss *session, why string) {
 	ss.close()
-	ctx, cancel := context.WithTimeout(mhp.WithSession(context.Background(), ss.id), 10*time.Second)
+	ctx, cancel := context.WithTimeout(mhp.WithSession(context.Background(), ss.label), 10*time.Second)
 	defer cancel()
 	s.dev.EndSession(ctx)
-	s.log.Info("mhp session ended", "session", ss.id, "client", ss.client, "why", why)
+	s.log.Info("mhp session ended", "session", ss.label, "why", why)
 }
 
 // scheduleSweepLocked arms the idle-session sweep on the server clock.
@@ -256,17 +396,19 @@ func (s *Server) scheduleSweepLocked() {
 	s.sweep = s.clk.AfterFunc(every, s.sweepIdle)
 }
 
-// sweepIdle ends the HTTP sessions idle longer than SessionTTL.
+// sweepIdle ends the HTTP sessions idle longer than SessionTTL, open event
+// streams or not.
 func (s *Server) sweepIdle() {
 	now := s.clk.Now()
 	var idle []*session
 	s.mu.Lock()
-	for id, ss := range s.sessions {
-		last, pinned := ss.idleSince()
-		if !pinned && now.Sub(last) > s.opts.SessionTTL {
+	for _, ss := range s.sessions {
+		if ss.kind != kindStream && now.Sub(ss.idleSince()) > s.opts.SessionTTL {
 			idle = append(idle, ss)
-			delete(s.sessions, id)
 		}
+	}
+	for _, ss := range idle {
+		s.removeLocked(ss)
 	}
 	s.scheduleSweepLocked()
 	s.mu.Unlock()
@@ -315,22 +457,26 @@ func (s *Server) errUnknownSession(method string) *mhp.Error {
 		With("reason", "session_unknown")
 }
 
-// handle runs one decoded request for a session (nil before initialize) and
-// returns the response, or nil for a notification. init is called when the
-// request is an initialize, to open or reuse the session.
-func (s *Server) handle(ctx context.Context, ss *session, req *Request, init func() (*session, *mhp.Error)) *Response {
+// initFunc opens (or, on a stream, reuses) the session of an initialize;
+// name is the clientInfo name, "" when none was given.
+type initFunc func(name string) (*session, *mhp.Error)
+
+// handle runs one decoded request for a session (nil before initialize or
+// without one) and returns the response, or nil for a notification. init is
+// called when the request is an initialize.
+func (s *Server) handle(ctx context.Context, ss *session, req *Request, init initFunc) *Response {
 	start := time.Now()
 	result, err := s.dispatch(ctx, ss, req, init)
 	if s.log.Enabled(ctx, slog.LevelDebug) {
-		sid, client := "", ""
+		label := AnonymousLabel
 		if ss != nil {
-			sid, client = ss.id, ss.client
+			label = ss.label
 		}
 		if err != nil {
-			s.log.Debug("mhp request refused", "method", req.Method, "session", sid, "client", client,
+			s.log.Debug("mhp request refused", "method", req.Method, "session", label,
 				"code", int(mhp.CodeOf(err)), "err", err, "took", time.Since(start))
 		} else {
-			s.log.Debug("mhp request", "method", req.Method, "session", sid, "client", client, "took", time.Since(start))
+			s.log.Debug("mhp request", "method", req.Method, "session", label, "took", time.Since(start))
 		}
 	}
 	if req.IsNotification() {
@@ -363,31 +509,51 @@ func (s *Server) wireError(err error) *mhp.Error {
 	return s.errorf(mhp.CodeInternal, "internal error: %v", err)
 }
 
-func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init func() (*session, *mhp.Error)) (any, error) {
+// actuating lists the methods StrictSessions refuses to header-keyed sessions.
+var actuating = map[string]bool{
+	"settings/write": true, "actions/invoke": true, "jobs/cancel": true, "jobs/pause": true, "jobs/resume": true,
+	"session/acquire": true, "session/renew": true, "session/release": true, "safety/reset": true,
+	"methods/save": true, "methods/delete": true,
+}
+
+func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init initFunc) (any, error) {
 	if req.Method == "initialize" {
+		if req.paramsErr != nil {
+			return nil, req.paramsErr.At(s.clk.Now())
+		}
 		return s.initialize(ctx, req, init)
 	}
 	m, ok := s.methods[req.Method]
-	if ss == nil {
-		if !ok {
-			// The method is unknown whatever the session: say so first.
-			return nil, s.errorf(mhp.CodeMethodNotFound, "method %q not found", req.Method).With("method", req.Method)
-		}
+	if !ok {
+		// The method is unknown whatever the session: say so first.
+		return nil, s.errorf(mhp.CodeMethodNotFound, "method %q not found", req.Method).With("method", req.Method)
+	}
+	label := AnonymousLabel
+	switch {
+	case ss != nil:
+		label = ss.label
+	case !isPriority(req.Method):
 		return nil, s.errNotInitialized(req.Method)
 	}
-	if !ok {
-		return nil, s.errorf(mhp.CodeMethodNotFound, "method %q not found", req.Method).With("method", req.Method)
+	if req.paramsErr != nil && req.Method != "safety/estop" {
+		return nil, req.paramsErr.At(s.clk.Now())
+	}
+	if ss != nil && ss.kind == kindHeader && s.opts.StrictSessions && actuating[req.Method] {
+		return nil, s.errorf(mhp.CodeServerError,
+			"%s needs a server-issued session (this server runs with strict sessions): send the session initialize returned in the %s header",
+			req.Method, HeaderSession).With("reason", "session_required")
 	}
 	// Device calls are not cancelled when the caller goes away: a hook cut
 	// off mid-write would turn a dropped connection into an unknown outcome.
-	// The device's own hook timeouts bound them.
-	dctx := mhp.WithSession(context.WithoutCancel(ctx), ss.id)
+	// The device's own hook timeouts bound them. The device sees the label,
+	// never the secret.
+	dctx := mhp.WithSession(context.WithoutCancel(ctx), label)
 	return m(dctx, ss, req.Params)
 }
 
 // initialize negotiates the version, opens (or, on a stream, reuses) the
 // session and answers the device card and capabilities.
-func (s *Server) initialize(ctx context.Context, req *Request, init func() (*session, *mhp.Error)) (any, error) {
+func (s *Server) initialize(ctx context.Context, req *Request, init initFunc) (any, error) {
 	var p struct {
 		ProtocolVersion string `json:"protocolVersion"`
 		ClientInfo      *struct {
@@ -407,12 +573,13 @@ func (s *Server) initialize(ctx context.Context, req *Request, init func() (*ses
 	if err != nil {
 		return nil, err
 	}
-	ss, merr := init()
+	name := ""
+	if p.ClientInfo != nil {
+		name = p.ClientInfo.Name
+	}
+	ss, merr := init(name)
 	if merr != nil {
 		return nil, merr
-	}
-	if p.ClientInfo != nil && p.ClientInfo.Name != "" && ss.client == "" {
-		ss.client = p.ClientInfo.Name
 	}
 	_, resources := s.dev.(mhp.ResourceProvider)
 	return &InitializeResult{
@@ -428,7 +595,8 @@ func (s *Server) initialize(ctx context.Context, req *Request, init func() (*ses
 			EStop:     desc.Safety.EStop,
 			Resources: resources,
 		},
-		Session: ss.id,
+		Session: ss.secret,
+		Label:   ss.label,
 	}, nil
 }
 
@@ -437,9 +605,13 @@ type InitializeResult struct {
 	ProtocolVersion string         `json:"protocolVersion"`
 	Device          mhp.DeviceInfo `json:"device"`
 	Capabilities    Capabilities   `json:"capabilities"`
-	// Session is the server-issued session id. HTTP clients send it back in
-	// the Mhp-Session header; on a stream it is informational.
+	// Session is the server-issued session secret. HTTP clients send it back
+	// in the Mhp-Session header; on a stream it is informational. It is the
+	// credential: only its owner ever sees it.
 	Session string `json:"session"`
+	// Label is the session's public name: lease holders, notifications'
+	// "by", job owners and logs carry it, never the secret.
+	Label string `json:"label"`
 }
 
 // Capabilities are the initialize capability booleans.

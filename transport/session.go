@@ -3,9 +3,34 @@ package transport
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"sync"
 	"time"
 )
+
+// sessionKind says how a session was issued and how its caller proves it.
+type sessionKind int
+
+const (
+	// kindIssued: an HTTP session issued by initialize; the caller sends its
+	// secret back in Mhp-Session.
+	kindIssued sessionKind = iota
+	// kindHeader: an HTTP session keyed by the X-MHP-Client header (the
+	// reference client's model, spec §9); the header is all the caller shows.
+	kindHeader
+	// kindStream: a stdio stream's session; holding the stream is the proof.
+	kindStream
+)
+
+func (k sessionKind) String() string {
+	switch k {
+	case kindHeader:
+		return "header"
+	case kindStream:
+		return "stream"
+	}
+	return "issued"
+}
 
 // event is one notification frame, marshalled once and shared by every
 // session that receives it, numbered per session for SSE resume.
@@ -14,40 +39,83 @@ type event struct {
 	data []byte
 }
 
-// session is one client's server-issued identity: its subscriptions, its
-// buffered notifications and when it was last heard from. Leases are held by
-// the device under the session id.
+// session is one client's identity: its secret (the credential, seen only by
+// its owner), its public label (the name the device, other clients and the
+// logs see), its subscriptions, its buffered notifications and when it was
+// last heard from. Leases are held by the device under the label.
 type session struct {
-	id     string
-	client string // display name from clientInfo or X-MHP-Client; logs only
-	stdio  bool   // bound to a stream: lives as long as the stream
+	secret string // the Mhp-Session credential; never leaves the initialize answer
+	label  string // public and unique: device context, refusals, notifications, logs
+	client string // display name from clientInfo or X-MHP-Client, sanitised and capped
+	kind   sessionKind
+	header string // the X-MHP-Client key of a kindHeader session
 
 	mu        sync.Mutex
 	subs      map[string]bool
-	ring      []event // circular buffer of at most cap events
+	ring      []event // circular buffer of at most cap events and maxBytes bytes
 	head      int     // index of the oldest event in ring
 	count     int     // events in ring
+	bytes     int     // bytes of the events in ring
 	cap       int
+	maxBytes  int
 	nextID    uint64 // id of the next event
 	delivered uint64 // highest id written to a stream
 	wake      chan struct{}
 	lastSeen  time.Time
-	streams   int // open SSE streams
+	leaseTill time.Time // the session holds a lease until then (as far as the transport saw)
+	streams   int       // open SSE streams (they do not keep the session alive)
 	closed    bool
 }
 
-func newSession(client string, capacity int, now time.Time) *session {
-	return &session{id: newSessionID(), client: client, cap: capacity, nextID: 1,
-		subs: map[string]bool{}, wake: make(chan struct{}), lastSeen: now}
+func newSession(kind sessionKind, label, client string, capacity, maxBytes int, now time.Time) *session {
+	return &session{secret: newSecret(), label: label, client: client, kind: kind, cap: capacity, maxBytes: maxBytes,
+		nextID: 1, subs: map[string]bool{}, wake: make(chan struct{}), lastSeen: now}
 }
 
-// newSessionID returns "s_" + 128 random bits in hex, from crypto/rand.
-func newSessionID() string {
+// newSecret returns "s_" + 128 random bits in hex, from crypto/rand.
+func newSecret() string {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("transport: crypto/rand failed: " + err.Error())
 	}
 	return "s_" + hex.EncodeToString(b[:])
+}
+
+// MaxLabelName caps the client-name part of a session label, in bytes.
+const MaxLabelName = 32
+
+// labelName sanitises a client name for a label: letters, digits, '.', '_'
+// and '-' are kept, anything else becomes '_', the result is capped at
+// MaxLabelName bytes; an empty name becomes def.
+func labelName(name, def string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if b.Len() >= MaxLabelName {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	if b.Len() == 0 {
+		return def
+	}
+	return b.String()
+}
+
+// newLabel returns name + "#" + 32 random bits in hex. The suffix only makes
+// labels unique (the table also checks live ones; 32 bits keep a label of an
+// ended session, which a watchdog device may still hold a lease under, from
+// coming back); it is not secret and grants nothing.
+func newLabel(name string) string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("transport: crypto/rand failed: " + err.Error())
+	}
+	return name + "#" + hex.EncodeToString(b[:])
 }
 
 // touch records activity.
@@ -59,12 +127,28 @@ func (s *session) touch(now time.Time) {
 	s.mu.Unlock()
 }
 
-// idleSince reports when the session was last active, and whether it is
-// pinned alive (a stream session or an open SSE stream).
-func (s *session) idleSince() (time.Time, bool) {
+// idleSince reports when the session was last active. An open event stream
+// is not activity: a client that only listens must still ping.
+func (s *session) idleSince() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lastSeen, s.stdio || s.streams > 0
+	return s.lastSeen
+}
+
+// leased reports whether the session took a lease that has not run out by
+// now (the transport's view: a lease the device dropped on its own, after an
+// estop, still counts until its ttl ends, which errs on keeping the session).
+func (s *session) leased(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return now.Before(s.leaseTill)
+}
+
+// setLease records a lease granted or renewed until till (zero: released).
+func (s *session) setLease(till time.Time) {
+	s.mu.Lock()
+	s.leaseTill = till
+	s.mu.Unlock()
 }
 
 func (s *session) subscribe(names []string) {
@@ -93,7 +177,10 @@ func (s *session) wants(signal string) bool {
 	return s.subs[signal]
 }
 
-// push appends a notification to the ring and wakes the streams.
+// push appends a notification to the ring and wakes the streams. The ring
+// keeps at most cap events and at most maxBytes bytes of them (the newest
+// event is always kept, whatever its size: frames are capped by the device's
+// own limits and the truncated estop reason).
 func (s *session) push(data []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -102,19 +189,34 @@ func (s *session) push(data []byte) {
 	}
 	e := event{id: s.nextID, data: data}
 	s.nextID++
-	switch {
-	case s.count < len(s.ring):
-		s.ring[(s.head+s.count)%len(s.ring)] = e
-		s.count++
-	case len(s.ring) < s.cap: // grow lazily up to cap
-		s.ring = append(s.ring, e)
-		s.count++
-	default: // full: overwrite the oldest
-		s.ring[s.head] = e
-		s.head = (s.head + 1) % len(s.ring)
+	for s.count > 0 && (s.count >= s.cap || s.bytes+len(data) > s.maxBytes) {
+		s.dropOldestLocked()
 	}
+	if s.count < len(s.ring) {
+		s.ring[(s.head+s.count)%len(s.ring)] = e
+	} else { // grow lazily up to cap; the ring is empty or full and contiguous from head 0 here
+		s.ring = append(s.ring[s.head:], s.ring[:s.head]...)
+		s.head = 0
+		s.ring = append(s.ring, e)
+	}
+	s.count++
+	s.bytes += len(data)
 	close(s.wake)
 	s.wake = make(chan struct{})
+}
+
+func (s *session) dropOldestLocked() {
+	s.bytes -= len(s.ring[s.head].data)
+	s.ring[s.head] = event{}
+	s.head = (s.head + 1) % len(s.ring)
+	s.count--
+}
+
+// buffered reports the events and bytes the ring holds.
+func (s *session) buffered() (events, bytes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.count, s.bytes
 }
 
 // since returns the buffered events with id > after, how many events after
@@ -135,6 +237,8 @@ func (s *session) since(after uint64) (evs []event, lost uint64, wake <-chan str
 				evs = append(evs, e)
 			}
 		}
+	} else if s.nextID > after+1 {
+		lost = s.nextID - after - 1
 	}
 	return evs, lost, s.wake, true
 }
@@ -164,10 +268,9 @@ func (s *session) streamOpened(now time.Time) {
 	s.mu.Unlock()
 }
 
-func (s *session) streamClosed(now time.Time) {
+func (s *session) streamClosed() {
 	s.mu.Lock()
 	s.streams--
-	s.lastSeen = now
 	s.mu.Unlock()
 }
 
@@ -178,6 +281,6 @@ func (s *session) close() {
 	if !s.closed {
 		s.closed = true
 		close(s.wake)
-		s.ring, s.count = nil, 0
+		s.ring, s.count, s.bytes = nil, 0, 0
 	}
 }

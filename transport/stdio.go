@@ -74,6 +74,11 @@ type streamConn struct {
 	mu   sync.Mutex
 	ss   *session
 	pump bool
+	// inited is closed when the latest initialize on the stream has been
+	// answered; requests read after an initialize wait for it (pipelined
+	// requests must not race the session into existence). Read and replaced
+	// only by the reading goroutine.
+	inited chan struct{}
 }
 
 func (c *streamConn) session() *session {
@@ -125,7 +130,8 @@ func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGr
 		c.respond(&Response{JSONRPC: Version, ID: id, Error: derr.At(c.srv.clk.Now())})
 		return
 	}
-	priority := isPriority(req.Method) || req.Method == "initialize"
+	isInit := req.Method == "initialize"
+	priority := isPriority(req.Method) || isInit
 	if !priority {
 		select {
 		case c.slots <- struct{}{}:
@@ -138,9 +144,27 @@ func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGr
 			return
 		}
 	}
+	// Order with initialize: a request read after an initialize waits until
+	// that initialize is done (estop and ping do not wait: they are served
+	// at once, with the session if it exists, else anonymously).
+	wait := c.inited
+	var done chan struct{}
+	if isInit {
+		done = make(chan struct{})
+		c.inited = done
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		if done != nil {
+			defer close(done)
+		}
+		if wait != nil && !isPriority(req.Method) {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+			}
+		}
 		ss := c.session()
 		if ss != nil {
 			ss.touch(c.srv.clk.Now())
@@ -155,13 +179,13 @@ func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGr
 
 // initSession opens the stream's session on its first initialize and reuses
 // it on later ones; the first also starts the notification pump.
-func (c *streamConn) initSession() (*session, *mhp.Error) {
+func (c *streamConn) initSession(name string) (*session, *mhp.Error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ss != nil {
 		return c.ss, nil
 	}
-	ss, err := c.srv.openSession("", true)
+	ss, err := c.srv.openSession(kindStream, name, "")
 	if err != nil {
 		return nil, err
 	}
@@ -184,11 +208,11 @@ func (c *streamConn) pumpNotifications(ss *session) {
 			return
 		}
 		if lost > 0 {
-			c.srv.log.Warn("mhp stdio reader too slow: notifications dropped", "session", ss.id, "lost", lost)
+			c.srv.log.Warn("mhp stdio reader too slow: notifications dropped", "session", ss.label, "lost", lost)
 		}
 		for _, e := range evs {
 			if err := c.writeLine(e.data); err != nil {
-				c.srv.log.Warn("mhp stdio notification write failed", "session", ss.id, "err", err)
+				c.srv.log.Warn("mhp stdio notification write failed", "session", ss.label, "err", err)
 			}
 			cursor = e.id
 		}

@@ -23,16 +23,23 @@ import (
 // DefaultAddr is where `mhp serve` listens without --http.
 const DefaultAddr = "127.0.0.1:18921"
 
-var serveFlags = flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true, "advertise": false}
+var serveFlags = flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true,
+	"advertise": false, "insecure": false, "strict-sessions": false, "allow-host": true}
 
 // serveCmd runs `mhp serve TARGET [--http ADDR | --stdio]`.
+//
+// Safety flags: a --http address that is not loopback needs a token
+// (--token-file or MHP_TOKEN) unless --insecure is given; --strict-sessions
+// refuses actuation from clients that send only X-MHP-Client (no
+// Mhp-Session); --allow-host NAME[,NAME] lists the Host names served
+// besides IP addresses and localhost when no token is set (DNS rebinding).
 func (a *app) serveCmd(ctx context.Context, args []string) int {
 	p, err := parseArgs(args, serveFlags)
 	if err != nil {
 		return a.usageError("serve: %v", err)
 	}
 	if len(p.args) != 1 {
-		return a.usageError("serve: usage: mhp serve TARGET [--http ADDR | --stdio] [--token-file F]")
+		return a.usageError("serve: usage: mhp serve TARGET [--http ADDR | --stdio] [--token-file F] [--insecure] [--strict-sessions] [--allow-host NAME[,NAME]]")
 	}
 	if p.has("http") && p.has("stdio") {
 		return a.usageError("serve: --http and --stdio exclude each other")
@@ -57,7 +64,8 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 		return exitNoPeer
 	}
 	defer closeDev()
-	opts := transport.Options{Token: token, PublicDescriptor: p.has("public-descriptor"), Logger: log}
+	opts := transport.Options{Token: token, PublicDescriptor: p.has("public-descriptor"), Logger: log,
+		StrictSessions: p.has("strict-sessions"), AllowedHosts: splitList(p.flags["allow-host"])}
 	srv := transport.NewServer(dev, opts)
 	defer srv.Close()
 	id := describeID(ctx, dev)
@@ -87,6 +95,13 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if v := p.flags["http"]; v != "" {
 		addr = v
 	}
+	if beyondLoopback(addr) && token == "" {
+		if !p.has("insecure") {
+			return a.usageError("serve: --http %s listens beyond this machine without a token: anyone who can reach it could "+
+				"drive the device. Give --token-file FILE (or MHP_TOKEN), bind 127.0.0.1, or pass --insecure on a network you trust", addr)
+		}
+		log.Warn("serving beyond this machine without a token (--insecure): anyone who can reach it can drive the device", "addr", addr)
+	}
 	ln, err := transport.Listen(addr)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
@@ -114,6 +129,32 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 		return exitNoPeer
 	}
 	return exitOK
+}
+
+// beyondLoopback reports whether an --http address may be reached from
+// another machine: any host but a loopback IP or localhost (an address
+// without a host binds 127.0.0.1; a name is assumed to reach beyond).
+func beyondLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(transport.LoopbackDefault(addr))
+	if err != nil {
+		return true
+	}
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func speedOf(p parsed, def float64) (float64, error) {

@@ -81,10 +81,7 @@ func TestReferenceShapesPass(t *testing.T) {
 
 // pendingOwn are the SHOULD checks our transport does not meet yet, with the
 // work that meets them (issue 12); a warning from them is logged, not failed.
-var pendingOwn = map[string]string{
-	"session/client_header": "issue 12 item 4: sessions keyed by X-MHP-Client",
-	"estop/any_caller":      "issue 12 item 3: estop before initialize",
-}
+var pendingOwn = map[string]string{}
 
 // TestOwnServerPasses runs the checks against our transport over the
 // in-memory conformance driver: every check passes or is skipped.

@@ -1,0 +1,176 @@
+package transport
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// shedWait is how long a connection accepted at the cap waits for another
+// to end when none is idle, before it is closed.
+const shedWait = time.Second
+
+// connLimiter is a listener that keeps at most max connections open. At the
+// cap a new connection evicts, oldest first, a connection that is idle (a
+// keep-alive connection between requests, or one that never sent a byte);
+// else one still sending its request (headers or body: a slow or trickling
+// sender); else an event stream (its client resumes with Last-Event-ID). A
+// connection whose request is being served is never evicted. So neither idle
+// nor trickling connections can starve a newcomer, an estop among them. With
+// nothing evictable it waits up to shedWait for a connection to end, then
+// closes the newcomer.
+type connLimiter struct {
+	net.Listener
+	max int
+	log *slog.Logger
+
+	mu    sync.Mutex
+	conns map[net.Conn]*connInfo
+	freed chan struct{} // one token per close, non-blocking
+}
+
+// connPhase is what a connection is doing, in eviction order.
+type connPhase int
+
+const (
+	phaseIdle    connPhase = iota // between requests, or nothing sent yet
+	phaseReading                  // sending its request (headers, body)
+	phaseStream                   // an event stream
+	phaseServing                  // a request being served: never evicted
+)
+
+type connInfo struct {
+	phase connPhase
+	since time.Time
+}
+
+func limitConns(ln net.Listener, max int, log *slog.Logger) *connLimiter {
+	return &connLimiter{Listener: ln, max: max, log: log, conns: map[net.Conn]*connInfo{}, freed: make(chan struct{}, 1)}
+}
+
+// limitedConn releases its slot when closed.
+type limitedConn struct {
+	net.Conn
+	l    *connLimiter
+	once sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c) })
+	return err
+}
+
+func (l *connLimiter) release(c net.Conn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+	select {
+	case l.freed <- struct{}{}:
+	default:
+	}
+}
+
+// Open reports the open connections.
+func (l *connLimiter) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		lc := &limitedConn{Conn: c, l: l}
+		if l.admit(lc) {
+			return lc, nil
+		}
+		_ = c.Close()
+		l.log.Warn("mhp http connection refused: connection limit reached, none idle", "limit", l.max, "remote", c.RemoteAddr().String())
+	}
+}
+
+// admit registers c, evicting the longest-idle connection at the cap.
+func (l *connLimiter) admit(c *limitedConn) bool {
+	deadline := time.Now().Add(shedWait)
+	for {
+		l.mu.Lock()
+		if len(l.conns) < l.max {
+			l.conns[c] = &connInfo{phase: phaseIdle, since: time.Now()}
+			l.mu.Unlock()
+			return true
+		}
+		var victim net.Conn
+		var vi *connInfo
+		for k, ci := range l.conns {
+			if ci.phase == phaseServing {
+				continue
+			}
+			if vi == nil || ci.phase < vi.phase || (ci.phase == vi.phase && ci.since.Before(vi.since)) {
+				victim, vi = k, ci
+			}
+		}
+		l.mu.Unlock()
+		if victim != nil {
+			_ = victim.Close() // releases its slot
+			continue
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return false
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-l.freed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// connState is the http.Server hook that tracks which connections are idle.
+func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ci, ok := l.conns[c]
+	if !ok {
+		return
+	}
+	switch st {
+	case http.StateNew, http.StateIdle:
+		ci.phase, ci.since = phaseIdle, time.Now()
+	case http.StateActive:
+		ci.phase, ci.since = phaseReading, time.Now()
+	case http.StateHijacked, http.StateClosed:
+		delete(l.conns, c)
+	}
+}
+
+// connKey carries a request's *limitedConn in its context (ConnContext).
+type connKey struct{}
+
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// markPhase records that r's connection has read its request and is being
+// served (phaseServing) or streams events (phaseStream). A request not
+// served through ServeHTTP has no limiter: nothing to do.
+func markPhase(r *http.Request, p connPhase) {
+	lc, ok := r.Context().Value(connKey{}).(*limitedConn)
+	if !ok {
+		return
+	}
+	l := lc.l
+	l.mu.Lock()
+	if ci, ok := l.conns[lc]; ok {
+		ci.phase, ci.since = p, time.Now()
+	}
+	l.mu.Unlock()
+}
