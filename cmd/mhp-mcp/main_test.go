@@ -48,7 +48,7 @@ func TestBridgeOverStreamableHTTP(t *testing.T) {
 	urls := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--http", "127.0.0.1:0", "--token-file", tokenFile, "thermo=" + dev.URL}, io.Discard,
+		done <- run(ctx, []string{"--http", "127.0.0.1:0", "--token-file", tokenFile, "thermo=" + dev.URL}, nil, io.Discard, io.Discard,
 			func(u string) { urls <- u })
 	}()
 	var url string
@@ -85,7 +85,7 @@ func TestBridgeOverStreamableHTTP(t *testing.T) {
 
 func TestArgumentErrors(t *testing.T) {
 	for _, args := range [][]string{{}, {"noequals"}, {"a=x", "a=y"}, {"--directory", "http://d", "a=http://x"}} {
-		if err := run(context.Background(), args, io.Discard, nil); err == nil {
+		if err := run(context.Background(), args, nil, io.Discard, io.Discard, nil); err == nil {
 			t.Errorf("run(%q) accepted", args)
 		}
 	}
