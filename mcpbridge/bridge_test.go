@@ -128,7 +128,7 @@ func TestToolSurfaceIsConstant(t *testing.T) {
 		}
 		for _, tool := range res.Tools {
 			names[i] = append(names[i], tool.Name)
-			if tool.Meta["input_examples"] == nil {
+			if tool.Meta["input_examples"] == nil && tool.Name != "mhp_read" {
 				t.Errorf("tool %s has no input examples", tool.Name)
 			}
 		}

@@ -114,12 +114,27 @@ func (c *lineConn) decode(line []byte) jsonrpc.Message {
 		c.refuse(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: JSON-RPC batches are not supported (MCP 2025-06-18 removed them)")
 		return nil
 	}
-	msg, err := jsonrpc.DecodeMessage(trimmed)
+	var probe struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      any             `json:"id"`
+		Method  *string         `json:"method"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	err := json.Unmarshal(trimmed, &probe)
+	switch {
+	case err != nil:
+		err = errors.New("not a JSON-RPC object")
+	case probe.JSONRPC != "2.0":
+		err = errors.New(`"jsonrpc" must be "2.0"`)
+	case probe.Method == nil && probe.Result == nil && probe.Error == nil:
+		err = errors.New("neither a request (method) nor a response (result or error)")
+	}
+	var msg jsonrpc.Message
+	if err == nil {
+		msg, err = jsonrpc.DecodeMessage(trimmed)
+	}
 	if err != nil {
-		var probe struct {
-			ID any `json:"id"`
-		}
-		_ = json.Unmarshal(trimmed, &probe)
 		c.refuse(probe.ID, jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error())
 		return nil
 	}

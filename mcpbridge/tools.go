@@ -30,7 +30,7 @@ type tool struct {
 // Schema pieces shared by the tools: short, because every host sends the
 // whole tools/list to the model on every turn (ResultBudget's sibling).
 func obj(required []string, props map[string]any) map[string]any {
-	s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	s := map[string]any{"type": "object", "properties": props} // closed: see validate
 	if len(required) > 0 {
 		s["required"] = required
 	}
@@ -46,9 +46,10 @@ func num(lo, hi float64) map[string]any {
 }
 
 var (
-	deviceProp = str("id from mhp_find")
+	deviceProp = map[string]any{"type": "string"} // an id from mhp_find (said in the instructions)
 	namesProp  = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
 	boolProp   = map[string]any{"type": "boolean"}
+	strProp    = map[string]any{"type": "string"}
 	waitProp   = num(0, 3600)
 )
 
@@ -59,8 +60,10 @@ const maxWait = 3600
 // many MCP sessions; each session has its own device connections.
 func (b *Bridge) Server() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: b.cfg.Name, Version: b.cfg.Version}, &mcp.ServerOptions{
-		Instructions: "Lab instruments over MHP. mhp_find a device, mhp_describe it (summary, then select what you use), " +
-			"then read, write, invoke; follow jobs with mhp_job. mhp_estop is always allowed. mhp_run for loops.",
+		Instructions: "Lab instruments over MHP. mhp_find a device (its id is the device argument of the other tools), " +
+			"mhp_describe it (summary, then select what you use), then read, write, invoke; follow jobs with mhp_job. " +
+			"Confirm-gated writes and actions ask a person through the host. mhp_estop is always allowed. " +
+			"mhp_run for loops. Unknown arguments are refused.",
 	})
 	if !b.policy.Enabled {
 		// Seed 001: no tools listed, every call refused, no device contacted.
@@ -78,8 +81,11 @@ func (b *Bridge) Server() *mcp.Server {
 		if t.operator && !b.policy.OperatorTools {
 			continue
 		}
-		s.AddTool(&mcp.Tool{Name: t.name, Description: t.description, InputSchema: t.schema,
-			Meta: mcp.Meta{"input_examples": t.examples}},
+		var meta mcp.Meta
+		if len(t.examples) > 0 {
+			meta = mcp.Meta{"input_examples": t.examples}
+		}
+		s.AddTool(&mcp.Tool{Name: t.name, Description: t.description, InputSchema: t.schema, Meta: meta},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return b.call(ctx, t, req), nil
 			})
@@ -168,59 +174,55 @@ func argFloat(args map[string]any, k string, def float64) float64 {
 
 func (b *Bridge) tools() []tool {
 	labOps := []string{"list", "updates", "limits", "acquire", "release"}
-	labDesc := "The lab session: op list (your devices, state), updates (notifications since the last call, paged), " +
-		"limits, acquire/release a lease"
+	labDesc := "Your lab session: op list (devices, state), updates (notifications since last call, paged), limits, acquire/release lease"
 	if b.policy.OperatorTools {
 		labOps = append(labOps, "reset")
-		labDesc += ", reset after estop or fault (operator)"
+		labDesc += ", reset after estop/fault"
 	}
 	return []tool{
-		{name: "mhp_find", description: "Search devices (BM25 over id, class, make, model, location, tags, capabilities). " +
-			"Filters are exact; state=idle finds a free one (live).",
-			schema: obj(nil, map[string]any{"query": str("what you need"), "class": str("e.g. thermocycler"),
-				"state": enum("idle", "busy", "fault", "estop", "unreachable"), "location": str("e.g. bay 12"), "tags": namesProp,
+		{name: "mhp_find", description: "Search devices (id, class, make, model, location, tags, capabilities); " +
+			"filters exact; state=idle finds a free one.",
+			schema: obj(nil, map[string]any{"query": str("what you need"), "class": strProp,
+				"state": enum("idle", "busy", "fault", "estop", "unreachable"), "location": strProp, "tags": namesProp,
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 50}, "live": boolProp}),
-			examples: []map[string]any{{"query": "heat a 96-well plate to 95 C for PCR", "class": "thermocycler", "state": "idle", "limit": 3}},
+			examples: []map[string]any{{"query": "heat a plate to 95 C for PCR", "class": "thermocycler", "state": "idle", "limit": 3}},
 			handle:   b.find},
-		{name: "mhp_describe", description: "Describe a device: detail card, summary (default) or full; or select named items' full specs.",
+		{name: "mhp_describe", description: "Describe a device (detail summary by default), or select items' full specs.",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp, "detail": enum("card", "summary", "full"),
 				"select": obj(nil, map[string]any{"signals": namesProp, "settings": namesProp, "actions": namesProp})}),
-			examples: []map[string]any{{"device": "thermocycler-01", "select": map[string]any{"actions": []string{"run_protocol"}}}},
+			examples: []map[string]any{{"device": "tc-01", "select": map[string]any{"actions": []string{"run_protocol"}}}},
 			handle:   b.describe},
-		{name: "mhp_read", description: "Read signals (all when names is omitted); an unreadable one reads null with a reason.",
-			schema:   obj([]string{"device"}, map[string]any{"device": deviceProp, "names": namesProp}),
-			examples: []map[string]any{{"device": "thermocycler-01", "names": []string{"block_temperature"}}},
-			handle:   b.read},
-		{name: "mhp_write", description: "Write a setting. The device enforces limits, interlocks, lease, busy; dry_run checks only. " +
-			"Confirm-gated items ask a person.",
-			schema: obj([]string{"device", "name", "value"}, map[string]any{"device": deviceProp, "name": str("setting"),
-				"value": map[string]any{"description": "typed as the setting says"}, "dry_run": boolProp}),
-			examples: []map[string]any{{"device": "thermocycler-01", "name": "target_temperature", "value": 95}},
+		{name: "mhp_read", description: "Read signals (all without names).",
+			schema: obj([]string{"device"}, map[string]any{"device": deviceProp, "names": namesProp}),
+			handle: b.read},
+		{name: "mhp_write", description: "Write a setting (value typed as it says); the device enforces its limits. dry_run only checks.",
+			schema: obj([]string{"device", "name", "value"}, map[string]any{"device": deviceProp, "name": strProp,
+				"value": map[string]any{}, "dry_run": boolProp}),
+			examples: []map[string]any{{"device": "tc-01", "name": "target_temperature", "value": 95}},
 			handle:   b.write},
-		{name: "mhp_invoke", description: "Start an action as a job; wait_s waits for its end. Confirm-gated actions ask a person.",
-			schema: obj([]string{"device", "action"}, map[string]any{"device": deviceProp, "action": str("action"),
+		{name: "mhp_invoke", description: "Start an action as a job; wait_s waits for its end.",
+			schema: obj([]string{"device", "action"}, map[string]any{"device": deviceProp, "action": strProp,
 				"params": map[string]any{"type": "object"}, "dry_run": boolProp, "wait_s": waitProp}),
-			examples: []map[string]any{{"device": "thermocycler-01", "action": "run_protocol",
+			examples: []map[string]any{{"device": "tc-01", "action": "run_protocol",
 				"params": map[string]any{"steps": []any{map[string]any{"temp": 95, "hold_s": 30}}, "cycles": 30}, "wait_s": 60}},
 			handle: b.invoke},
-		{name: "mhp_job", description: "A job: op status (default), wait (up to wait_s, default 30), cancel, pause, resume, list.",
-			schema: obj([]string{"device"}, map[string]any{"device": deviceProp, "id": str("job id"),
+		{name: "mhp_job", description: "A job: op status (default), wait (wait_s, default 30), cancel, pause, resume, list.",
+			schema: obj([]string{"device"}, map[string]any{"device": deviceProp, "id": strProp,
 				"op": enum("status", "wait", "cancel", "pause", "resume", "list"), "wait_s": waitProp}),
-			examples: []map[string]any{{"device": "thermocycler-01", "id": "job_04324008", "op": "wait", "wait_s": 60}},
+			examples: []map[string]any{{"device": "tc-01", "id": "job_0432", "op": "wait", "wait_s": 60}},
 			handle:   b.job},
-		{name: "mhp_estop", description: "Emergency stop one device, or every connected one when device is omitted. Always allowed.",
-			schema:   obj([]string{"reason"}, map[string]any{"device": deviceProp, "reason": str("why")}),
-			examples: []map[string]any{{"device": "arm-01", "reason": "collision risk"}, {"reason": "smoke in bay 3"}},
+		{name: "mhp_estop", description: "Emergency stop a device, or all connected ones without device.",
+			schema:   obj([]string{"reason"}, map[string]any{"device": deviceProp, "reason": strProp}),
+			examples: []map[string]any{{"reason": "smoke in bay 3"}},
 			handle:   b.estop},
-		{name: "mhp_run", description: "Run Starlark against the lab (lab['id'].read/write/invoke/wait/acquire). " +
-			"Only printed output returns; same gates, no approval.",
-			schema:   obj([]string{"script"}, map[string]any{"script": str("Starlark"), "timeout_s": num(1, maxWait)}),
-			examples: []map[string]any{{"script": "t = lab['thermocycler-01']\nrs = [t.read('block_temperature') for _ in range(500)]\nprint(sum(rs) / len(rs))"}},
+		{name: "mhp_run", description: "Run Starlark: lab['id'].read/write/invoke/wait/acquire; returns what it prints. Same gates.",
+			schema:   obj([]string{"script"}, map[string]any{"script": strProp, "timeout_s": num(1, maxWait)}),
+			examples: []map[string]any{{"script": "rs = [lab['tc-01'].read('temp') for _ in range(500)]\nprint(sum(rs) / len(rs))"}},
 			handle:   b.run},
 		{name: "mhp_lab", description: labDesc + ".",
 			schema: obj([]string{"op"}, map[string]any{"op": enum(labOps...), "device": deviceProp,
 				"ttl_s": num(1, maxWait)}),
-			examples: []map[string]any{{"op": "updates"}, {"op": "acquire", "device": "thermocycler-01", "ttl_s": 600}},
+			examples: []map[string]any{{"op": "acquire", "device": "tc-01", "ttl_s": 600}},
 			handle:   b.lab},
 	}
 }

@@ -13,8 +13,10 @@ import (
 
 // validate checks a tool's arguments (decoded with json.Number) against its
 // input schema: the subset of JSON Schema the bridge's schemas use (type,
-// enum, minimum, maximum, items, properties, required,
-// additionalProperties:false, $ref to #/$defs). The first mismatch is an
+// enum, minimum, maximum, items, properties, required, $ref to #/$defs).
+// An object schema with properties is closed (an unknown argument is
+// refused, naming the known ones) unless it says additionalProperties: true;
+// the listed schemas leave additionalProperties out to keep tools/list small. The first mismatch is an
 // InvalidParams error naming the argument, what it wants and what came.
 func validate(tool string, schema map[string]any, args map[string]any) error {
 	defs, _ := schema["$defs"].(map[string]any)
@@ -83,7 +85,7 @@ func check(defs, s map[string]any, v any, path string) string {
 		for _, k := range keys {
 			ps, ok := props[k].(map[string]any)
 			if !ok {
-				if s["additionalProperties"] == false {
+				if s["additionalProperties"] != true { // closed unless said open
 					known := make([]string, 0, len(props))
 					for p := range props {
 						known = append(known, p)
