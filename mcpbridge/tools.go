@@ -56,6 +56,10 @@ var (
 // maxWait is the largest wait_s and timeout_s the schemas allow.
 const maxWait = 3600
 
+// scriptDefaultTimeout is script.Options' default Timeout: the call's
+// deadline must not cut a script short of its own budget.
+const scriptDefaultTimeout = 5 * time.Minute
+
 // Server returns the MCP server with the bridge's tools. One server serves
 // many MCP sessions; each session has its own device connections.
 func (b *Bridge) Server() *mcp.Server {
@@ -121,6 +125,9 @@ func (b *Bridge) call(ctx context.Context, t tool, req *mcp.CallToolRequest) *mc
 	}
 	if t.name == "mhp_run" && extra == 0 {
 		extra = b.cfg.Script.Timeout.Seconds()
+		if extra == 0 {
+			extra = scriptDefaultTimeout.Seconds()
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout+time.Duration(extra*float64(time.Second)))
 	defer cancel()
