@@ -4,12 +4,34 @@
 // official MCP Go SDK. Devices are found through a directory (or a map of
 // named targets) and connected lazily.
 //
+// Sessions: each MCP session (over Streamable HTTP, each client) has its own
+// device connections, so its own MHP sessions and leases: one client never
+// acts under another's lease, and a session's leases end with it
+// (HTTPOptions.SessionTimeout closes idle ones; Config.MaxSessions bounds
+// them). mhp_estop without a device stops every device any session has
+// connected: estop is anyone's.
+//
 // Approval is the host's, never the model's: an `approved` argument sent by
 // the model is stripped; a confirm-gated request is put to a person through
 // MCP elicitation and resent with approval only on an explicit yes; without
 // elicitation it is unavailable, never silently allowed. MHP refusals come
 // back as tool results with isError and the structured MHP error, so the
-// model sees why and can adjust.
+// model sees why and can adjust; so do scripts that stop on an error.
+//
+// Arguments are checked against the tool's input schema before anything
+// reaches a device (an InvalidParams isError result naming the argument).
+// Every result fits in ResultBudget bytes: bigger answers are shrunk with a
+// note saying how to ask for less, and mhp_lab op=updates pages. Waits
+// (mhp_invoke wait_s, mhp_job op=wait) extend the call's deadline by their
+// length and answer "still running" when they end first; they forward the
+// job's progress to a _meta.progressToken, and a cancelled mhp_invoke
+// (notifications/cancelled) cancels the job it started. Calls are served
+// concurrently, so mhp_estop and ping answer while a call is in flight.
+//
+// Policy is the host policy of seed 001 (enabled, allow_hardware,
+// operator_tools, allow_external_sessions; safe default: enabled only).
+// LineTransport is stdio that answers a bad line with a JSON-RPC error and
+// goes on.
 package mcpbridge
 
 import (

@@ -276,6 +276,12 @@ func (b *Bridge) lab(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 			out["note"] = fmt.Sprintf("%d more buffered: call op=updates again", more)
 		}
 		return out, nil
+	case "release": // giving a lease back is never refused by the policy
+		d, err := s.device(ctx, argString(args, "device"))
+		if err != nil {
+			return nil, err
+		}
+		return map[string]bool{"released": true}, d.Release(ctx)
 	case "reset":
 		if !b.policy.OperatorTools {
 			return nil, forbidden("operator_tools", "reset (a person's decision)")
@@ -295,8 +301,6 @@ func (b *Bridge) lab(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 		return d.Limits(ctx)
 	case "acquire":
 		return d.Acquire(ctx, time.Duration(argFloat(args, "ttl_s", 60)*float64(time.Second)))
-	case "release":
-		return map[string]bool{"released": true}, d.Release(ctx)
 	}
 	return nil, mhp.Errorf(mhp.CodeInvalidParams, "op %q is not one of list, updates, limits, acquire, release, reset", op).With("field", "op")
 }

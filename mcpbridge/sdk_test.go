@@ -20,6 +20,7 @@ import (
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/mcpbridge"
+	"github.com/openmhp/mhp-go/script"
 )
 
 // rig is a device with a job that runs until released, cancelled or
@@ -255,14 +256,12 @@ func TestLongWaitAnswersStillRunning(t *testing.T) {
 // Item 5: a script that stops on an error is an isError result.
 func TestScriptErrorsAreErrors(t *testing.T) {
 	r := newRig(t, "rig", true, "")
-	b := rigBridge(t, r, mcpbridge.Config{})
-	b2 := rigBridge(t, r, mcpbridge.Config{})
-	_ = b2
+	b := rigBridge(t, r, mcpbridge.Config{Script: script.Options{MaxSteps: 100_000}})
 	cs := session(t, b, nil)
 	for _, tc := range []struct{ name, src, want string }{
 		{"syntax", "def (:\n", "script stopped"},
 		{"fail", "print('before')\nfail('bad plate')", "bad plate"},
-		{"budget", "x = 0\nfor i in range(100000000):\n  x += i", "script stopped"},
+		{"budget", "def f():\n  x = 0\n  for i in range(10000000):\n    x += i\n  return x\nprint(f())", "too many steps"},
 		{"refused call", "lab['rig'].read('nope')", "nope"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -420,5 +419,20 @@ func TestCancelProgressAndPriority(t *testing.T) {
 	}
 	if r.drv.State() != mhp.StateEStop {
 		t.Fatalf("state %s after estop", r.drv.State())
+	}
+}
+
+// Estop is anyone's: a session that connected nothing stops what another
+// session connected.
+func TestEStopAllAcrossSessions(t *testing.T) {
+	r := newRig(t, "rig", true, "")
+	b := rigBridge(t, r, mcpbridge.Config{})
+	a, c := session(t, b, nil), session(t, b, nil)
+	if res, _ := mustCall(t, a, "mhp_read", map[string]any{"device": "rig"}); res.IsError {
+		t.Fatal(text(res))
+	}
+	res, body := mustCall(t, c, "mhp_estop", map[string]any{"reason": "drill"})
+	if res.IsError || body["stopped"] != 1.0 || r.drv.State() != mhp.StateEStop {
+		t.Fatalf("estop-all from another session: %s (state %s)", text(res), r.drv.State())
 	}
 }
