@@ -308,7 +308,17 @@ func TestPolicy(t *testing.T) {
 			r := newRig(t, "rig", true, "")
 			cs := session(t, rigBridge(t, r, mcpbridge.Config{Policy: &mcpbridge.Policy{Enabled: true, OperatorTools: on}}), nil)
 			mustCall(t, cs, "mhp_estop", map[string]any{"device": "rig", "reason": "drill"})
-			res, _ := mustCall(t, cs, "mhp_lab", map[string]any{"op": "reset", "device": "rig"})
+			res, _ := mustCall(t, cs, "mhp_run", map[string]any{"script": "lab['rig'].reset()"})
+			if res.IsError == on || !on && !strings.Contains(text(res), "operator_tools=false") {
+				t.Fatalf("operator_tools=%v: reset from a script isError %v: %s", on, res.IsError, text(res))
+			}
+			if !on && r.drv.State() != mhp.StateEStop {
+				t.Fatal("a script reset the estop against the policy")
+			}
+			if on {
+				mustCall(t, cs, "mhp_estop", map[string]any{"device": "rig", "reason": "drill"})
+			}
+			res, _ = mustCall(t, cs, "mhp_lab", map[string]any{"op": "reset", "device": "rig"})
 			if res.IsError == on {
 				t.Fatalf("operator_tools=%v: reset isError %v: %s", on, res.IsError, text(res))
 			}

@@ -86,14 +86,14 @@ func (b *Bridge) confirmation(req *mcp.CallToolRequest, refusal *mhp.Error, key,
 	if ip := req.Session.InitializeParams(); ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
 		return false, nil, refusal.With("elicitation", "unavailable: this MCP client cannot ask a person, so confirm-gated requests cannot run here")
 	}
-	msg := what + " needs your confirmation."
+	msg := mhp.Truncate(what, 1024) + " needs your confirmation."
 	if notes != "" {
 		msg += " Device notes: " + notes
 	}
 	return false, &needsInput{
 		requests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: msg, RequestedSchema: map[string]any{
 			"type": "object", "required": []string{"confirm"},
-			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "title": "Go ahead", "description": what}}}}},
+			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "title": "Go ahead", "description": mhp.Truncate(what, 1024)}}}}},
 		state: b.newState(key),
 	}, nil
 }

@@ -436,3 +436,26 @@ func TestEStopAllAcrossSessions(t *testing.T) {
 		t.Fatalf("estop-all from another session: %s (state %s)", text(res), r.drv.State())
 	}
 }
+
+// Item 10: a cancelled mhp_run stops the script (its lease is released).
+func TestCancelStopsAScript(t *testing.T) {
+	r := newRig(t, "rig", true, "")
+	b := rigBridge(t, r, mcpbridge.Config{Script: script.Options{MaxSteps: 1 << 62}})
+	a, c := session(t, b, nil), session(t, b, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, _ = a.CallTool(ctx, &mcp.CallToolParams{Name: "mhp_run", Arguments: map[string]any{"timeout_s": 600,
+			"script": "lab['rig'].acquire(600)\ndef f():\n  for i in range(2000000000):\n    pass\nf()"}})
+	}()
+	acquire := func() bool {
+		res, _ := mustCall(t, c, "mhp_lab", map[string]any{"op": "acquire", "device": "rig", "ttl_s": 60})
+		if !res.IsError {
+			mustCall(t, c, "mhp_lab", map[string]any{"op": "release", "device": "rig"})
+		}
+		return !res.IsError
+	}
+	conformance.Eventually(t, "the script holds the lease", func() bool { return !acquire() })
+	cancel()
+	conformance.Eventually(t, "the cancelled script ends and its lease is released", acquire)
+}

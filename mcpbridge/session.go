@@ -99,9 +99,24 @@ func (s *session) close() error {
 }
 
 // Device implements script.Lab: the device, behind the host policy's
-// hardware gate (a script actuates).
+// hardware gate (a script actuates) and, for reset, its operator_tools flag.
 func (s *session) Device(ctx context.Context, name string) (mhp.Device, error) {
-	return s.gated(ctx, name)
+	d, err := s.gated(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if s.b.policy.OperatorTools {
+		return d, nil
+	}
+	return noReset{d}, nil
+}
+
+// noReset is a device whose Reset is refused by the host policy: a reset
+// after an estop is a person's decision, in a script as in mhp_lab.
+type noReset struct{ mhp.Device }
+
+func (noReset) Reset(context.Context) (*mhp.ResetResult, error) {
+	return nil, forbidden("operator_tools", "reset (a person's decision)")
 }
 
 // Names implements script.Lab: the devices this session connected so far.
