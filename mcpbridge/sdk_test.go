@@ -446,7 +446,7 @@ func TestCancelStopsAScript(t *testing.T) {
 	defer cancel()
 	go func() {
 		_, _ = a.CallTool(ctx, &mcp.CallToolParams{Name: "mhp_run", Arguments: map[string]any{"timeout_s": 600,
-			"script": "lab['rig'].acquire(600)\ndef f():\n  for i in range(2000000000):\n    pass\nf()"}})
+			"script": "lab['rig'].acquire(600)\nlab['rig'].invoke('home')\ndef f():\n  for i in range(2000000000):\n    pass\nf()"}})
 	}()
 	acquire := func() bool {
 		res, _ := mustCall(t, c, "mhp_lab", map[string]any{"op": "acquire", "device": "rig", "ttl_s": 60})
@@ -455,7 +455,10 @@ func TestCancelStopsAScript(t *testing.T) {
 		}
 		return !res.IsError
 	}
-	conformance.Eventually(t, "the script holds the lease", func() bool { return !acquire() })
+	conformance.Eventually(t, "the script holds the lease", func() bool { return r.homed.Load() == 1 })
+	if acquire() {
+		t.Fatal("another session took the lease the running script holds")
+	}
 	cancel()
 	conformance.Eventually(t, "the cancelled script ends and its lease is released", acquire)
 }
