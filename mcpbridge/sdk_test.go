@@ -462,3 +462,24 @@ func TestCancelStopsAScript(t *testing.T) {
 	cancel()
 	conformance.Eventually(t, "the cancelled script ends and its lease is released", acquire)
 }
+
+// Sessions are bounded; a closed session frees its place (and its leases).
+func TestSessionLimit(t *testing.T) {
+	r := newRig(t, "rig", true, "")
+	b := rigBridge(t, r, mcpbridge.Config{MaxSessions: 2})
+	a, c, d := session(t, b, nil), session(t, b, nil), session(t, b, nil)
+	for _, cs := range []*mcp.ClientSession{a, c} {
+		if res, _ := mustCall(t, cs, "mhp_read", map[string]any{"device": "rig"}); res.IsError {
+			t.Fatal(text(res))
+		}
+	}
+	res, _ := mustCall(t, d, "mhp_read", map[string]any{"device": "rig"})
+	if !res.IsError || !strings.Contains(text(res), "too many MCP sessions") {
+		t.Fatalf("third session over a limit of 2: %s", text(res))
+	}
+	a.Close()
+	conformance.Eventually(t, "a closed session frees its place", func() bool {
+		res, _ := mustCall(t, d, "mhp_read", map[string]any{"device": "rig"})
+		return !res.IsError
+	})
+}
