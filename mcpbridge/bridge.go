@@ -66,9 +66,11 @@ type Config struct {
 	Client client.Options
 	// Script bounds mhp_run scripts.
 	Script script.Options
-	// Updates is how many notifications mhp_lab op=updates keeps; default 256.
+	// Updates is how many notifications each MCP session keeps for mhp_lab
+	// op=updates (the oldest are dropped and counted); default 256.
 	Updates int
-	// CallTimeout bounds each tool call's device traffic; default 60s.
+	// CallTimeout bounds each tool call; default 60s. A call that waits
+	// (wait_s, timeout_s, or a script's own Timeout) gets that much more.
 	CallTimeout time.Duration
 	// Name and Version identify the MCP server; defaults "mhp-mcp", "0.1.0".
 	Name, Version string
