@@ -80,6 +80,9 @@ type Config struct {
 	// MaxSessions bounds the MCP sessions served at once (each holds its own
 	// device connections); default 64.
 	MaxSessions int
+	// MaxInFlight bounds the tool calls one MCP session runs at once; more
+	// are refused (mhp_estop never is); default 16.
+	MaxInFlight int
 }
 
 // Validate reports a missing finder.
@@ -132,6 +135,9 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = 64
 	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 16
+	}
 	b := &Bridge{cfg: cfg, policy: DefaultPolicy(), sessions: map[*mcp.ServerSession]*session{}, pending: map[string]time.Time{}}
 	if cfg.Policy != nil {
 		b.policy = *cfg.Policy
@@ -143,8 +149,12 @@ func New(cfg Config) (*Bridge, error) {
 	return b, nil
 }
 
-// confirmTTL is how long a person has to answer a confirmation.
-const confirmTTL = 10 * time.Minute
+// confirmTTL is how long a person has to answer a confirmation; at most
+// maxPending confirmations are outstanding (the oldest is forgotten first).
+const (
+	confirmTTL = 10 * time.Minute
+	maxPending = 1024
+)
 
 // newState makes a single-use request state binding a confirmation to key.
 func (b *Bridge) newState(key string) string {
@@ -157,6 +167,15 @@ func (b *Bridge) newState(key string) string {
 		if now.After(exp) {
 			delete(b.pending, k)
 		}
+	}
+	if len(b.pending) >= maxPending { // a flood of asks evicts the oldest
+		oldest, first := "", time.Time{}
+		for k, exp := range b.pending {
+			if oldest == "" || exp.Before(first) {
+				oldest, first = k, exp
+			}
+		}
+		delete(b.pending, oldest)
 	}
 	b.pending[nonce] = now.Add(confirmTTL)
 	b.mu.Unlock()

@@ -477,9 +477,42 @@ func TestSessionLimit(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "too many MCP sessions") {
 		t.Fatalf("third session over a limit of 2: %s", text(res))
 	}
+	if res, _ := mustCall(t, d, "mhp_estop", map[string]any{"device": "rig", "reason": "drill"}); res.IsError || r.drv.State() != mhp.StateEStop {
+		t.Fatalf("estop refused to a session over the limit: %s", text(res))
+	}
 	a.Close()
 	conformance.Eventually(t, "a closed session frees its place", func() bool {
 		res, _ := mustCall(t, d, "mhp_read", map[string]any{"device": "rig"})
 		return !res.IsError
 	})
+}
+
+// Calls in flight per session are bounded; estop is never refused.
+func TestInFlightLimit(t *testing.T) {
+	r := newRig(t, "rig", true, "")
+	b := rigBridge(t, r, mcpbridge.Config{MaxInFlight: 1})
+	cs := session(t, b, nil)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, _ := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "mhp_invoke",
+			Arguments: map[string]any{"device": "rig", "action": "hold", "wait_s": 60}})
+		done <- res
+	}()
+	conformance.Eventually(t, "the hold job runs", func() bool {
+		jobs, err := r.drv.Jobs(context.Background(), mhp.JobsRequest{})
+		return err == nil && len(jobs) == 1 && jobs[0].State == mhp.JobRunning
+	})
+	res, _ := mustCall(t, cs, "mhp_read", map[string]any{"device": "rig"})
+	if !res.IsError || !strings.Contains(text(res), "in flight") {
+		t.Fatalf("a second call over MaxInFlight=1: %s", text(res))
+	}
+	if res, _ := mustCall(t, cs, "mhp_estop", map[string]any{"device": "rig", "reason": "drill"}); res.IsError {
+		t.Fatalf("estop refused while a call is in flight: %s", text(res))
+	}
+	if res := <-done; res == nil || res.IsError {
+		t.Fatalf("the held call after estop: %+v", res)
+	}
+	if res, _ := mustCall(t, cs, "mhp_read", map[string]any{"device": "rig"}); res.IsError {
+		t.Fatalf("the slot was not given back: %s", text(res))
+	}
 }

@@ -24,6 +24,7 @@ type session struct {
 	devices map[string]*client.Device
 	stops   map[string]func()
 	sim     map[string]bool // devices whose card is tagged simulated
+	slots   chan struct{}   // one per tool call in flight
 	updates []update
 	dropped int
 	closed  bool
@@ -36,7 +37,8 @@ type update struct {
 }
 
 func newSession(b *Bridge) *session {
-	return &session{b: b, devices: map[string]*client.Device{}, stops: map[string]func(){}, sim: map[string]bool{}}
+	return &session{b: b, devices: map[string]*client.Device{}, stops: map[string]func(){}, sim: map[string]bool{},
+		slots: make(chan struct{}, b.cfg.MaxInFlight)}
 }
 
 // session returns the lab of the MCP session of req, made on its first tool
@@ -80,6 +82,20 @@ func (b *Bridge) allSessions() []*session {
 	}
 	return out
 }
+
+// enter takes a slot for a tool call (release it with leave), or refuses
+// when MaxInFlight calls already run.
+func (s *session) enter() error {
+	select {
+	case s.slots <- struct{}{}:
+		return nil
+	default:
+		return mhp.Errorf(mhp.CodeServerError, "too many tool calls in flight on this session (%d); wait for one to end", cap(s.slots)).
+			With("reason", "limit").With("limit", cap(s.slots))
+	}
+}
+
+func (s *session) leave() { <-s.slots }
 
 func (s *session) close() error {
 	s.mu.Lock()

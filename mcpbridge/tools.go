@@ -116,8 +116,17 @@ func (b *Bridge) call(ctx context.Context, t tool, req *mcp.CallToolRequest) *mc
 	}
 	args = normalize(args).(map[string]any)
 	s, err := b.session(req)
+	if err != nil && t.name == "mhp_estop" {
+		s, err = b.local, nil // estop is anyone's, whatever the limits
+	}
 	if err != nil {
 		return failure(err)
+	}
+	if t.name != "mhp_estop" {
+		if err := s.enter(); err != nil {
+			return failure(err)
+		}
+		defer s.leave()
 	}
 	extra := max(argFloat(args, "wait_s", 0), argFloat(args, "timeout_s", 0))
 	if t.name == "mhp_job" && argString(args, "op") == "wait" && args["wait_s"] == nil {
