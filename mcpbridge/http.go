@@ -27,15 +27,16 @@ type HTTPOptions struct {
 }
 
 // HTTPHandler serves the bridge over MCP Streamable HTTP, behind the bearer
-// token and the Origin allow-list. Each MCP session gets its own device
-// connections, so its own MHP sessions and leases.
+// token and the Origin allow-list; a body over MaxLine is refused (413).
+// Each MCP session gets its own device connections, so its own MHP sessions
+// and leases.
 func (b *Bridge) HTTPHandler(opts HTTPOptions) http.Handler {
 	srv := b.Server()
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout})
+		&mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, MaxRequestBodyBytes: MaxLine})
 	return guard(opts, h)
 }
 
