@@ -153,7 +153,10 @@ func (b *Bridge) invoke(ctx context.Context, s *session, req *mcp.CallToolReques
 	inv.Params, _ = args["params"].(map[string]any)
 	inv.DryRun, _ = args["dry_run"].(bool)
 	key := jsonText([]any{"invoke", id, inv.Name, inv.Params, inv.DryRun})
-	what := fmt.Sprintf("Run %s on %s with %s", inv.Name, id, jsonText(inv.Params))
+	what := fmt.Sprintf("Run %s on %s", inv.Name, id)
+	if len(inv.Params) > 0 {
+		what += " with " + jsonText(inv.Params)
+	}
 	var res *mhp.InvokeResult
 	if _, answered := req.Params.InputResponses["confirm"]; !answered {
 		res, err = d.Invoke(ctx, inv)

@@ -338,6 +338,11 @@ func TestArgumentsAreValidated(t *testing.T) {
 	if r.dials.Load() != 0 {
 		t.Fatalf("invalid arguments reached the device (%d dials)", r.dials.Load())
 	}
+	// An open object (params) takes any keys; the device checks them.
+	res, body := mustCall(t, cs, "mhp_invoke", map[string]any{"device": "rig", "action": "home", "params": map[string]any{"speed": 2}})
+	if errCode(body) == float64(mhp.CodeInvalidParams) || r.dials.Load() != 1 {
+		t.Fatalf("params keys refused by the bridge: isError %v %s", res.IsError, text(res))
+	}
 	// Numbers that are integers in JSON Schema's sense pass.
 	if res, body := mustCall(t, cs, "mhp_find", map[string]any{"limit": 2.0}); res.IsError {
 		t.Fatalf("limit 2.0 refused: %v", body)

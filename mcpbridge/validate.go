@@ -69,7 +69,8 @@ func check(defs, s map[string]any, v any, path string) string {
 		}
 	}
 	if m, ok := v.(map[string]any); ok {
-		props, _ := s["properties"].(map[string]any)
+		props, closed := s["properties"].(map[string]any)
+		closed = closed && s["additionalProperties"] != true // closed unless said open
 		if req, ok := s["required"].([]string); ok {
 			for _, k := range req {
 				if _, ok := m[k]; !ok {
@@ -85,7 +86,7 @@ func check(defs, s map[string]any, v any, path string) string {
 		for _, k := range keys {
 			ps, ok := props[k].(map[string]any)
 			if !ok {
-				if s["additionalProperties"] != true { // closed unless said open
+				if closed {
 					known := make([]string, 0, len(props))
 					for p := range props {
 						known = append(known, p)

@@ -100,6 +100,12 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		Find, AcquireA, WriteA, WriteB, NamesString  result
 		WaitNegative, LimitMany, DescribeFull, Estop result
 		Updates, Script                              result
+		CloseLid, CloseLidB                          result
+		Asked                                        []string
+		Cancel                                       struct {
+			Aborted  bool
+			Progress []float64
+		}
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("node output: %v\n%s\n%s", err, stdout.String(), stderr.String())
@@ -133,6 +139,20 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		if r.Thrown != "" || r.Bytes > 2*4096+1024 { // text + structured, each within the budget
 			t.Errorf("%s: %d bytes %s", name, r.Bytes, r.Thrown)
 		}
+	}
+	// Confirmation through the host's person (elicitation), and only there.
+	if out.CloseLid.IsError || len(out.Asked) != 1 || !strings.Contains(out.Asked[0], "close_lid") {
+		t.Errorf("confirmed close_lid: %+v, asked %q", out.CloseLid, out.Asked)
+	}
+	if !out.CloseLidB.IsError || code(out.CloseLidB) != float64(mhp.CodeApprovalRequired) {
+		t.Errorf("close_lid from a client that cannot ask a person: %+v", out.CloseLidB)
+	}
+	if !out.Cancel.Aborted || len(out.Cancel.Progress) == 0 {
+		t.Errorf("progress then cancel: %+v", out.Cancel)
+	}
+	jobs, err := drv.Jobs(context.Background(), mhp.JobsRequest{})
+	if err != nil || len(jobs) == 0 || jobs[0].Action != "run_protocol" || jobs[0].State != mhp.JobCancelled {
+		t.Errorf("the run the TypeScript client cancelled: %+v %v", jobs, err)
 	}
 	if drv.State() != mhp.StateEStop {
 		t.Errorf("device state %s after the TypeScript client's estop", drv.State())
