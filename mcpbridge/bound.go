@@ -88,14 +88,23 @@ func clip(v any, str, list int) any {
 	return v
 }
 
-// hints say how to ask a tool for less when its answer was cut.
-var hints = map[string]string{
-	"mhp_find":     "lower limit or narrow the query",
-	"mhp_describe": "use detail=card or summary, then select only the items you need",
-	"mhp_read":     "name the signals you need",
-	"mhp_job":      "ask for one job by id",
-	"mhp_run":      "print less (summaries, not every reading)",
-	"mhp_lab":      "ask for one device",
+// hint says how to ask a tool for less when its answer was cut.
+func hint(tool string) string {
+	switch tool {
+	case "mhp_find":
+		return "lower limit or narrow the query"
+	case "mhp_describe":
+		return "use detail=card or summary, then select only the items you need"
+	case "mhp_read":
+		return "name the signals you need"
+	case "mhp_job":
+		return "ask for one job by id"
+	case "mhp_run":
+		return "print less (summaries, not every reading)"
+	case "mhp_lab":
+		return "ask for one device"
+	}
+	return "ask for less"
 }
 
 // bounded is the tool result of v, within ResultBudget.
@@ -108,7 +117,7 @@ func bounded(tool string, v any) *mcp.CallToolResult {
 	text := jsonText(obj)
 	if len(text) > ResultBudget {
 		size := len(text)
-		note := map[string]any{"bytes": size, "limit": ResultBudget, "hint": hints[tool]}
+		note := map[string]any{"bytes": size, "limit": ResultBudget, "hint": hint(tool)}
 		cut := shrink(obj, ResultBudget-len(jsonText(note))-32)
 		if m, ok := cut.(map[string]any); ok {
 			obj = m

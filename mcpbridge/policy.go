@@ -36,7 +36,10 @@ type Policy struct {
 // flag false (seed 001).
 func DefaultPolicy() Policy { return Policy{Enabled: true} }
 
-var policyFlags = []string{"enabled", "allow_hardware", "operator_tools", "allow_external_sessions"}
+// policyFlags are the flags a policy document may set.
+func policyFlags() []string {
+	return []string{"enabled", "allow_hardware", "operator_tools", "allow_external_sessions"}
+}
 
 // ParsePolicy reads a policy document: a JSON object whose flags are on only
 // when they are the JSON literal true (a missing flag, false, "true" or 1 are
@@ -48,8 +51,8 @@ func ParsePolicy(data []byte) (Policy, error) {
 	}
 	var p Policy
 	for k, v := range raw {
-		if !slices.Contains(policyFlags, k) {
-			return Policy{}, fmt.Errorf("policy: unknown flag %q (known: %v)", k, policyFlags)
+		if !slices.Contains(policyFlags(), k) {
+			return Policy{}, fmt.Errorf("policy: unknown flag %q (known: %v)", k, policyFlags())
 		}
 		on := bytes.Equal(bytes.TrimSpace(v), []byte("true"))
 		switch k {

@@ -45,13 +45,16 @@ func num(lo, hi float64) map[string]any {
 	return map[string]any{"type": "number", "minimum": lo, "maximum": hi}
 }
 
-var (
-	deviceProp = map[string]any{"type": "string"} // an id from mhp_find (said in the instructions)
-	namesProp  = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
-	boolProp   = map[string]any{"type": "boolean"}
-	strProp    = map[string]any{"type": "string"}
-	waitProp   = num(0, 3600)
-)
+// deviceProp is an id from mhp_find (said once, in the instructions).
+func deviceProp() map[string]any { return strProp() }
+
+func strProp() map[string]any  { return map[string]any{"type": "string"} }
+func boolProp() map[string]any { return map[string]any{"type": "boolean"} }
+func waitProp() map[string]any { return num(0, maxWait) }
+
+func namesProp() map[string]any {
+	return map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
+}
 
 // maxWait is the largest wait_s and timeout_s the schemas allow.
 const maxWait = 3600
@@ -198,45 +201,45 @@ func (b *Bridge) tools() []tool {
 	return []tool{
 		{name: "mhp_find", description: "Search devices (id, class, make, model, location, tags, capabilities); " +
 			"filters exact; state=idle finds a free one.",
-			schema: obj(nil, map[string]any{"query": str("what you need"), "class": strProp,
-				"state": enum("idle", "busy", "fault", "estop", "unreachable"), "location": strProp, "tags": namesProp,
-				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 50}, "live": boolProp}),
+			schema: obj(nil, map[string]any{"query": str("what you need"), "class": strProp(),
+				"state": enum("idle", "busy", "fault", "estop", "unreachable"), "location": strProp(), "tags": namesProp(),
+				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 50}, "live": boolProp()}),
 			examples: []map[string]any{{"query": "heat a plate to 95 C for PCR", "class": "thermocycler", "state": "idle", "limit": 3}},
 			handle:   b.find},
 		{name: "mhp_describe", description: "Describe a device (detail summary by default), or select items' full specs.",
-			schema: obj([]string{"device"}, map[string]any{"device": deviceProp, "detail": enum("card", "summary", "full"),
-				"select": obj(nil, map[string]any{"signals": namesProp, "settings": namesProp, "actions": namesProp})}),
+			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "detail": enum("card", "summary", "full"),
+				"select": obj(nil, map[string]any{"signals": namesProp(), "settings": namesProp(), "actions": namesProp()})}),
 			examples: []map[string]any{{"device": "tc-01", "select": map[string]any{"actions": []string{"run_protocol"}}}},
 			handle:   b.describe},
 		{name: "mhp_read", description: "Read signals (all without names).",
-			schema: obj([]string{"device"}, map[string]any{"device": deviceProp, "names": namesProp}),
+			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "names": namesProp()}),
 			handle: b.read},
 		{name: "mhp_write", description: "Write a setting (value typed as it says); the device enforces its limits. dry_run only checks.",
-			schema: obj([]string{"device", "name", "value"}, map[string]any{"device": deviceProp, "name": strProp,
-				"value": map[string]any{}, "dry_run": boolProp}),
+			schema: obj([]string{"device", "name", "value"}, map[string]any{"device": deviceProp(), "name": strProp(),
+				"value": map[string]any{}, "dry_run": boolProp()}),
 			examples: []map[string]any{{"device": "tc-01", "name": "target_temperature", "value": 95}},
 			handle:   b.write},
 		{name: "mhp_invoke", description: "Start an action as a job; wait_s waits for its end.",
-			schema: obj([]string{"device", "action"}, map[string]any{"device": deviceProp, "action": strProp,
-				"params": map[string]any{"type": "object"}, "dry_run": boolProp, "wait_s": waitProp}),
+			schema: obj([]string{"device", "action"}, map[string]any{"device": deviceProp(), "action": strProp(),
+				"params": map[string]any{"type": "object"}, "dry_run": boolProp(), "wait_s": waitProp()}),
 			examples: []map[string]any{{"device": "tc-01", "action": "run_protocol",
 				"params": map[string]any{"steps": []any{map[string]any{"temp": 95, "hold_s": 30}}, "cycles": 30}, "wait_s": 60}},
 			handle: b.invoke},
 		{name: "mhp_job", description: "A job: op status (default), wait (wait_s, default 30), cancel, pause, resume, list.",
-			schema: obj([]string{"device"}, map[string]any{"device": deviceProp, "id": strProp,
-				"op": enum("status", "wait", "cancel", "pause", "resume", "list"), "wait_s": waitProp}),
+			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "id": strProp(),
+				"op": enum("status", "wait", "cancel", "pause", "resume", "list"), "wait_s": waitProp()}),
 			examples: []map[string]any{{"device": "tc-01", "id": "job_0432", "op": "wait", "wait_s": 60}},
 			handle:   b.job},
 		{name: "mhp_estop", description: "Emergency stop a device, or all connected ones without device.",
-			schema:   obj([]string{"reason"}, map[string]any{"device": deviceProp, "reason": strProp}),
+			schema:   obj([]string{"reason"}, map[string]any{"device": deviceProp(), "reason": strProp()}),
 			examples: []map[string]any{{"reason": "smoke in bay 3"}},
 			handle:   b.estop},
 		{name: "mhp_run", description: "Run Starlark: lab['id'].read/write/invoke/wait/acquire; returns what it prints. Same gates.",
-			schema:   obj([]string{"script"}, map[string]any{"script": strProp, "timeout_s": num(1, maxWait)}),
+			schema:   obj([]string{"script"}, map[string]any{"script": strProp(), "timeout_s": num(1, maxWait)}),
 			examples: []map[string]any{{"script": "rs = [lab['tc-01'].read('temp') for _ in range(500)]\nprint(sum(rs) / len(rs))"}},
 			handle:   b.run},
 		{name: "mhp_lab", description: labDesc + ".",
-			schema: obj([]string{"op"}, map[string]any{"op": enum(labOps...), "device": deviceProp,
+			schema: obj([]string{"op"}, map[string]any{"op": enum(labOps...), "device": deviceProp(),
 				"ttl_s": num(1, maxWait)}),
 			examples: []map[string]any{{"op": "acquire", "device": "tc-01", "ttl_s": 600}},
 			handle:   b.lab},
