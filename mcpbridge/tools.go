@@ -16,9 +16,12 @@ func ToolNames() []string {
 	return []string{"mhp_find", "mhp_describe", "mhp_read", "mhp_write", "mhp_invoke", "mhp_job", "mhp_estop", "mhp_run", "mhp_lab"}
 }
 
-// A tool is one MCP tool of the bridge. Operator tools (a human's decisions:
-// resets, later permits) are listed only when the host policy allows them;
-// the evidence tool and command ids are added here by their own work.
+// A tool is one MCP tool of the bridge. Operator tools (a person's
+// decisions: resets, later permits) are listed only when the host policy
+// allows them; the evidence tool and command ids are added here by their own
+// work. Examples are kept where they teach what a schema cannot (a query's
+// phrasing, a selection, an action's params, a script): tools/list stays
+// under 4 KiB (3,721 bytes now) with room for the evidence tool.
 type tool struct {
 	name, description string
 	schema            map[string]any
@@ -217,8 +220,7 @@ func (b *Bridge) tools() []tool {
 		{name: "mhp_write", description: "Write a setting (value typed as it says); the device enforces its limits. dry_run only checks.",
 			schema: obj([]string{"device", "name", "value"}, map[string]any{"device": deviceProp(), "name": strProp(),
 				"value": map[string]any{}, "dry_run": boolProp()}),
-			examples: []map[string]any{{"device": "tc-01", "name": "target_temperature", "value": 95}},
-			handle:   b.write},
+			handle: b.write},
 		{name: "mhp_invoke", description: "Start an action as a job; wait_s waits for its end.",
 			schema: obj([]string{"device", "action"}, map[string]any{"device": deviceProp(), "action": strProp(),
 				"params": map[string]any{"type": "object"}, "dry_run": boolProp(), "wait_s": waitProp()}),
@@ -228,12 +230,10 @@ func (b *Bridge) tools() []tool {
 		{name: "mhp_job", description: "A job: op status (default), wait (wait_s, default 30), cancel, pause, resume, list.",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "id": strProp(),
 				"op": enum("status", "wait", "cancel", "pause", "resume", "list"), "wait_s": waitProp()}),
-			examples: []map[string]any{{"device": "tc-01", "id": "job_0432", "op": "wait", "wait_s": 60}},
-			handle:   b.job},
+			handle: b.job},
 		{name: "mhp_estop", description: "Emergency stop a device, or all connected ones without device.",
-			schema:   obj([]string{"reason"}, map[string]any{"device": deviceProp(), "reason": strProp()}),
-			examples: []map[string]any{{"reason": "smoke in bay 3"}},
-			handle:   b.estop},
+			schema: obj([]string{"reason"}, map[string]any{"device": deviceProp(), "reason": strProp()}),
+			handle: b.estop},
 		{name: "mhp_run", description: "Run Starlark: lab['id'].read/write/invoke/wait/acquire; returns what it prints. Same gates.",
 			schema:   obj([]string{"script"}, map[string]any{"script": strProp(), "timeout_s": num(1, maxWait)}),
 			examples: []map[string]any{{"script": "rs = [lab['tc-01'].read('temp') for _ in range(500)]\nprint(sum(rs) / len(rs))"}},
@@ -241,7 +241,6 @@ func (b *Bridge) tools() []tool {
 		{name: "mhp_lab", description: labDesc + ".",
 			schema: obj([]string{"op"}, map[string]any{"op": enum(labOps...), "device": deviceProp(),
 				"ttl_s": num(1, maxWait)}),
-			examples: []map[string]any{{"op": "acquire", "device": "tc-01", "ttl_s": 600}},
-			handle:   b.lab},
+			handle: b.lab},
 	}
 }
