@@ -291,6 +291,9 @@ func TestPolicy(t *testing.T) {
 		if r.homed.Load() != 0 {
 			t.Fatal("hardware actuated against the policy")
 		}
+		if _, body := mustCall(t, cs, "mhp_lab", map[string]any{"op": "list"}); jsonOf(body["policy"]) != `{"allow_external_sessions":false,"allow_hardware":false,"enabled":true,"operator_tools":false}` {
+			t.Fatalf("mhp_lab op=list does not show the policy: %v", body)
+		}
 		if res, _ := mustCall(t, cs, "mhp_describe", map[string]any{"device": "rig", "detail": "card"}); res.IsError {
 			t.Fatalf("describe (discovery) refused: %s", text(res))
 		}

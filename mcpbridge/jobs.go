@@ -268,7 +268,7 @@ func (b *Bridge) lab(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 			cancel()
 			out = append(out, entry)
 		}
-		return map[string]any{"devices": out}, nil
+		return map[string]any{"devices": out, "policy": b.policy}, nil
 	case "updates":
 		ups, more, dropped := s.takeUpdates(ResultBudget - 256)
 		out := map[string]any{"updates": ups, "dropped": dropped, "more": more}

@@ -27,8 +27,8 @@ type Policy struct {
 	OperatorTools bool `json:"operator_tools"`
 	// AllowExternalSessions on accepts an MHP session the bridge did not
 	// open. The bridge opens every MHP session itself and no tool takes a
-	// session argument (the schemas refuse one), so this is kept for the
-	// policy document's shape and reported by mhp_lab op=limits.
+	// session argument (the schemas refuse one, whatever this flag), so it
+	// gates nothing yet; it is kept for the policy document's shape.
 	AllowExternalSessions bool `json:"allow_external_sessions"`
 }
 

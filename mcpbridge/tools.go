@@ -21,7 +21,7 @@ func ToolNames() []string {
 // allows them; the evidence tool and command ids are added here by their own
 // work. Examples are kept where they teach what a schema cannot (a query's
 // phrasing, a selection, an action's params, a script): tools/list stays
-// under 4 KiB (3,721 bytes now) with room for the evidence tool.
+// under 4 KiB (3,729 bytes now) with room for the evidence tool.
 type tool struct {
 	name, description string
 	schema            map[string]any
@@ -196,7 +196,7 @@ func argFloat(args map[string]any, k string, def float64) float64 {
 
 func (b *Bridge) tools() []tool {
 	labOps := []string{"list", "updates", "limits", "acquire", "release"}
-	labDesc := "Your lab session: op list (devices, state), updates (notifications since last call, paged), limits, acquire/release lease"
+	labDesc := "Your lab session: op list (devices, state, policy), updates (notifications since last call, paged), limits, acquire/release lease"
 	if b.policy.OperatorTools {
 		labOps = append(labOps, "reset")
 		labDesc += ", reset after estop/fault"
