@@ -31,23 +31,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	if err != nil {
 		t.Skip("real-peer test: node is not installed")
 	}
-	if _, err := os.Stat(filepath.Join(sdk, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Fatalf("MHP_TS_SDK=%s has no node_modules/@modelcontextprotocol/sdk: %v", sdk, err)
-	}
-	cfg, err := sim.Config("sim:thermocycler", sim.Options{Speed: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv, err := binding.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	srv := transport.NewServer(drv, transport.Options{})
-	defer srv.Close()
-	dev := httptest.NewServer(srv.Handler())
-	defer dev.Close()
-
+	drv, dev := simDevice(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte("ts-t0ken"), 0o600); err != nil {
@@ -68,18 +52,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	}
 	defer func() { cancel(); <-done }()
 
-	// The script resolves the SDK from its own directory.
-	if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(filepath.Join("testdata", "tsclient.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(dir, "tsclient.mjs")
-	if err := os.WriteFile(script, src, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	script := peerScript(t, sdk, dir, "tsclient.mjs")
 	nctx, ncancel := context.WithTimeout(ctx, 120*time.Second)
 	defer ncancel()
 	var stdout, stderr bytes.Buffer
@@ -160,3 +133,88 @@ func TestTypeScriptSDKClient(t *testing.T) {
 }
 
 func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// TestTypeScriptSDKClientStdio spawns the mhp-mcp binary from the official
+// TypeScript MCP SDK client over stdio (LineTransport with a real peer).
+func TestTypeScriptSDKClientStdio(t *testing.T) {
+	sdk := os.Getenv("MHP_TS_SDK")
+	if sdk == "" {
+		t.Skip("real-peer test: set MHP_TS_SDK to a directory holding node_modules/@modelcontextprotocol/sdk " +
+			"(mkdir ts && cd ts && npm install @modelcontextprotocol/sdk) to run it")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("real-peer test: node is not installed")
+	}
+	_, dev := simDevice(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "mhp-mcp")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	script := peerScript(t, sdk, dir, "tsstdio.mjs")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, node, script, bin, dev.URL)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node: %v\n%s", err, stderr.String())
+	}
+	var out struct {
+		Tools     int
+		Read, Bad struct {
+			IsError    bool
+			Structured map[string]any
+		}
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("node output: %v\n%s", err, stdout.String())
+	}
+	values, _ := out.Read.Structured["values"].(map[string]any)
+	if out.Tools != 9 || out.Read.IsError || values == nil || !out.Bad.IsError {
+		t.Fatalf("over stdio: %s", stdout.String())
+	}
+}
+
+// simDevice serves a simulated thermocycler over HTTP for the test.
+func simDevice(t *testing.T) (*binding.Driver, *httptest.Server) {
+	t.Helper()
+	cfg, err := sim.Config("sim:thermocycler", sim.Options{Speed: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := binding.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	srv := transport.NewServer(drv, transport.Options{})
+	t.Cleanup(func() { srv.Close() })
+	dev := httptest.NewServer(srv.Handler())
+	t.Cleanup(dev.Close)
+	return drv, dev
+}
+
+// peerScript copies testdata/name into dir next to a node_modules link to
+// the SDK (node resolves packages from the script's directory).
+func peerScript(t *testing.T, sdk, dir, name string) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(sdk, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("MHP_TS_SDK=%s has no node_modules/@modelcontextprotocol/sdk: %v", sdk, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "node_modules")); err != nil {
+		if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, name)
+	if err := os.WriteFile(script, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
