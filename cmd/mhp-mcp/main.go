@@ -11,6 +11,7 @@
 // --token-file unless --insecure. Without --policy the host policy is
 // enabled with every other flag off: hardware devices (cards not tagged
 // "simulated") are refused for actuation, operator ops are not listed.
+// MHP_MCP_ENABLED=0|1 overrides the policy's enabled flag for one process.
 package main
 
 import (
@@ -88,6 +89,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return err
 		}
 		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return fmt.Errorf("token file %s is empty", *tokenFile)
+		}
 	}
 	policy := mcpbridge.DefaultPolicy()
 	if *policyFile != "" {
@@ -96,6 +100,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return err
 		}
 		policy = p
+	}
+	switch v := os.Getenv("MHP_MCP_ENABLED"); v { // one process's override (seed 001)
+	case "":
+	case "0":
+		policy.Enabled = false
+	case "1":
+		policy.Enabled = true
+	default:
+		return fmt.Errorf("MHP_MCP_ENABLED=%q: want 0 or 1", v)
 	}
 	var addr string
 	if *httpAddr != "" {

@@ -161,6 +161,8 @@ func TestExposureAndPolicyFlags(t *testing.T) {
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(good, []byte(`{"enabled": true, "allow_hardware": true}`), 0o600)
 	os.WriteFile(bad, []byte(`{"enabeld": true}`), 0o600)
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte("\n"), 0o600)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -169,6 +171,7 @@ func TestExposureAndPolicyFlags(t *testing.T) {
 		{[]string{"--http", "10.0.0.1:0", "a=http://127.0.0.1:1"}, "--insecure"},
 		{[]string{"--policy", filepath.Join(dir, "missing.json"), "a=http://127.0.0.1:1"}, "policy"},
 		{[]string{"--policy", bad, "a=http://127.0.0.1:1"}, "enabeld"},
+		{[]string{"--token-file", empty, "a=http://127.0.0.1:1"}, "empty"},
 	} {
 		err := run(context.Background(), tc.args, nil, io.Discard, io.Discard, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -191,6 +194,35 @@ func TestExposureAndPolicyFlags(t *testing.T) {
 		t.Fatalf("exited: %v", err)
 	}
 	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEnabledOverride(t *testing.T) {
+	t.Setenv("MHP_MCP_ENABLED", "yes")
+	if err := run(context.Background(), []string{"a=http://127.0.0.1:1"}, nil, io.Discard, io.Discard, nil); err == nil ||
+		!strings.Contains(err.Error(), "MHP_MCP_ENABLED") {
+		t.Fatalf("a bad override: %v", err)
+	}
+	// 0 disables: tools/list over stdio is empty.
+	t.Setenv("MHP_MCP_ENABLED", "0")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"a=http://127.0.0.1:1"}, inR, outW, io.Discard, nil)
+		outW.Close()
+	}()
+	sc := bufio.NewScanner(outR)
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n")
+	sc.Scan()
+	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`+"\n")
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"tools":[]`) {
+		t.Fatalf("tools/list with MHP_MCP_ENABLED=0: %s", sc.Text())
+	}
+	inW.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
