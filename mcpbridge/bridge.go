@@ -4,12 +4,34 @@
 // official MCP Go SDK. Devices are found through a directory (or a map of
 // named targets) and connected lazily.
 //
+// Sessions: each MCP session (over Streamable HTTP, each client) has its own
+// device connections, so its own MHP sessions and leases: one client never
+// acts under another's lease, and a session's leases end with it
+// (HTTPOptions.SessionTimeout closes idle ones; Config.MaxSessions bounds
+// them). mhp_estop without a device stops every device any session has
+// connected: estop is anyone's.
+//
 // Approval is the host's, never the model's: an `approved` argument sent by
 // the model is stripped; a confirm-gated request is put to a person through
 // MCP elicitation and resent with approval only on an explicit yes; without
 // elicitation it is unavailable, never silently allowed. MHP refusals come
 // back as tool results with isError and the structured MHP error, so the
-// model sees why and can adjust.
+// model sees why and can adjust; so do scripts that stop on an error.
+//
+// Arguments are checked against the tool's input schema before anything
+// reaches a device (an InvalidParams isError result naming the argument).
+// Every result fits in ResultBudget bytes: bigger answers are shrunk with a
+// note saying how to ask for less, and mhp_lab op=updates pages. Waits
+// (mhp_invoke wait_s, mhp_job op=wait) extend the call's deadline by their
+// length and answer "still running" when they end first; they forward the
+// job's progress to a _meta.progressToken, and a cancelled mhp_invoke
+// (notifications/cancelled) cancels the job it started. Calls are served
+// concurrently, so mhp_estop and ping answer while a call is in flight.
+//
+// Policy is the host policy of seed 001 (enabled, allow_hardware,
+// operator_tools, allow_external_sessions; safe default: enabled only).
+// LineTransport is stdio that answers a bad line with a JSON-RPC error and
+// goes on.
 package mcpbridge
 
 import (
@@ -21,7 +43,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -45,12 +66,23 @@ type Config struct {
 	Client client.Options
 	// Script bounds mhp_run scripts.
 	Script script.Options
-	// Updates is how many notifications mhp_lab op=updates keeps; default 256.
+	// Updates is how many notifications each MCP session keeps for mhp_lab
+	// op=updates (the oldest are dropped and counted); default 256.
 	Updates int
-	// CallTimeout bounds each tool call's device traffic; default 60s.
+	// CallTimeout bounds each tool call; default 60s. A call that waits
+	// (wait_s, timeout_s, or a script's own Timeout) gets that much more.
 	CallTimeout time.Duration
 	// Name and Version identify the MCP server; defaults "mhp-mcp", "0.1.0".
 	Name, Version string
+	// Policy is the host policy; the zero value is not the default: New
+	// takes DefaultPolicy when Policy is nil.
+	Policy *Policy
+	// MaxSessions bounds the MCP sessions served at once (each holds its own
+	// device connections); default 64.
+	MaxSessions int
+	// MaxInFlight bounds the tool calls one MCP session runs at once; more
+	// are refused (mhp_estop never is); default 16.
+	MaxInFlight int
 }
 
 // Validate reports a missing finder.
@@ -63,22 +95,15 @@ func (c *Config) Validate() error {
 
 // Bridge holds the lab's device connections behind the MCP tools.
 type Bridge struct {
-	cfg Config
+	cfg    Config
+	policy Policy
 
-	mu      sync.Mutex
-	devices map[string]*client.Device
-	stops   map[string]func()
-	updates []update
-	dropped int
-	closed  bool
-	secret  [32]byte
-	pending map[string]time.Time // confirmation nonces not yet answered, with expiry
-}
-
-type update struct {
-	Device string         `json:"device"`
-	Method string         `json:"method"`
-	Params map[string]any `json:"params"`
+	mu       sync.Mutex
+	local    *session // calls without an MCP session, and Device/Names
+	sessions map[*mcp.ServerSession]*session
+	closed   bool
+	secret   [32]byte
+	pending  map[string]time.Time // confirmation nonces not yet answered, with expiry
 }
 
 // New validates cfg and makes a bridge; nothing is connected yet.
@@ -107,15 +132,29 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.Version == "" {
 		cfg.Version = "0.1.0"
 	}
-	b := &Bridge{cfg: cfg, devices: map[string]*client.Device{}, stops: map[string]func(){}, pending: map[string]time.Time{}}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 64
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 16
+	}
+	b := &Bridge{cfg: cfg, policy: DefaultPolicy(), sessions: map[*mcp.ServerSession]*session{}, pending: map[string]time.Time{}}
+	if cfg.Policy != nil {
+		b.policy = *cfg.Policy
+	}
+	b.local = newSession(b)
 	if _, err := rand.Read(b.secret[:]); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
 
-// confirmTTL is how long a person has to answer a confirmation.
-const confirmTTL = 10 * time.Minute
+// confirmTTL is how long a person has to answer a confirmation; at most
+// maxPending confirmations are outstanding (the oldest is forgotten first).
+const (
+	confirmTTL = 10 * time.Minute
+	maxPending = 1024
+)
 
 // newState makes a single-use request state binding a confirmation to key.
 func (b *Bridge) newState(key string) string {
@@ -128,6 +167,15 @@ func (b *Bridge) newState(key string) string {
 		if now.After(exp) {
 			delete(b.pending, k)
 		}
+	}
+	if len(b.pending) >= maxPending { // a flood of asks evicts the oldest
+		oldest, first := "", time.Time{}
+		for k, exp := range b.pending {
+			if oldest == "" || exp.Before(first) {
+				oldest, first = k, exp
+			}
+		}
+		delete(b.pending, oldest)
 	}
 	b.pending[nonce] = now.Add(confirmTTL)
 	b.mu.Unlock()
@@ -155,173 +203,30 @@ func (b *Bridge) consumeState(state, key string) bool {
 	return ok && time.Now().Before(exp)
 }
 
-// Close closes every device connection (their leases end with them).
+// Close closes every session's device connections (their leases end with them).
 func (b *Bridge) Close() error {
 	b.mu.Lock()
-	devs := b.devices
-	b.devices = map[string]*client.Device{}
-	for _, stop := range b.stops {
-		stop()
-	}
 	b.closed = true
 	b.mu.Unlock()
 	var errs []error
-	for _, d := range devs {
-		errs = append(errs, d.Close())
+	for _, s := range b.allSessions() {
+		errs = append(errs, s.close())
 	}
 	return errors.Join(errs...)
 }
 
-// Device returns the connected device with the id, resolving its target
+// Policy returns the host policy in force.
+func (b *Bridge) Policy() Policy { return b.policy }
+
+// Device returns the device with the id for a caller without an MCP session
+// (its own lab, separate from every MCP session's), resolving its target
 // through the finder and dialling on first use.
-func (b *Bridge) Device(ctx context.Context, id string) (mhp.Device, error) { return b.device(ctx, id) }
-
-// Names lists the devices connected so far.
-func (b *Bridge) Names() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]string, 0, len(b.devices))
-	for n := range b.devices {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+func (b *Bridge) Device(ctx context.Context, id string) (mhp.Device, error) {
+	return b.local.device(ctx, id)
 }
 
-func (b *Bridge) device(ctx context.Context, id string) (*client.Device, error) {
-	if id == "" {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "name a device (its id from mhp_find)").With("field", "device")
-	}
-	b.mu.Lock()
-	if d, ok := b.devices[id]; ok {
-		b.mu.Unlock()
-		return d, nil
-	}
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
-		return nil, errors.New("mcpbridge: closed")
-	}
-	res, err := b.cfg.Finder.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if res == nil || res.Target == "" {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With("name", id)
-	}
-	d, err := b.cfg.Dial(ctx, res.Target)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s at %s: %w", id, res.Target, err)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if prev, ok := b.devices[id]; ok { // lost a race with another call
-		d.Close()
-		return prev, nil
-	}
-	b.devices[id] = d
-	b.stops[id] = d.Listen(func(n mhp.Notification) { b.record(id, n) })
-	return d, nil
-}
-
-// record keeps a bounded buffer of notifications for mhp_lab op=updates.
-func (b *Bridge) record(id string, n mhp.Notification) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.updates = append(b.updates, update{Device: id, Method: n.Method, Params: n.Params})
-	if over := len(b.updates) - b.cfg.Updates; over > 0 {
-		b.updates = append(b.updates[:0], b.updates[over:]...)
-		b.dropped += over
-	}
-}
-
-func (b *Bridge) drainUpdates() ([]update, int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out, dropped := b.updates, b.dropped
-	b.updates, b.dropped = nil, 0
-	return out, dropped
-}
-
-// Named is a Finder over a fixed map of names to targets (mhp-mcp
-// thermo=http://…): cards are fetched from the devices on the first search,
-// and the names are the ids the model uses.
-type Named struct {
-	Targets map[string]string
-	Client  client.Options
-
-	once sync.Once
-	lab  *client.Lab
-	mu   sync.Mutex
-	dir  *directory.Directory
-}
-
-func (n *Named) init() {
-	n.once.Do(func() { n.lab = client.NewLab(n.Targets, n.Client) })
-}
-
-// Get resolves a name to its target (no connection is made).
-func (n *Named) Get(ctx context.Context, id string) (*directory.Result, error) {
-	t, ok := n.Targets[id]
-	if !ok {
-		names := make([]string, 0, len(n.Targets))
-		for k := range n.Targets {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "no device %q (this lab has %v)", id, names).With("name", id)
-	}
-	return &directory.Result{Card: directory.Card{DeviceInfo: mhp.DeviceInfo{ID: id}, Target: t}}, nil
-}
-
-// Search indexes the devices' cards on first use, then searches them with live state.
-func (n *Named) Search(ctx context.Context, q directory.Query) ([]directory.Result, error) {
-	n.init()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.dir == nil {
-		idx := directory.NewIndex(nil)
-		for name := range n.Targets {
-			card := directory.Card{DeviceInfo: mhp.DeviceInfo{ID: name}, Target: n.Targets[name]}
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if d, err := n.lab.Device(cctx, name); err == nil {
-				if desc, err := d.Describe(cctx, mhp.DescribeRequest{Detail: mhp.DetailCard}); err == nil {
-					card = directory.CardFrom(desc, n.Targets[name])
-					card.ID = name
-				}
-			}
-			cancel()
-			idx.Add(card)
-		}
-		dir, err := directory.New(directory.Config{Index: idx, Pinger: directory.PingerFunc(func(ctx context.Context, target string) (mhp.DeviceState, error) {
-			for name, t := range n.Targets {
-				if t == target {
-					d, err := n.lab.Device(ctx, name)
-					if err != nil {
-						return "", err
-					}
-					p, err := d.Ping(ctx)
-					if err != nil {
-						return "", err
-					}
-					return p.State, nil
-				}
-			}
-			return "", fmt.Errorf("unknown target %s", target)
-		})})
-		if err != nil {
-			return nil, err
-		}
-		n.dir = dir
-	}
-	return n.dir.Search(ctx, q)
-}
-
-// Close closes the connections used for cards and pings.
-func (n *Named) Close() error {
-	n.init()
-	return n.lab.Close()
-}
+// Names lists the devices Device connected so far.
+func (b *Bridge) Names() []string { return b.local.Names() }
 
 // jsonText renders a value for a tool result's text content.
 func jsonText(v any) string {
@@ -330,20 +235,4 @@ func jsonText(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
-}
-
-// result is a successful tool result with structured content.
-func result(v any) *mcp.CallToolResult {
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: jsonText(v)}}, StructuredContent: v}
-}
-
-// failure is a tool result with isError and the structured MHP error.
-func failure(err error) *mcp.CallToolResult {
-	me, ok := mhp.AsError(err)
-	if !ok {
-		me = mhp.Errorf(mhp.CodeInternal, "%v", err)
-	}
-	body := map[string]any{"mhpError": me, "code": me.Code.String()}
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: me.Code.String() + ": " + me.Message + " " + jsonText(me)}},
-		StructuredContent: body}
 }

@@ -24,7 +24,7 @@ import (
 func lidDevice(t *testing.T, id string, opened *atomic.Int32) *binding.Driver {
 	t.Helper()
 	drv, err := binding.New(binding.Config{
-		Device: mhp.DeviceInfo{ID: id, Class: "thermocycler", Location: "bay 3"},
+		Device: mhp.DeviceInfo{ID: id, Class: "thermocycler", Location: "bay 3", Tags: []string{"simulated"}},
 		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "lid_closed", Type: mhp.TypeBoolean},
 			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: true}, nil }}},
 		Actions: []binding.Action{{Spec: mhp.Action{Name: "open_lid", Duration: mhp.DurationShort, Approval: mhp.ApprovalConfirm,
@@ -128,7 +128,7 @@ func TestToolSurfaceIsConstant(t *testing.T) {
 		}
 		for _, tool := range res.Tools {
 			names[i] = append(names[i], tool.Name)
-			if tool.Meta["input_examples"] == nil {
+			if tool.Meta["input_examples"] == nil && strings.Contains("mhp_find mhp_describe mhp_invoke mhp_run", tool.Name) {
 				t.Errorf("tool %s has no input examples", tool.Name)
 			}
 		}

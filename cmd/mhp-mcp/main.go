@@ -4,6 +4,14 @@
 //	mhp-mcp thermo=http://bench-pc:18921 arm=http://arm-pc:18921
 //	mhp-mcp --directory http://directory:18900
 //	mhp-mcp --directory http://directory:18900 --http 127.0.0.1:18800 --token-file token --allow-origin https://lab.example
+//	mhp-mcp --policy host-policy.json thermo=http://bench-pc:18921
+//
+// Over stdio a line that is not JSON-RPC is answered with a JSON-RPC error
+// and the session goes on. --http on an address that is not loopback needs
+// --token-file unless --insecure. Without --policy the host policy is
+// enabled with every other flag off: hardware devices (cards not tagged
+// "simulated") are refused for actuation, operator ops are not listed.
+// MHP_MCP_ENABLED=0|1 overrides the policy's enabled flag for one process.
 package main
 
 import (
@@ -20,17 +28,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/mcpbridge"
+	"github.com/openmhp/mhp-go/transport"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "mhp-mcp:", err)
 		os.Exit(1)
 	}
@@ -42,16 +49,19 @@ func (o *origins) String() string     { return strings.Join(*o, ",") }
 func (o *origins) Set(v string) error { *o = append(*o, v); return nil }
 
 // run is the command; ready, when set, is told the MCP URL once HTTP listens.
-func run(ctx context.Context, args []string, stderr io.Writer, ready func(url string)) error {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, ready func(url string)) error {
 	fs := flag.NewFlagSet("mhp-mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dirURL := fs.String("directory", "", "directory server URL (directory/search finds devices)")
 	httpAddr := fs.String("http", "", "serve MCP Streamable HTTP on this address (default: stdio); a bare port binds 127.0.0.1")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token HTTP clients must send (and MHP devices are sent)")
+	insecure := fs.Bool("insecure", false, "allow --http on a non-loopback address without a token")
+	policyFile := fs.String("policy", "", "host policy JSON {enabled, allow_hardware, operator_tools, allow_external_sessions}; "+
+		"only a JSON true turns a flag on (default: enabled, the rest off)")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mhp-mcp [--directory URL | name=target ...] [--http ADDR --token-file F --allow-origin O]")
+		fmt.Fprintln(stderr, "usage: mhp-mcp [--policy FILE] [--directory URL | name=target ...] [--http ADDR --token-file F --allow-origin O --insecure]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +89,33 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(url st
 			return err
 		}
 		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return fmt.Errorf("token file %s is empty", *tokenFile)
+		}
+	}
+	policy := mcpbridge.DefaultPolicy()
+	if *policyFile != "" {
+		p, err := mcpbridge.LoadPolicy(*policyFile)
+		if err != nil {
+			return err
+		}
+		policy = p
+	}
+	switch v := os.Getenv("MHP_MCP_ENABLED"); v { // one process's override (seed 001)
+	case "":
+	case "0":
+		policy.Enabled = false
+	case "1":
+		policy.Enabled = true
+	default:
+		return fmt.Errorf("MHP_MCP_ENABLED=%q: want 0 or 1", v)
+	}
+	var addr string
+	if *httpAddr != "" {
+		addr = transport.LoopbackDefault(*httpAddr)
+		if err := mcpbridge.CheckExposure(addr, token, *insecure); err != nil {
+			return err
+		}
 	}
 	copts := client.Options{ClientName: "mhp-mcp", Token: token}
 	var finder directory.Finder
@@ -89,19 +126,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(url st
 		defer n.Close()
 		finder = n
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Client: copts})
+	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Client: copts, Policy: &policy})
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 	if *httpAddr == "" {
-		return b.Server().Run(ctx, &mcp.StdioTransport{})
-	}
-	addr := *httpAddr
-	if !strings.Contains(addr, ":") {
-		addr = "127.0.0.1:" + addr
-	} else if strings.HasPrefix(addr, ":") {
-		addr = "127.0.0.1" + addr
+		return b.Server().Run(ctx, &mcpbridge.LineTransport{In: stdin, Out: stdout})
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -111,7 +142,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(url st
 	mux.Handle("/mcp", b.HTTPHandler(mcpbridge.HTTPOptions{Token: token, AllowedOrigins: allow}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String() + "/mcp"
-	slog.New(slog.NewTextHandler(stderr, nil)).Info("mhp-mcp serving", "url", url, "token", token != "")
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if token == "" {
+		log.Warn("mhp-mcp serving HTTP without a token: anyone who reaches the address can drive the lab", "url", url)
+	}
+	log.Info("mhp-mcp serving", "url", url, "token", token != "", "policy", fmt.Sprintf("%+v", policy))
 	if ready != nil {
 		ready(url)
 	}

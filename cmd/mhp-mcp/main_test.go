@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,7 +9,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -48,7 +51,7 @@ func TestBridgeOverStreamableHTTP(t *testing.T) {
 	urls := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--http", "127.0.0.1:0", "--token-file", tokenFile, "thermo=" + dev.URL}, io.Discard,
+		done <- run(ctx, []string{"--http", "127.0.0.1:0", "--token-file", tokenFile, "thermo=" + dev.URL}, nil, io.Discard, io.Discard,
 			func(u string) { urls <- u })
 	}()
 	var url string
@@ -85,8 +88,142 @@ func TestBridgeOverStreamableHTTP(t *testing.T) {
 
 func TestArgumentErrors(t *testing.T) {
 	for _, args := range [][]string{{}, {"noequals"}, {"a=x", "a=y"}, {"--directory", "http://d", "a=http://x"}} {
-		if err := run(context.Background(), args, io.Discard, nil); err == nil {
+		if err := run(context.Background(), args, nil, io.Discard, io.Discard, nil); err == nil {
 			t.Errorf("run(%q) accepted", args)
 		}
+	}
+}
+
+// A bad line on stdin is answered and the server goes on (it used to exit 1).
+func TestStdioKeepsGoingAfterABadLine(t *testing.T) {
+	cfg, err := sim.Config("sim:thermocycler", sim.Options{Speed: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := binding.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	srv := transport.NewServer(drv, transport.Options{})
+	defer srv.Close()
+	dev := httptest.NewServer(srv.Handler())
+	defer dev.Close()
+
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"thermo=" + dev.URL}, inR, outW, io.Discard, nil)
+		outW.Close()
+	}()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func() string {
+		select {
+		case l := <-lines:
+			return l
+		case err := <-done:
+			t.Fatalf("mhp-mcp exited: %v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("no answer")
+		}
+		return ""
+	}
+	io.WriteString(inW, "hello?\n")
+	if l := next(); !strings.Contains(l, `-32700`) {
+		t.Fatalf("bad line answered %s", l)
+	}
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n")
+	if l := next(); !strings.Contains(l, `"result"`) || !strings.Contains(l, `"id":1`) {
+		t.Fatalf("initialize after a bad line: %s", l)
+	}
+	inW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("end of input: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("mhp-mcp did not end at end of input")
+	}
+}
+
+func TestExposureAndPolicyFlags(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "policy.json")
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(good, []byte(`{"enabled": true, "allow_hardware": true}`), 0o600)
+	os.WriteFile(bad, []byte(`{"enabeld": true}`), 0o600)
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte("\n"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http", "0.0.0.0:0", "a=http://127.0.0.1:1"}, "without a token"},
+		{[]string{"--http", "10.0.0.1:0", "a=http://127.0.0.1:1"}, "--insecure"},
+		{[]string{"--policy", filepath.Join(dir, "missing.json"), "a=http://127.0.0.1:1"}, "policy"},
+		{[]string{"--policy", bad, "a=http://127.0.0.1:1"}, "enabeld"},
+		{[]string{"--token-file", empty, "a=http://127.0.0.1:1"}, "empty"},
+	} {
+		err := run(context.Background(), tc.args, nil, io.Discard, io.Discard, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error naming %q", tc.args, err, tc.want)
+		}
+	}
+	// A good policy and a loopback address start (and stop with the context).
+	ctx, cancel := context.WithCancel(context.Background())
+	urls := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--policy", good, "--http", "0", "a=http://127.0.0.1:1"}, nil, io.Discard, io.Discard, func(u string) { urls <- u })
+	}()
+	select {
+	case u := <-urls:
+		if !strings.HasPrefix(u, "http://127.0.0.1:") {
+			t.Errorf("a bare port bound %s, want loopback", u)
+		}
+	case err := <-done:
+		t.Fatalf("exited: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEnabledOverride(t *testing.T) {
+	t.Setenv("MHP_MCP_ENABLED", "yes")
+	if err := run(context.Background(), []string{"a=http://127.0.0.1:1"}, nil, io.Discard, io.Discard, nil); err == nil ||
+		!strings.Contains(err.Error(), "MHP_MCP_ENABLED") {
+		t.Fatalf("a bad override: %v", err)
+	}
+	// 0 disables: tools/list over stdio is empty.
+	t.Setenv("MHP_MCP_ENABLED", "0")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"a=http://127.0.0.1:1"}, inR, outW, io.Discard, nil)
+		outW.Close()
+	}()
+	sc := bufio.NewScanner(outR)
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n")
+	sc.Scan()
+	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`+"\n")
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"tools":[]`) {
+		t.Fatalf("tools/list with MHP_MCP_ENABLED=0: %s", sc.Text())
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,186 @@
+package mcpbridge
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/client"
+	"github.com/openmhp/mhp-go/directory"
+)
+
+func (b *Bridge) find(ctx context.Context, _ *session, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
+	q := directory.Query{Query: argString(args, "query"), Class: argString(args, "class"), State: argString(args, "state"),
+		Location: argString(args, "location"), Tags: argStrings(args, "tags"), Limit: int(argFloat(args, "limit", 0))}
+	if live, ok := args["live"].(bool); ok {
+		q.Live = &live
+	}
+	res, err := b.cfg.Finder.Search(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"results": res}, nil
+}
+
+// describe is discovery: allowed on hardware whatever the policy.
+func (b *Bridge) describe(ctx context.Context, s *session, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
+	d, err := s.device(ctx, argString(args, "device"))
+	if err != nil {
+		return nil, err
+	}
+	req := mhp.DescribeRequest{Detail: argString(args, "detail")}
+	if req.Detail == "" {
+		req.Detail = mhp.DetailSummary
+	}
+	if sel, ok := args["select"].(map[string]any); ok {
+		req.Select = &mhp.Selection{Signals: argStrings(sel, "signals"), Settings: argStrings(sel, "settings"), Actions: argStrings(sel, "actions")}
+	}
+	return d.Describe(ctx, req)
+}
+
+func (b *Bridge) read(ctx context.Context, s *session, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
+	d, err := s.gated(ctx, argString(args, "device"))
+	if err != nil {
+		return nil, err
+	}
+	return d.Read(ctx, argStrings(args, "names"))
+}
+
+// needsInput is a tool outcome that asks the host for a person's answer
+// (MCP multi round-trip): the host elicits, then retries the same call with
+// the response and the request state.
+type needsInput struct {
+	requests mcp.InputRequestMap
+	state    string
+}
+
+// confirmation decides a confirm-gated request. On the first round it asks
+// for an elicitation bound to this exact request (an HMAC'd, single-use
+// request state); on the retry it checks the state and the person's answer.
+// Without elicitation there is no trusted channel, so the request stays refused.
+func (b *Bridge) confirmation(req *mcp.CallToolRequest, refusal *mhp.Error, key, what, notes string) (approved bool, ask *needsInput, err error) {
+	if refusal == nil {
+		refusal = mhp.Errorf(mhp.CodeApprovalRequired, "%s requires a person's confirmation", what).With("approval", "confirm")
+	}
+	if req == nil || req.Session == nil {
+		return false, nil, refusal.With("elicitation", "unavailable")
+	}
+	if resp, ok := req.Params.InputResponses["confirm"]; ok {
+		if !b.consumeState(req.Params.RequestState, key) {
+			return false, nil, mhp.Errorf(mhp.CodeApprovalRequired, "%s: the confirmation does not match this request (stale, replayed or altered)", what).
+				With("approval", "confirm")
+		}
+		er, _ := resp.(*mcp.ElicitResult)
+		if er != nil && er.Action == "accept" && er.Content["confirm"] == true {
+			return true, nil, nil
+		}
+		action := "no answer"
+		if er != nil {
+			action = er.Action
+		}
+		return false, nil, mhp.Errorf(mhp.CodeApprovalRequired, "%s: the person did not confirm (%s)", what, action).
+			With("approval", "confirm").With("elicitation", action)
+	}
+	if ip := req.Session.InitializeParams(); ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		return false, nil, refusal.With("elicitation", "unavailable: this MCP client cannot ask a person, so confirm-gated requests cannot run here")
+	}
+	msg := mhp.Truncate(what, 1024) + " needs your confirmation."
+	if notes != "" {
+		msg += " Device notes: " + notes
+	}
+	return false, &needsInput{
+		requests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: msg, RequestedSchema: map[string]any{
+			"type": "object", "required": []string{"confirm"},
+			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "title": "Go ahead", "description": mhp.Truncate(what, 1024)}}}}},
+		state: b.newState(key),
+	}, nil
+}
+
+func (b *Bridge) itemNotes(ctx context.Context, d *client.Device, sel mhp.Selection) string {
+	desc, err := d.Describe(ctx, mhp.DescribeRequest{Select: &sel})
+	if err != nil {
+		return ""
+	}
+	for _, s := range desc.Settings {
+		return mhp.Truncate(s.Notes, 1024)
+	}
+	for _, a := range desc.Actions {
+		return mhp.Truncate(a.Notes, 1024)
+	}
+	return ""
+}
+
+func (b *Bridge) write(ctx context.Context, s *session, req *mcp.CallToolRequest, args map[string]any) (any, error) {
+	id := argString(args, "device")
+	d, err := s.gated(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	w := mhp.WriteRequest{Name: argString(args, "name"), Value: args["value"]}
+	w.DryRun, _ = args["dry_run"].(bool)
+	key := jsonText([]any{"write", id, w.Name, w.Value, w.DryRun})
+	if _, answered := req.Params.InputResponses["confirm"]; !answered {
+		res, err := d.Write(ctx, w)
+		me, ok := mhp.AsError(err)
+		if !ok || me.Code != mhp.CodeApprovalRequired {
+			return res, err
+		}
+		what := fmt.Sprintf("Write %s = %v on %s", w.Name, jsonText(w.Value), id)
+		_, ask, cerr := b.confirmation(req, me, key, what, b.itemNotes(ctx, d, mhp.Selection{Settings: []string{w.Name}}))
+		if ask != nil {
+			return ask, nil
+		}
+		return nil, cerr
+	}
+	what := fmt.Sprintf("Write %s = %v on %s", w.Name, jsonText(w.Value), id)
+	ok, _, cerr := b.confirmation(req, nil, key, what, "")
+	if !ok {
+		return nil, cerr
+	}
+	w.Approved = true
+	return d.Write(ctx, w)
+}
+
+func (b *Bridge) invoke(ctx context.Context, s *session, req *mcp.CallToolRequest, args map[string]any) (any, error) {
+	id := argString(args, "device")
+	d, err := s.gated(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	inv := mhp.InvokeRequest{Name: argString(args, "action")}
+	inv.Params, _ = args["params"].(map[string]any)
+	inv.DryRun, _ = args["dry_run"].(bool)
+	key := jsonText([]any{"invoke", id, inv.Name, inv.Params, inv.DryRun})
+	what := fmt.Sprintf("Run %s on %s", inv.Name, id)
+	if len(inv.Params) > 0 {
+		what += " with " + jsonText(inv.Params)
+	}
+	var res *mhp.InvokeResult
+	if _, answered := req.Params.InputResponses["confirm"]; !answered {
+		res, err = d.Invoke(ctx, inv)
+		if me, ok := mhp.AsError(err); ok && me.Code == mhp.CodeApprovalRequired {
+			_, ask, cerr := b.confirmation(req, me, key, what, b.itemNotes(ctx, d, mhp.Selection{Actions: []string{inv.Name}}))
+			if ask != nil {
+				return ask, nil
+			}
+			return nil, cerr
+		}
+	} else {
+		ok, _, cerr := b.confirmation(req, nil, key, what, "")
+		if !ok {
+			return nil, cerr
+		}
+		inv.Approved = true
+		res, err = d.Invoke(ctx, inv)
+	}
+	if err != nil || res.Job == nil {
+		return res, err
+	}
+	if wait := argFloat(args, "wait_s", 0); wait > 0 {
+		// This call started the job: a cancelled call cancels it.
+		return b.wait(ctx, req, d, res.Job.ID, wait, true)
+	}
+	return res, nil
+}
