@@ -43,6 +43,11 @@ type Options struct {
 	// first use and no heartbeat renews leases. The conformance suite uses it
 	// so that it sees exactly what the server answers.
 	Plain bool
+	// CommandRetries is how many times a write or invoke that got no answer
+	// is resent with its command id, on a server that honours command ids
+	// (capabilities.commandIds); default 2, negative for none. A server that
+	// does not honour them never gets a resend: it might act twice.
+	CommandRetries int
 	// EStopTimeout is Lab.EStopAll's per-device deadline, dialling included;
 	// default 5s.
 	EStopTimeout time.Duration
@@ -403,19 +408,37 @@ func (d *Device) Unsubscribe(ctx context.Context, names []string) error {
 
 // Write implements mhp.Device; a write refused for want of a lease
 // (reason lease_required) acquires one and is sent again, once.
+//
+// On a server that honours command ids (capabilities.commandIds), and unless
+// Options.Plain, a write that is not a dry run carries a fresh commandId (one
+// per intent) and is resent with the same id after a transport failure (see
+// Options.CommandRetries). Other servers never see the field.
 func (d *Device) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
-	res, err := d.base.Write(ctx, req)
+	if !req.DryRun && req.CommandID == "" && d.commandIDs() {
+		req.CommandID = NewCommandID()
+	}
+	send := func() (*mhp.WriteResult, error) {
+		return retrySent(ctx, d, req.CommandID, func() (*mhp.WriteResult, error) { return d.base.Write(ctx, req) })
+	}
+	res, err := send()
 	if d.leaseRetry(ctx, err) {
-		return d.base.Write(ctx, req)
+		return send()
 	}
 	return res, err
 }
 
 // Invoke implements mhp.Device, with the lease on first use of Write.
+// It carries a command id and is resent after a transport failure as Write is.
 func (d *Device) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.InvokeResult, error) {
-	res, err := d.base.Invoke(ctx, req)
+	if !req.DryRun && req.CommandID == "" && d.commandIDs() {
+		req.CommandID = NewCommandID()
+	}
+	send := func() (*mhp.InvokeResult, error) {
+		return retrySent(ctx, d, req.CommandID, func() (*mhp.InvokeResult, error) { return d.base.Invoke(ctx, req) })
+	}
+	res, err := send()
 	if d.leaseRetry(ctx, err) {
-		return d.base.Invoke(ctx, req)
+		return send()
 	}
 	return res, err
 }

@@ -625,6 +625,10 @@ type Capabilities struct {
 	EStop     bool `json:"estop"`
 	// Resources is true when the device serves resources/list and resources/read.
 	Resources bool `json:"resources"`
+	// CommandIDs is true when settings/write and actions/invoke honour
+	// commandId (a retry with the same id never acts twice), so clients may
+	// resend after a transport failure.
+	CommandIDs bool `json:"commandIds,omitempty"`
 }
 
 // isPriority reports the methods answered on the priority path: never queued
