@@ -132,3 +132,10 @@ func WireExtensions(dev Device) map[string]WireMethod {
 	}
 	return out
 }
+
+// CommandIDer is implemented by devices (decorators such as guard) that
+// honour commandId on settings/write and actions/invoke; the transport
+// advertises capabilities.commandIds when one is in the chain.
+type CommandIDer interface {
+	HonoursCommandIDs() bool
+}

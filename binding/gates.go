@@ -14,6 +14,26 @@ type gateResult struct {
 	notes *mhp.DryRunNotes
 }
 
+// unhonoured refuses request fields the driver itself cannot honour: a
+// commandId (never act twice), a permitId (an operator's approval) and a saved
+// method need the decorators that serve them (guard.Wrap, methods.Wrap).
+// Ignoring them would act on a request its sender believes is protected.
+func (d *Driver) unhonoured(method, commandID, permitID, savedMethod string) *mhp.Error {
+	field := ""
+	switch {
+	case commandID != "":
+		field = "commandId"
+	case permitID != "":
+		field = "permitId"
+	case savedMethod != "":
+		field = "method"
+	default:
+		return nil
+	}
+	return d.errorf(mhp.CodeNotSupported, "%s: %s is not served by this device (it needs the guard or methods decorator); nothing was done", method, field).
+		With("field", field)
+}
+
 // stateGateLocked is gate 1.
 func (d *Driver) stateGateLocked() *mhp.Error {
 	if d.estop {

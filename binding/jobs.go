@@ -19,6 +19,9 @@ import (
 // job is returned queued and runs in its own goroutine.
 func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.InvokeResult, error) {
 	s, now := d.touchAt(ctx)
+	if e := d.unhonoured("actions/invoke", req.CommandID, req.PermitID, req.Method); e != nil {
+		return nil, e
+	}
 	act, ok := d.actions[req.Name]
 	if !ok {
 		return nil, d.errorf(mhp.CodeUnknownName, "no action %q", req.Name).With("kind", "action").With("name", req.Name)

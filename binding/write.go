@@ -18,6 +18,9 @@ import (
 // the last such call returns.
 func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
 	s, now := d.touchAt(ctx)
+	if e := d.unhonoured("settings/write", req.CommandID, req.PermitID, ""); e != nil {
+		return nil, e
+	}
 	set, ok := d.settings[req.Name]
 	if !ok {
 		return nil, d.errorf(mhp.CodeUnknownName, "no setting %q", req.Name).With("kind", "setting").With("name", req.Name)

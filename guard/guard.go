@@ -181,6 +181,9 @@ func New(dev mhp.Device, cfg Config) (*Device, error) {
 	return g, nil
 }
 
+// HonoursCommandIDs implements mhp.CommandIDer.
+func (g *Device) HonoursCommandIDs() bool { return true }
+
 // Unwrap returns the guarded device.
 func (g *Device) Unwrap() mhp.Device { return g.dev }
 
@@ -297,7 +300,7 @@ func (g *Device) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	res, err := g.actuate(ctx, "settings/write", req.Name, req.Value, req.CommandID, req.PermitID, req.Approved, req.DryRun,
 		func(ctx context.Context, approved bool) (any, error) {
 			r := req
-			r.Approved = approved
+			r.Approved, r.CommandID, r.PermitID = approved, "", "" // honoured here
 			return g.dev.Write(ctx, r)
 		})
 	if err != nil {
@@ -311,7 +314,7 @@ func (g *Device) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	res, err := g.actuate(ctx, "actions/invoke", req.Name, req.Params, req.CommandID, req.PermitID, req.Approved, req.DryRun,
 		func(ctx context.Context, approved bool) (any, error) {
 			r := req
-			r.Approved = approved
+			r.Approved, r.CommandID, r.PermitID = approved, "", "" // honoured here
 			return g.dev.Invoke(ctx, r)
 		})
 	if err != nil {

@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +29,9 @@ const (
 	// display name only; without it, it keys a header session (see the
 	// package doc), which can never act as or see a server-issued session.
 	HeaderClient = "X-MHP-Client"
+	// HeaderOperator carries the operator token (Options.OperatorToken): only
+	// a request with it may call operator methods such as permits/issue.
+	HeaderOperator = "Mhp-Operator"
 	// HeaderLastEventID resumes an SSE stream after the given event id.
 	HeaderLastEventID = "Last-Event-ID"
 	// MaxClientHeader caps the X-MHP-Client value that keys a session, in bytes.
@@ -133,6 +138,19 @@ func (s *Server) hostAllowed(hostport string) bool {
 	return false
 }
 
+// operatorRequest reports whether r carries the operator token.
+func (s *Server) operatorRequest(r *http.Request) bool {
+	if s.opts.OperatorToken == "" {
+		return false
+	}
+	got := r.Header.Get(HeaderOperator)
+	if got == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(sum[:], s.opToken[:]) == 1
+}
+
 func bearer(r *http.Request) string {
 	h := r.Header.Get("Authorization")
 	const p = "bearer "
@@ -189,9 +207,13 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(HeaderSession)
 	var ss *session
 	var resp *Response
+	ctx := r.Context()
+	if s.operatorRequest(r) {
+		ctx = withOperator(ctx)
+	}
 	switch {
 	case req.Method == "initialize":
-		resp = s.handle(r.Context(), nil, req, func(name string) (*session, *mhp.Error) {
+		resp = s.handle(ctx, nil, req, func(name string) (*session, *mhp.Error) {
 			if name == "" {
 				name = header
 			}
@@ -211,14 +233,14 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		}
 	case sid != "":
 		if found, ok := s.lookup(sid); ok {
-			resp = s.handle(r.Context(), found, req, nil)
+			resp = s.handle(ctx, found, req, nil)
 		} else if _, known := s.methods[req.Method]; known && req.Method != "safety/estop" {
 			resp = &Response{JSONRPC: Version, ID: req.ID, Error: s.errUnknownSession(req.Method)}
 			if req.IsNotification() {
 				resp = nil
 			}
 		} else { // unknown method (-32601), or an estop, served anonymously
-			resp = s.handle(r.Context(), nil, req, nil)
+			resp = s.handle(ctx, nil, req, nil)
 		}
 	case header != "":
 		hs, err := s.headerSession(header)
@@ -229,9 +251,9 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			}
 			break
 		}
-		resp = s.handle(r.Context(), hs, req, nil)
+		resp = s.handle(ctx, hs, req, nil)
 	default:
-		resp = s.handle(r.Context(), nil, req, nil)
+		resp = s.handle(ctx, nil, req, nil)
 	}
 	if resp == nil { // a notification: nothing to answer
 		w.WriteHeader(http.StatusNoContent)

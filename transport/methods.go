@@ -38,6 +38,47 @@ type idParams struct {
 	ID string `json:"id"`
 }
 
+// addExtensions adds the extra wire methods of the device's decorator chain
+// (evidence, saved methods: mhp.Extension) after the built-in table, which
+// they never override, and the operator-only ones (permits/issue:
+// mhp.OperatorExtension), which answer only a request that carried the
+// operator token (Options.OperatorToken, HTTP header Mhp-Operator).
+func (s *Server) addExtensions() {
+	for name, fn := range mhp.WireExtensions(s.dev) {
+		// Built-ins are never overridden, except the answers of a device
+		// that is not method-capable, which a methods store replaces.
+		if _, taken := s.methods[name]; !taken || strings.HasPrefix(name, "methods/") {
+			fn := fn
+			s.methods[name] = func(ctx context.Context, _ *session, p json.RawMessage) (any, error) { return fn(ctx, p) }
+			if name == "methods/list" {
+				s.methodsCapable = true
+			}
+		}
+	}
+	for name, fn := range mhp.OperatorExtensions(s.dev) {
+		if _, taken := s.methods[name]; taken {
+			continue
+		}
+		name, fn := name, fn
+		s.methods[name] = func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+			if !isOperator(ctx) {
+				return nil, s.errorf(mhp.CodeServerError, "%s is an operator method: it needs the operator token (%s header), which agents do not hold", name, HeaderOperator).
+					With("reason", "operator_required")
+			}
+			return fn(ctx, p)
+		}
+	}
+}
+
+type operatorKey struct{}
+
+// withOperator marks ctx as carrying the operator token.
+func withOperator(ctx context.Context) context.Context {
+	return context.WithValue(ctx, operatorKey{}, true)
+}
+
+func isOperator(ctx context.Context) bool { v, _ := ctx.Value(operatorKey{}).(bool); return v }
+
 // methodTable is the explicit table of every method after initialize. No
 // reflection: a method not listed here is MethodNotFound.
 func (s *Server) methodTable() map[string]method {
@@ -88,10 +129,12 @@ func (s *Server) methodTable() map[string]method {
 		},
 		"settings/write": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
 			var req struct {
-				Name     *string         `json:"name"`
-				Value    json.RawMessage `json:"value"`
-				Approved bool            `json:"approved"`
-				DryRun   bool            `json:"dryRun"`
+				Name      *string         `json:"name"`
+				Value     json.RawMessage `json:"value"`
+				Approved  bool            `json:"approved"`
+				DryRun    bool            `json:"dryRun"`
+				CommandID string          `json:"commandId"`
+				PermitID  string          `json:"permitId"`
 			}
 			if err := s.decode("settings/write", p, &req); err != nil {
 				return nil, err
@@ -111,29 +154,39 @@ func (s *Server) methodTable() map[string]method {
 				}
 				return nil, s.errorf(mhp.CodeInvalidParams, "settings/write: value: %v", err).With("field", "value")
 			}
-			return dev.Write(ctx, mhp.WriteRequest{Name: *req.Name, Value: v, Approved: req.Approved, DryRun: req.DryRun})
+			return dev.Write(ctx, mhp.WriteRequest{Name: *req.Name, Value: v, Approved: req.Approved, DryRun: req.DryRun,
+				CommandID: req.CommandID, PermitID: req.PermitID})
 		},
 		"actions/invoke": func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
 			var req struct {
-				Name     *string        `json:"name"`
-				Params   map[string]any `json:"params"`
-				Approved bool           `json:"approved"`
-				DryRun   bool           `json:"dryRun"`
-				Method   any            `json:"method"`
-				Project  any            `json:"project"`
-				Compound any            `json:"compound"`
+				Name      *string        `json:"name"`
+				Params    map[string]any `json:"params"`
+				Approved  bool           `json:"approved"`
+				DryRun    bool           `json:"dryRun"`
+				CommandID string         `json:"commandId"`
+				PermitID  string         `json:"permitId"`
+				Method    *string        `json:"method"`
+				Project   *string        `json:"project"`
+				Compound  *string        `json:"compound"`
 			}
 			if err := s.decode("actions/invoke", p, &req); err != nil {
 				return nil, err
 			}
-			if req.Method != nil || req.Project != nil || req.Compound != nil {
+			if !s.methodsCapable && (req.Method != nil || req.Project != nil || req.Compound != nil) {
 				return nil, s.errorf(mhp.CodeNotSupported, "actions/invoke: method, project and compound need the methods capability, which this device does not have").
 					With("capability", "methods")
 			}
-			if req.Name == nil {
+			if req.Name == nil && req.Method == nil {
 				return nil, missing("actions/invoke", "name").At(s.clk.Now())
 			}
-			return dev.Invoke(ctx, mhp.InvokeRequest{Name: *req.Name, Params: req.Params, Approved: req.Approved, DryRun: req.DryRun})
+			str := func(p *string) string {
+				if p == nil {
+					return ""
+				}
+				return *p
+			}
+			return dev.Invoke(ctx, mhp.InvokeRequest{Name: str(req.Name), Params: req.Params, Approved: req.Approved, DryRun: req.DryRun,
+				CommandID: req.CommandID, PermitID: req.PermitID, Method: str(req.Method), Project: str(req.Project), Compound: str(req.Compound)})
 		},
 		"jobs/status": s.jobMethod("jobs/status", dev.Job),
 		"jobs/cancel": s.jobMethod("jobs/cancel", dev.CancelJob),
@@ -224,7 +277,7 @@ func (s *Server) methodTable() map[string]method {
 	for _, m := range []string{"methods/get", "methods/diff", "methods/save", "methods/delete"} {
 		t[m] = s.notMethodCapable(m)
 	}
-	if rp, ok := dev.(mhp.ResourceProvider); ok {
+	if rp, ok := mhp.Find[mhp.ResourceProvider](dev); ok {
 		t["resources/list"] = func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
 			if err := s.decode("resources/list", p, &struct{}{}); err != nil {
 				return nil, err

@@ -22,6 +22,11 @@ type Options struct {
 	// stdio transport is not token-checked: whoever holds the pipe started the
 	// process.
 	Token string
+	// OperatorToken, when set, is the operator's own token: a request that
+	// carries it in the Mhp-Operator header (HTTP only) may call operator
+	// methods (permits/issue). Agents are never given it; the bearer Token
+	// alone never reaches an operator method.
+	OperatorToken string
 	// PublicDescriptor serves GET /mhp.json without the token, for discovery
 	// probes on a trusted network. Default false: with a Token, every path
 	// needs it.
@@ -170,6 +175,9 @@ type Server struct {
 	clk     clock.Clock
 	methods map[string]method
 	token   [32]byte // sha256 of Options.Token
+	opToken [32]byte // sha256 of Options.OperatorToken
+	// methodsCapable: a saved-methods store is in the device chain.
+	methodsCapable bool
 
 	// The session table: every live session by secret, by label, and the
 	// header-keyed ones by their X-MHP-Client value. Guarded by mu.
@@ -193,7 +201,9 @@ func NewServer(dev mhp.Device, opts Options) *Server {
 	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock, sessions: map[string]*session{},
 		labels: map[string]*session{}, byHeader: map[string]*session{}, greeted: map[string]*session{}, done: make(chan struct{})}
 	s.token = sha256.Sum256([]byte(opts.Token))
+	s.opToken = sha256.Sum256([]byte(opts.OperatorToken))
 	s.methods = s.methodTable()
+	s.addExtensions()
 	s.stop = dev.Listen(s.fanout)
 	s.mu.Lock()
 	s.scheduleSweepLocked()
@@ -581,19 +591,22 @@ func (s *Server) initialize(ctx context.Context, req *Request, init initFunc) (a
 	if merr != nil {
 		return nil, merr
 	}
-	_, resources := s.dev.(mhp.ResourceProvider)
+	_, resources := mhp.Find[mhp.ResourceProvider](s.dev)
+	methods := s.methodsCapable
+	cids, _ := mhp.Find[mhp.CommandIDer](s.dev)
 	return &InitializeResult{
 		ProtocolVersion: version,
 		Device:          mhp.DeviceInfo{ID: desc.ID, Class: desc.Class, Make: desc.Make, Model: desc.Model},
 		Capabilities: Capabilities{
-			Signals:   len(desc.Signals) > 0,
-			Settings:  len(desc.Settings) > 0,
-			Actions:   len(desc.Actions) > 0,
-			Methods:   false,
-			Subscribe: len(desc.Signals) > 0,
-			Lease:     true,
-			EStop:     desc.Safety.EStop,
-			Resources: resources,
+			Signals:    len(desc.Signals) > 0,
+			Settings:   len(desc.Settings) > 0,
+			Actions:    len(desc.Actions) > 0,
+			Methods:    methods,
+			Subscribe:  len(desc.Signals) > 0,
+			Lease:      true,
+			EStop:      desc.Safety.EStop,
+			Resources:  resources,
+			CommandIDs: cids != nil && cids.HonoursCommandIDs(),
 		},
 		Session: ss.secret,
 		Label:   ss.label,
