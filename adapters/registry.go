@@ -154,6 +154,8 @@ type Common struct {
 	Instructions string         `yaml:"instructions,omitempty"`
 	Physical     *mhp.Physical  `yaml:"physical,omitempty"`
 	Safety       mhp.Safety     `yaml:"safety,omitempty"`
+	// Link says how the adapter treats an unreachable backend (see LinkConfig).
+	Link LinkConfig `yaml:"link,omitempty"`
 }
 
 // Apply copies the common fields into a binding config.
