@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 )
@@ -23,6 +24,8 @@ type Deps struct {
 	Actions Actions
 	// Clock is the driver's clock (binding.Config.Clock).
 	Clock clock.Clock
+	// LinkClock times the reconnect backoff; default real.
+	LinkClock clock.Clock
 	// RetryClock times Retry-After waits of the HTTP client; default real.
 	RetryClock clock.Clock
 	// HTTP is the transport of the HTTP client.
@@ -52,6 +55,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*binding.Driver, error) {
 		return nil, err
 	}
 	a.attach(d)
+	a.link.Attach(d.SetLink)
 	return d, nil
 }
 
@@ -62,19 +66,14 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 	if err := cfg.Validate(); err != nil {
 		return binding.Config{}, nil, err
 	}
+	var client *Client
 	if deps.Node == nil || deps.Actions == nil {
 		c, err := NewClient(ClientOptions{URL: cfg.NodeURL, Layout: cfg.Layout, RequestTimeout: cfg.RequestTimeout,
 			MaxRetryAfter: cfg.MaxRetryAfter, MaxRetries: cfg.MaxRetries, HTTP: deps.HTTP, Clock: deps.RetryClock})
 		if err != nil {
 			return binding.Config{}, nil, err
 		}
-		if cfg.Layout == LayoutAuto {
-			layout, err := c.Detect(ctx)
-			if err != nil {
-				return binding.Config{}, nil, err
-			}
-			c.SetLayout(layout)
-		}
+		client = c
 		if deps.Node == nil {
 			deps.Node = c
 		}
@@ -82,16 +81,30 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 			deps.Actions = c
 		}
 	}
-	info, err := deps.Node.Info(ctx)
-	if err != nil {
-		return binding.Config{}, nil, fmt.Errorf("madsci: reading %s/info: %w", cfg.NodeURL, err)
+	// The node may be down at start: serve the cached description, report
+	// the link down and reconnect (see LinkConfig).
+	desc, downErr := describe(ctx, cfg, deps.Node, client)
+	if downErr != nil {
+		var err error
+		if desc, err = loadDescription(cfg, downErr); err != nil {
+			return binding.Config{}, nil, err
+		}
+	} else if cfg.Link.DescriptorCache != "" {
+		if err := adapters.SaveDescriptor(cfg.Link.DescriptorCache, Kind, cfg.NodeURL, desc); err != nil {
+			slog.Default().Warn("madsci: descriptor cache not written", "err", err)
+		}
 	}
+	if client != nil && desc.Layout != "" && desc.Layout != LayoutAuto {
+		client.SetLayout(desc.Layout)
+	}
+	info := desc.Info
+	var err error
 	clk := deps.Clock
 	if clk == nil {
 		clk = clock.Real{}
 	}
 	a := &adapter{cfg: cfg, node: deps.Node, acts: deps.Actions, info: info, running: map[string]string{}, clk: clk,
-		log: slog.Default(), reachable: true}
+		log: slog.Default(), reachable: true, firstState: desc.State}
 	a.status = &cached[*NodeStatus]{ttl: cfg.SignalCache, fetch: a.readStatus}
 	a.state = &cached[map[string]any]{ttl: cfg.SignalCache, fetch: deps.Node.State}
 
@@ -127,10 +140,20 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 	bc.Verify = a.verify
 	// A reset posts the node's reset, then waits for it to come back.
 	bc.VerifyTimeout = a.cfg.ResetWait + 2*a.cfg.RequestTimeout
+	a.link = adapters.NewLink(adapters.LinkOptions{Name: "madsci node " + cfg.NodeURL, Config: cfg.Link, Probe: a.probe,
+		ProbeTimeout: 2 * cfg.RequestTimeout, Clock: deps.LinkClock, Logger: bc.Logger})
+	if downErr != nil {
+		a.link.Down(downErr)
+	} else {
+		a.link.Up()
+	}
 	bc.Setup = func(ctx context.Context) error {
-		if _, err := a.readStatus(ctx); err != nil {
-			return fmt.Errorf("madsci: node %s unreachable: %w", cfg.NodeURL, err)
+		if a.link.Connected() {
+			if _, err := a.readStatus(ctx); err != nil && (cfg.Link.FailFast || !linkDown(err)) {
+				return fmt.Errorf("madsci: node %s unreachable: %w", cfg.NodeURL, err)
+			}
 		}
+		a.link.Start()
 		a.startWatch()
 		return nil
 	}
@@ -160,6 +183,9 @@ func (a *adapter) checkOverrides(bc binding.Config) error {
 		}
 	}
 	for _, k := range sortedNames(a.cfg.Settings) {
+		if infrastructureKey(k) && !a.cfg.Settings[k].Hide {
+			return fmt.Errorf("madsci: config names setting %q, which is the node's own wiring (url, id, rate limiting, server options), never a run-time setting", k)
+		}
 		if !have["setting:"+k] {
 			return fmt.Errorf("madsci: config overrides setting %q, which is not in the node's config", k)
 		}
@@ -200,6 +226,10 @@ type adapter struct {
 	closed    bool
 	// reachable is what the last status read said (for logging changes).
 	reachable bool
+	// firstState is the /state reply the state signals were built from.
+	firstState map[string]any
+	// link follows the connection to the node (see adapters.Link).
+	link *adapters.Link
 	watch     watcher
 }
 
@@ -305,11 +335,7 @@ func (a *adapter) signals(ctx context.Context) ([]binding.Signal, error) {
 			})
 		taken[SignalRunningActions] = true
 	}
-	state, err := a.node.State(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("madsci: reading /state: %w", err)
-	}
-	flat := flatten(state)
+	flat := flatten(a.firstState)
 	names := a.cfg.StateSignals
 	if len(names) == 0 {
 		names = sortedNames(flat)
@@ -342,10 +368,11 @@ func (a *adapter) signals(ctx context.Context) ([]binding.Signal, error) {
 
 func (a *adapter) settings() []binding.Setting {
 	shapes := configShapes(a.info.ConfigSchema)
+	marked := runtimeKeys(a.info.ConfigSchema)
 	var out []binding.Setting
 	for _, key := range a.info.ConfigNames() {
-		o := a.cfg.Settings[key]
-		if o.Hide {
+		o, named := a.cfg.Settings[key]
+		if o.Hide || (!named && !marked[key]) || infrastructureKey(key) {
 			continue
 		}
 		spec := mhp.Setting{Name: key, Approval: o.Approval, Interlocks: o.Interlocks, DuringJob: o.DuringJob, Notes: o.Notes,
@@ -696,6 +723,11 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 					continue
 				}
 				return nil, a.lostTrack(plan, id, cancelling, cancelSent, st)
+			}
+			if serverError(err) {
+				// The node answered (a 5xx on one route): not a lost node;
+				// keep polling within the action's deadline.
+				continue
 			}
 			failures++
 			if failures >= a.cfg.PollFailures {

@@ -80,7 +80,11 @@ type Config struct {
 	// ResetNode posts the node's reset admin command on safety/reset when
 	// the node is stopped, errored, locked or paused; default true.
 	ResetNode *bool `yaml:"reset_node,omitempty"`
-	// Settings exposes the node's /info config as settings; default true.
+	// ConfigSettings exposes node config keys meant to be set at run time
+	// as settings (POST /config); default true. A key is one when the
+	// settings block below names it, or when the node's config_schema marks
+	// its property "x-mhp-setting": true. The node's own wiring (node_url,
+	// node_id, node_name, rate limiting, uvicorn options) never is.
 	ConfigSettings *bool `yaml:"config_settings,omitempty"`
 
 	// Result is the form of a done job's result: "envelope" (default:
@@ -204,6 +208,9 @@ func (c Config) Validate() error {
 	}
 	if *c.StatusPoll < 0 {
 		return fmt.Errorf("madsci: status_poll must be >= 0 (0s disables the status watch), got %v", *c.StatusPoll)
+	}
+	if err := c.Link.Validate(); err != nil {
+		return fmt.Errorf("madsci: %w", err)
 	}
 	if c.MaxRetries < 0 || c.PollFailures < 1 || c.UnknownPolls < 1 {
 		return fmt.Errorf("madsci: max_retries must be >= 0, poll_failures and unknown_polls >= 1")
