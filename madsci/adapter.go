@@ -229,8 +229,8 @@ type adapter struct {
 	// firstState is the /state reply the state signals were built from.
 	firstState map[string]any
 	// link follows the connection to the node (see adapters.Link).
-	link *adapters.Link
-	watch     watcher
+	link  *adapters.Link
+	watch watcher
 }
 
 // cached serves one endpoint's reply for ttl.

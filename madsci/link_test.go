@@ -206,4 +206,3 @@ func TestSettingsOnlyRuntimeKeys(t *testing.T) {
 		t.Fatalf("a config naming node_url as a setting: %v, want refused", err)
 	}
 }
-
