@@ -503,6 +503,8 @@ func resultShape(def ActionDef) *mhp.Shape {
 		"action_id":   {Type: mhp.TypeString},
 		"json_result": {Type: mhp.TypeAny},
 		"files":       {Type: mhp.TypeArray, Notes: "result file keys; fetch them from the node's /action/{action_id}/download"},
+		"local_files": {Type: mhp.TypeArray, Notes: "with results_dir set: the result files downloaded, [{name, path, bytes}]"},
+		"files_error": {Type: mhp.TypeString, Notes: "why the result files could not be downloaded"},
 		"datapoints":  {Type: mhp.TypeObject, Notes: "label -> datapoint id"},
 	}}
 	var labels []string
@@ -649,7 +651,18 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 			if a.cfg.Result == ResultJSON {
 				return res.JSONResult, nil
 			}
-			return resultOf(res), nil
+			out := resultOf(res)
+			// The action succeeded whatever happens to its files: a failed
+			// download is reported in the result, never as the job's outcome.
+			dctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 4*a.cfg.RequestTimeout)
+			local, err := a.fetchFiles(dctx, plan.name, res)
+			stop()
+			if err != nil {
+				out["files_error"] = err.Error()
+			} else if local != nil {
+				out["local_files"] = local
+			}
+			return out, nil
 		case StatusFailed:
 			// A failed action may leave the node errored: read its status
 			// now so the device state says so when the job ends.

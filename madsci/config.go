@@ -62,6 +62,10 @@ type Config struct {
 	// FilesDir is the folder file params must name files in (relative paths
 	// are taken inside it). Without it, actions with file args are refused.
 	FilesDir string `yaml:"files_dir,omitempty"`
+	// ResultsDir, when set, is where the result files of succeeded actions
+	// are downloaded (GET /action/{name}/{id}/download, unzipped into
+	// ResultsDir/<action_id>/); the job result lists them as local_files.
+	ResultsDir string `yaml:"results_dir,omitempty"`
 	// StatusSignals exposes the /status booleans as node.* signals; default true.
 	StatusSignals *bool `yaml:"status_signals,omitempty"`
 	// StateSignals limits the /state keys (flattened with ".") served as

@@ -2,6 +2,7 @@ package madsci_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -204,5 +205,43 @@ func TestSettingsOnlyRuntimeKeys(t *testing.T) {
 	cfg.Settings = map[string]madsci.SettingOverride{"node_url": {}}
 	if _, err := madsci.New(context.Background(), cfg, madsci.Deps{}); err == nil || !strings.Contains(err.Error(), "node_url") {
 		t.Fatalf("a config naming node_url as a setting: %v, want refused", err)
+	}
+}
+
+// TestResultFilesDownloaded: with results_dir set, a succeeded action's
+// result files are downloaded from the node and listed in the job result;
+// without it, the result lists the node's keys only.
+func TestResultFilesDownloaded(t *testing.T) {
+	for _, withDir := range []bool{true, false} {
+		results := t.TempDir()
+		f := newFixture(t, madscitest.Options{}, func(c *madsci.Config) {
+			if withDir {
+				c.ResultsDir = results
+			}
+		})
+		if err := os.WriteFile(filepath.Join(f.files, "proto.txt"), []byte("aspirate 10"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		id := f.invoke(t, "transfer", map[string]any{"volume": 1.0, "protocol": "proto.txt"})
+		j := f.finish(t, id)
+		if j.State != mhp.JobDone {
+			t.Fatalf("transfer: %+v", j)
+		}
+		r := j.Result.(map[string]any)
+		local, _ := r["local_files"].([]any)
+		if !withDir {
+			if local != nil || r["files_error"] != nil {
+				t.Fatalf("without results_dir the result is %v", r)
+			}
+			continue
+		}
+		if len(local) != 1 {
+			t.Fatalf("local_files %v (files_error %v), want the report", r["local_files"], r["files_error"])
+		}
+		e := local[0].(map[string]any)
+		data, err := os.ReadFile(e["path"].(string))
+		if err != nil || !strings.Contains(string(data), r["action_id"].(string)) || !strings.HasPrefix(e["path"].(string), results) {
+			t.Fatalf("downloaded file %v: %q %v", e, data, err)
+		}
 	}
 }

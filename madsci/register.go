@@ -32,5 +32,6 @@ func Load(src adapters.Source) (Config, error) {
 	}
 	cfg.FilesDir = src.Resolve(cfg.FilesDir)
 	cfg.Link.DescriptorCache = src.Resolve(cfg.Link.DescriptorCache)
+	cfg.ResultsDir = src.Resolve(cfg.ResultsDir)
 	return cfg, nil
 }

@@ -30,6 +30,8 @@
 package madscitest
 
 import (
+	"archive/zip"
+	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -404,6 +406,8 @@ func (n *Node) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /action/{name}/{id}/start", n.start)
 	mux.HandleFunc("GET /action/{name}/{id}/status", n.statusByID)
 	mux.HandleFunc("GET /action/{name}/{id}/result", n.resultByID)
+	mux.HandleFunc("GET /action/{id}/download", n.download)
+	mux.HandleFunc("GET /action/{name}/{id}/download", n.download)
 }
 
 func (n *Node) openapi(w http.ResponseWriter, r *http.Request) {
@@ -722,6 +726,37 @@ func (n *Node) resultByID(w http.ResponseWriter, r *http.Request) {
 	}
 	n.mu.Unlock()
 	writeJSON(w, 200, res)
+}
+
+// download serves a succeeded action's result files as a zip (404 when it
+// has none, 400 when it did not succeed), as the real node does.
+func (n *Node) download(w http.ResponseWriter, r *http.Request) {
+	if n.failed(w, r) {
+		return
+	}
+	n.mu.Lock()
+	n.refresh()
+	a, ok := n.actions[r.PathValue("id")]
+	var st, name, id string
+	if ok {
+		st, name, id = a.statusOf(), a.Name, a.ID
+	}
+	n.mu.Unlock()
+	switch {
+	case !ok || name != "transfer":
+		writeJSON(w, 404, map[string]any{"detail": "No files found for action"})
+		return
+	case st != madsci.StatusSucceeded:
+		writeJSON(w, 400, map[string]any{"detail": "Action has not succeeded"})
+		return
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	f, _ := zw.Create("report.csv")
+	fmt.Fprintf(f, "action,%s\nwell,A1\n", id)
+	_ = zw.Close()
+	w.Header().Set("Content-Type", "application/zip")
+	_, _ = w.Write(buf.Bytes())
 }
 
 // declaresJSON reports whether the action declares a json return type.
