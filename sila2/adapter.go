@@ -789,6 +789,9 @@ func (a *adapter) action(f *Compiled, c *Command, e *CommandEntry) (binding.Acti
 		}
 		spec.Returns = ret
 	}
+	if len(c.Intermediate) > 0 {
+		spec.Notes = strings.TrimSpace(spec.Notes + " " + intermediateNote(f, c))
+	}
 	fid, cid := f.Feature.FullyQualifiedID(), c.Identifier
 	act := binding.Action{Spec: spec, Timeout: timeout}
 	if !c.IsObservable() {
@@ -818,6 +821,51 @@ func (a *adapter) action(f *Compiled, c *Command, e *CommandEntry) (binding.Acti
 		act.Resume = func(ctx context.Context, job *binding.Job) error { return a.pauseControl(ctx, job, name, "Resume") }
 	}
 	return act, nil
+}
+
+// intermediateNote lists an observable command's intermediate responses
+// with their types: the job's progress carries each as
+// detail.intermediate.<name>.
+func intermediateNote(f *Compiled, c *Command) string {
+	parts := make([]string, 0, len(c.Intermediate))
+	for _, r := range c.Intermediate {
+		parts = append(parts, SnakeCase(r.Identifier)+" ("+shapeText(f.Shape(&r.DataType))+")")
+	}
+	return "Intermediate responses, in job progress detail.intermediate: " + strings.Join(parts, ", ") + "."
+}
+
+// shapeText is a shape in a few words: type, unit, limits, item type.
+func shapeText(sh *mhp.Shape) string {
+	if sh == nil {
+		return mhp.TypeAny
+	}
+	t := sh.Type
+	if sh.Type == mhp.TypeArray && sh.Items != nil {
+		t = "array of " + shapeText(sh.Items)
+	}
+	if sh.Type == mhp.TypeObject && len(sh.Properties) > 0 {
+		names := make([]string, 0, len(sh.Properties))
+		for k := range sh.Properties {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		t = "object {" + strings.Join(names, ", ") + "}"
+	}
+	if sh.Unit != "" {
+		t += ", " + sh.Unit
+	}
+	if l := sh.Limits; l != nil {
+		if l.Min != nil {
+			t += fmt.Sprintf(", min %g", *l.Min)
+		}
+		if l.Max != nil {
+			t += fmt.Sprintf(", max %g", *l.Max)
+		}
+		if len(l.Enum) > 0 {
+			t += fmt.Sprintf(", one of %v", l.Enum)
+		}
+	}
+	return t
 }
 
 // pauseControl asks the server's PauseController to pause or resume the

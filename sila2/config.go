@@ -300,6 +300,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("sila2: estop: %w", err)
 		}
 	}
+	if err := c.Link.Validate(); err != nil {
+		return fmt.Errorf("sila2: %w", err)
+	}
 	if c.Lock != nil {
 		if err := c.Lock.validate(); err != nil {
 			return err
@@ -346,6 +349,7 @@ func ParseConfig(src adapters.Source) (*Config, error) {
 	if c.Adapter != "" && c.Adapter != Kind {
 		return nil, fmt.Errorf("%s: adapter %q is not %s", src.Path, c.Adapter, Kind)
 	}
+	c.Link.DescriptorCache = src.Resolve(c.Link.DescriptorCache)
 	if c.TLS.CA != "" {
 		pem, err := os.ReadFile(src.Resolve(c.TLS.CA))
 		if err != nil {

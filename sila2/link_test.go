@@ -158,3 +158,21 @@ func TestIdleDropNotStarted(t *testing.T) {
 		t.Fatalf("state %s after an idle drop, want idle (no fault)", st)
 	}
 }
+
+// TestIntermediateResponsesDescribed: an observable command's intermediate
+// responses are listed, with their types, in its action's notes.
+func TestIntermediateResponsesDescribed(t *testing.T) {
+	l := startLab(t, silatest.Options{})
+	d := openAdapter(t, l, "")
+	desc := d.Descriptor()
+	a, ok := desc.Action("control_temperature")
+	if !ok {
+		t.Fatal("no control_temperature action")
+	}
+	if !strings.Contains(a.Notes, "Intermediate responses") || !strings.Contains(a.Notes, "current_temperature (number") {
+		t.Fatalf("notes %q do not list the intermediate response current_temperature with its type", a.Notes)
+	}
+	if q, _ := desc.Action("say_hello"); strings.Contains(q.Notes, "Intermediate") {
+		t.Fatalf("an unobservable command lists intermediate responses: %q", q.Notes)
+	}
+}
