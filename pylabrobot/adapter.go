@@ -304,7 +304,9 @@ func jsonType(t string) string {
 	return mhp.TypeAny
 }
 
-// shapeOf maps a bridge type description onto a shape.
+// shapeOf maps a bridge type description onto a shape. A resource (or a
+// Union of resource classes) is a string naming a deck resource; the bridge
+// resolves it on the deck, inside Optional, Union and Sequence too.
 func shapeOf(t TypeDesc) *mhp.Shape {
 	s := &mhp.Shape{Type: jsonType(t.Type)}
 	if t.Items != nil {
@@ -315,16 +317,38 @@ func shapeOf(t TypeDesc) *mhp.Shape {
 	}
 	var notes []string
 	if t.Resource {
-		notes = append(notes, "name of a deck resource")
+		notes = append(notes, "name of a deck resource"+resourceKinds(t.ResourceTypes))
 	}
 	if t.Items != nil && t.Items.Resource {
-		notes = append(notes, "names of deck resources")
+		notes = append(notes, "names of deck resources"+resourceKinds(t.Items.ResourceTypes))
+	}
+	if len(t.OneOf) > 0 {
+		var alts []string
+		for _, m := range t.OneOf {
+			switch {
+			case m.Resource:
+				alts = append(alts, "a deck resource name"+resourceKinds(m.ResourceTypes))
+			case m.PythonType != "":
+				alts = append(alts, fmt.Sprintf("%s (%s)", jsonType(m.Type), m.PythonType))
+			default:
+				alts = append(alts, jsonType(m.Type))
+			}
+		}
+		notes = append(notes, "one of: "+strings.Join(alts, ", or "))
 	}
 	if t.PythonType != "" {
 		notes = append(notes, "python type "+t.PythonType)
 	}
 	s.Notes = strings.Join(notes, "; ")
 	return s
+}
+
+// resourceKinds is " (TipSpot or Trash)" for a Union's resource classes.
+func resourceKinds(types []string) string {
+	if len(types) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(types, " or ") + ")"
 }
 
 func (b *bridgeAdapter) action(m Method, o ActionOverride) (binding.Action, error) {

@@ -31,7 +31,8 @@ func fixtureConfig(url string, opt conformance.Options) pylabrobot.Config {
 			Limits: s.Limits, Approval: s.Approval, Interlocks: s.Interlocks, DuringJob: s.DuringJob}
 		cfg.SettingOrder = append(cfg.SettingOrder, s.Name)
 	}
-	cfg.Actions = map[string]pylabrobot.ActionOverride{"aspirate": {Hide: true}, "setup": {Hide: true}}
+	cfg.Actions = map[string]pylabrobot.ActionOverride{"aspirate": {Hide: true}, "setup": {Hide: true},
+		"drop_tips": {Hide: true}, "move_plate": {Hide: true}}
 	for _, a := range desc.Actions {
 		a := a
 		o := pylabrobot.ActionOverride{Approval: a.Approval, Duration: a.Duration, Interlocks: a.Interlocks,

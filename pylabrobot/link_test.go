@@ -113,3 +113,35 @@ func TestStartsBeforeBridge(t *testing.T) {
 		t.Fatalf("state %s after an idle drop, want idle", f.state(t))
 	}
 }
+
+// TestUnionResourceParams: a Sequence[Union[TipSpot, Trash]] parameter is
+// described as an array of deck resource names with the classes it admits,
+// and a Union of resources and a coordinate lists its alternatives; neither
+// is a bare "any".
+func TestUnionResourceParams(t *testing.T) {
+	f, b := bridgeFixture(t, nil)
+	desc := f.drv.Descriptor()
+	drop, ok := desc.Action("drop_tips")
+	if !ok {
+		t.Fatal("no drop_tips")
+	}
+	p, _ := drop.Params.Get("tip_spots")
+	if p.Type != mhp.TypeArray || p.Items == nil || p.Items.Type != mhp.TypeString ||
+		!strings.Contains(p.Notes, "names of deck resources (TipSpot or Trash)") {
+		t.Fatalf("tip_spots shape %+v (items %+v), want an array of resource names naming TipSpot or Trash", p, p.Items)
+	}
+	mv, _ := desc.Action("move_plate")
+	to, _ := mv.Params.Get("to")
+	if !strings.Contains(to.Notes, "a deck resource name (ResourceStack)") || !strings.Contains(to.Notes, "Coordinate") {
+		t.Fatalf("move_plate.to notes %q, want its alternatives", to.Notes)
+	}
+	// The names go to the bridge as names; plrbridge resolves them.
+	j := f.finish(t, f.invoke(t, "drop_tips", map[string]any{"tip_spots": []any{"tips_A1", "trash"}}))
+	if j.State != mhp.JobDone {
+		t.Fatalf("drop_tips: %+v", j)
+	}
+	sub := b.Submitted("drop_tips")
+	if len(sub) != 1 || len(sub[0]["tip_spots"].([]any)) != 2 {
+		t.Fatalf("submitted %v", sub)
+	}
+}

@@ -95,6 +95,17 @@ func NewBridgeAt(addr string) *Bridge {
 		m(conformance.ActionConfirm, "needs confirmation"),
 		m(conformance.ActionForbidden, "forbidden"),
 		{Name: "setup", Doc: "set the machine up", Returns: pylabrobot.TypeDesc{Type: "null"}},
+		// What plrbridge says of LiquidHandler.drop_tips and move_plate.
+		m("drop_tips", "drop tips",
+			pylabrobot.TypeDesc{Name: "tip_spots", Type: "array", Required: true, PythonType: "Sequence[Union[TipSpot, Trash]]",
+				Items: &pylabrobot.TypeDesc{Type: "string", Resource: true, ResourceTypes: []string{"TipSpot", "Trash"}, PythonType: "Union[TipSpot, Trash]"}}),
+		m("move_plate", "move a plate",
+			pylabrobot.TypeDesc{Name: "plate", Type: "string", Resource: true, Required: true, PythonType: "Plate"},
+			pylabrobot.TypeDesc{Name: "to", Type: "any", Required: true, ResourceTypes: []string{"ResourceStack", "ResourceHolder"},
+				PythonType: "Union[ResourceStack, ResourceHolder, Coordinate]", OneOf: []pylabrobot.TypeDesc{
+					{Type: "string", Resource: true, ResourceTypes: []string{"ResourceStack"}, PythonType: "ResourceStack"},
+					{Type: "string", Resource: true, ResourceTypes: []string{"ResourceHolder"}, PythonType: "ResourceHolder"},
+					{Type: "any", PythonType: "Coordinate"}}}),
 		m("aspirate", "aspirate from wells",
 			pylabrobot.TypeDesc{Name: "resources", Type: "array", Required: true, Items: &pylabrobot.TypeDesc{Type: "string", Resource: true, PythonType: "Well"}},
 			pylabrobot.TypeDesc{Name: "vols", Type: "array", Required: true, Items: &pylabrobot.TypeDesc{Type: "number"}},
