@@ -145,3 +145,29 @@ func TestUnionResourceParams(t *testing.T) {
 		t.Fatalf("submitted %v", sub)
 	}
 }
+
+// TestLegacyStartsBeforeServer: the legacy server's API is fixed, so the
+// adapter starts without it (no cache needed), reports it down, refuses
+// not_started, and connects when it comes up.
+func TestLegacyStartsBeforeServer(t *testing.T) {
+	ctx := context.Background()
+	first := plrtest.NewLegacyServer()
+	addr := strings.TrimPrefix(first.URL, "http://")
+	first.Close()
+	cfg := fastConfig(pylabrobot.ModeLegacy, "http://"+addr)
+	cfg.Link = adapters.LinkConfig{RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}
+	f := start(t, cfg)
+	if p, _ := f.dev.Ping(ctx); p.Backend == nil || p.Backend.Connected {
+		t.Fatalf("ping backend %+v, want connected:false", p.Backend)
+	}
+	_, err := f.dev.Invoke(ctx, mhp.InvokeRequest{Name: "setup"})
+	if e, ok := mhp.AsError(err); !ok || e.Data["outcome"] != mhp.OutcomeNotStarted {
+		t.Fatalf("invoke with the server down: %v, want not_started", err)
+	}
+	back := plrtest.NewLegacyServerAt(addr)
+	t.Cleanup(back.Close)
+	eventually(t, "the link up", func() bool { l := f.drv.Link(); return l != nil && l.Connected })
+	if f.state(t) != mhp.StateIdle {
+		t.Fatalf("state %s", f.state(t))
+	}
+}
