@@ -254,7 +254,8 @@ func (l *Link) Close() {
 }
 
 func (l *Link) setLocked(up bool, err error) {
-	changed := !l.known || l.up != up || (err != nil && l.err != nil && err.Error() != l.err.Error())
+	transition := !l.known || l.up != up
+	changed := transition || (err != nil && (l.err == nil || err.Error() != l.err.Error()))
 	wasUp := l.known && l.up
 	l.known, l.up, l.err = true, up, err
 	if up {
@@ -269,6 +270,7 @@ func (l *Link) setLocked(up bool, err error) {
 	close(l.changes)
 	l.changes = make(chan struct{})
 	switch {
+	case !transition: // the same state for another reason: no log
 	case up:
 		l.o.Logger.Info("backend link up", "backend", l.o.Name)
 	case wasUp || err != nil:

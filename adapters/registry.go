@@ -10,6 +10,12 @@
 //
 // The registry is a value the program builds (cmd/mhp registers every
 // adapter package it links); library code never registers itself in init.
+//
+// Every config may carry a `link:` block (LinkConfig): an adapter starts
+// whether or not its backend is up, reports the link to the driver
+// (binding.Driver.SetLink) and reconnects with bounded, jittered backoff
+// (Link, Backoff); self-describing adapters serve a descriptor cache while
+// the backend is down and never adopt a description that changed.
 package adapters
 
 import (
