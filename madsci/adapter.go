@@ -869,8 +869,14 @@ func (a *adapter) verify(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, a.cfg.ResetWait)
 	defer cancel()
 	delay := a.cfg.PollInterval
+	// last is the newest status the node answered (at first, the one read
+	// before the reset): a read cut by the deadline must not hide it.
+	last := st
 	for {
 		st, err := a.readStatus(wctx)
+		if err == nil {
+			last = st
+		}
 		if err == nil && !st.Stopped && !st.Errored && !st.Initializing && !st.Disconnected {
 			a.status.invalidate()
 			a.state.invalidate()
@@ -886,10 +892,10 @@ func (a *adapter) verify(ctx context.Context) error {
 			return nil
 		}
 		if err := sleepReal(wctx, delay); err != nil {
-			if st != nil {
-				why := strings.Join(st.NotReadyReasons(), ", ")
-				if st.Errored {
-					why += "; node errors: " + lastErrors(st.Errors, 3)
+			if last != nil {
+				why := strings.Join(last.NotReadyReasons(), ", ")
+				if last.Errored {
+					why += "; node errors: " + lastErrors(last.Errors, 3)
 				}
 				return fmt.Errorf("madsci: the node did not recover within %v: still %s", a.cfg.ResetWait, why)
 			}

@@ -60,10 +60,22 @@ func (b *bridgeAdapter) probe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !adapters.SameDescription(d, b.desc) {
+	if !adapters.SameDescription(gated(d), gated(b.desc)) {
 		return adapters.DescriptionChanged("plrbridge "+b.cfg.URL, "its machine's methods or state")
 	}
 	return nil
+}
+
+// gated is the part of /describe the device's items and gates were built
+// from: the machine's class, its stop, its methods and the names of its
+// state. A state attribute's type is left out: the bridge reads it from the
+// value, which may be None before setup and a number after.
+func gated(d *Description) map[string]any {
+	names := make([]string, 0, len(d.State))
+	for _, s := range d.State {
+		names = append(names, s.Name)
+	}
+	return map[string]any{"class": d.Machine.Class, "stop": d.Machine.Stop, "methods": d.Methods, "state": names}
 }
 
 // lost marks the link down when err shows the bridge unreachable.
