@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -196,6 +197,11 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
+
+// Connected reports whether the gRPC channel has a live connection (state
+// READY). A call that failed UNAVAILABLE on a channel still READY was ended
+// by the server (a broken stream), not by a lost link.
+func (c *Client) Connected() bool { return c.conn.GetState() == connectivity.Ready }
 
 // Framework returns the framework descriptors the client uses.
 func (c *Client) Framework() *Framework { return c.fw }

@@ -103,9 +103,11 @@ func (a *adapter) applyMetadata(ctx context.Context) error {
 	return nil
 }
 
-// lost marks the link down when err is a connection-level failure.
+// lost marks the link down when err is a connection-level failure and the
+// channel has no live connection (a server that ends a stream UNAVAILABLE
+// on a healthy connection is not a lost link).
 func (a *adapter) lost(err error) {
-	if a.link != nil && linkLost(err) {
+	if a.link != nil && linkLost(err) && (neverSent(err) || !a.client.Connected()) {
 		a.link.Down(fmt.Errorf("SiLA 2 server %s: %w", a.cfg.Endpoint, err))
 	}
 }

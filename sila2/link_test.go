@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/openmhp/mhp-go"
@@ -174,5 +175,27 @@ func TestIntermediateResponsesDescribed(t *testing.T) {
 	}
 	if q, _ := desc.Action("say_hello"); strings.Contains(q.Notes, "Intermediate") {
 		t.Fatalf("an unobservable command lists intermediate responses: %q", q.Notes)
+	}
+}
+
+// TestBrokenStreamIsNotALinkDrop: a server that ends its streams
+// UNAVAILABLE on a healthy connection has not gone away: the subscriptions
+// resubscribe and the backend link never reports down.
+func TestBrokenStreamIsNotALinkDrop(t *testing.T) {
+	l := startLab(t, silatest.Options{})
+	d := openAdapter(t, l, "")
+	var downs atomic.Int32
+	d.Listen(func(n mhp.Notification) {
+		if b, ok := n.Params["backend"].(*mhp.BackendLink); ok && n.Method == mhp.NotifyBackendLink && !b.Connected {
+			downs.Add(1)
+		}
+	})
+	sub := "TemperatureController/CurrentTemperature"
+	conformance.Eventually(t, "the subscription", func() bool { return l.srv.Calls(sub) > 0 })
+	before := l.srv.Calls(sub)
+	l.srv.BreakStreams()
+	conformance.Eventually(t, "the resubscription", func() bool { return l.srv.Calls(sub) > before })
+	if n := downs.Load(); n != 0 || !d.Link().Connected {
+		t.Fatalf("a broken stream on a live connection reported the link down (%d times, link %+v)", n, d.Link())
 	}
 }
