@@ -614,6 +614,13 @@ func (a *adapter) run(ctx context.Context, job *binding.Job, plan *actionPlan) (
 	}
 	res, err := a.acts.Submit(ctx, Submission{Action: plan.name, Args: args, Files: files, ListFiles: plan.listFiles})
 	if err != nil {
+		if e, ok := mhp.AsError(err); ok && e.Data["outcome"] == mhp.OutcomeNotStarted && !refusedByNode(err) {
+			// Nothing started and the node did not answer: read its status
+			// now, so a node that is gone marks the link down at once.
+			sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.RequestTimeout)
+			_, _ = a.readStatus(sctx)
+			stop()
+		}
 		return nil, err
 	}
 	a.track(job.ID(), res.ActionID)

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sort"
 
+	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
 )
 
@@ -106,4 +107,11 @@ func (a *adapter) probe(ctx context.Context) error {
 	// Read the node's word now, so an errored node latches at once.
 	_, _ = a.readStatus(ctx)
 	return nil
+}
+
+// refusedByNode reports whether a submit error carries the node's own
+// answer (an HTTP status), as opposed to a request that got no answer.
+func refusedByNode(err error) bool {
+	e, ok := mhp.AsError(err)
+	return ok && (e.Data["http_status"] != nil || e.Data["node_errors"] != nil)
 }

@@ -245,3 +245,20 @@ func TestResultFilesDownloaded(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeGoneBeforeSubmit: the node is gone but the link has not noticed
+// yet. The action's create cannot connect: nothing ran (not_started, no
+// fault), and the link reports down at once.
+func TestNodeGoneBeforeSubmit(t *testing.T) {
+	off := time.Duration(0)
+	f := newFixture(t, madscitest.Options{}, func(c *madsci.Config) { c.StatusPoll = &off })
+	f.node.Close()
+	j := f.finish(t, f.invoke(t, conformance.ActionQuick, nil))
+	if j.State != mhp.JobFailed || j.Outcome != mhp.OutcomeNotStarted {
+		t.Fatalf("job on a gone node: %+v (%+v), want failed not_started", j, j.Error)
+	}
+	if f.state(t) != mhp.StateIdle {
+		t.Fatalf("state %s, want idle (nothing was sent)", f.state(t))
+	}
+	conformance.Eventually(t, "the link down", func() bool { l := f.drv.Link(); return l != nil && !l.Connected })
+}
