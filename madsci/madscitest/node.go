@@ -185,8 +185,9 @@ func New(opts Options) *Node {
 		n.srv.Listener.Close()
 		n.srv.Listener = ln
 	}
+	// The URL is known before the first request can arrive (handlers read it).
+	n.URL = "http://" + n.srv.Listener.Addr().String()
 	n.srv.Start()
-	n.URL = n.srv.URL
 	return n
 }
 

@@ -138,8 +138,9 @@ func NewBridgeAt(addr string) *Bridge {
 		b.srv.Listener.Close()
 		b.srv.Listener = ln
 	}
+	// The URL is known before the first request can arrive (handlers read it).
+	b.URL = "http://" + b.srv.Listener.Addr().String()
 	b.srv.Start()
-	b.URL = b.srv.URL
 	return b
 }
 

@@ -91,8 +91,9 @@ func NewLegacyServerAt(addr string) *LegacyServer {
 		l.srv.Listener.Close()
 		l.srv.Listener = ln
 	}
+	// The URL is known before the first request can arrive (handlers read it).
+	l.URL = "http://" + l.srv.Listener.Addr().String()
 	l.srv.Start()
-	l.URL = l.srv.URL
 	return l
 }
 
