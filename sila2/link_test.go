@@ -1,6 +1,7 @@
 package sila2_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -197,5 +198,30 @@ func TestBrokenStreamIsNotALinkDrop(t *testing.T) {
 	conformance.Eventually(t, "the resubscription", func() bool { return l.srv.Calls(sub) > before })
 	if n := downs.Load(); n != 0 || !d.Link().Connected {
 		t.Fatalf("a broken stream on a live connection reported the link down (%d times, link %+v)", n, d.Link())
+	}
+}
+
+// TestRefusedConnectionNeverSent: the error gRPC gives for a server that is
+// not listening is classified as never sent (what makes a command
+// not_started rather than unknown).
+func TestRefusedConnectionNeverSent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := sila2.Dial(ctxT(t), sila2.ClientConfig{Endpoint: addr, TLS: sila2.TLSConfig{InsecurePlaintext: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.FeatureDefinitions(ctxT(t))
+	var ce *sila2.ConnectionError
+	if !errors.As(err, &ce) || !ce.NeverSent() {
+		t.Fatalf("refused connection: %v, want a ConnectionError that was never sent", err)
+	}
+	if c.Connected() {
+		t.Fatal("a channel without a server reads connected")
 	}
 }
