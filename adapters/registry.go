@@ -11,7 +11,9 @@
 // The registry is a value the program builds (cmd/mhp registers every
 // adapter package it links); library code never registers itself in init.
 //
-// Every config may carry a `link:` block (LinkConfig): an adapter starts
+// An adapter that follows its backend link takes a `link:` block
+// (LinkConfig, a field of its own config, so that an adapter that does not
+// honour it refuses the key instead of ignoring it): the adapter starts
 // whether or not its backend is up, reports the link to the driver
 // (binding.Driver.SetLink) and reconnects with bounded, jittered backoff
 // (Link, Backoff); self-describing adapters serve a descriptor cache while
@@ -160,8 +162,6 @@ type Common struct {
 	Instructions string         `yaml:"instructions,omitempty"`
 	Physical     *mhp.Physical  `yaml:"physical,omitempty"`
 	Safety       mhp.Safety     `yaml:"safety,omitempty"`
-	// Link says how the adapter treats an unreachable backend (see LinkConfig).
-	Link LinkConfig `yaml:"link,omitempty"`
 }
 
 // Apply copies the common fields into a binding config.

@@ -25,6 +25,10 @@ const Kind = "madsci"
 // Zero values take the defaults documented on each field (see Defaults).
 type Config struct {
 	adapters.Common `yaml:",inline"`
+	// Link says how the adapter treats a backend that is not there: start
+	// anyway (default) or fail fast, the reconnect backoff, the descriptor
+	// cache (see adapters.LinkConfig).
+	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// NodeURL is the node's base URL; default http://127.0.0.1:2000.
 	NodeURL string `yaml:"node_url"`

@@ -30,6 +30,10 @@ const (
 // Zero values take the defaults documented on each field.
 type Config struct {
 	adapters.Common `yaml:",inline"`
+	// Link says how the adapter treats a backend that is not there: start
+	// anyway (default) or fail fast, the reconnect backoff, the descriptor
+	// cache (see adapters.LinkConfig).
+	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// Mode is bridge (default) or legacy.
 	Mode string `yaml:"mode,omitempty"`

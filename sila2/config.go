@@ -34,6 +34,10 @@ const Kind = "sila2"
 // entry renames them.
 type Config struct {
 	adapters.Common `yaml:",inline"`
+	// Link says how the adapter treats a backend that is not there: start
+	// anyway (default) or fail fast, the reconnect backoff, the descriptor
+	// cache (see adapters.LinkConfig).
+	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// Endpoint is the server's host:port.
 	Endpoint string        `yaml:"endpoint"`
