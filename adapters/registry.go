@@ -10,6 +10,14 @@
 //
 // The registry is a value the program builds (cmd/mhp registers every
 // adapter package it links); library code never registers itself in init.
+//
+// An adapter that follows its backend link takes a `link:` block
+// (LinkConfig, a field of its own config, so that an adapter that does not
+// honour it refuses the key instead of ignoring it): the adapter starts
+// whether or not its backend is up, reports the link to the driver
+// (binding.Driver.SetLink) and reconnects with bounded, jittered backoff
+// (Link, Backoff); self-describing adapters serve a descriptor cache while
+// the backend is down and never adopt a description that changed.
 package adapters
 
 import (

@@ -100,3 +100,40 @@ func TestBackendLink(t *testing.T) {
 		t.Fatalf("reset once the link is back: %v", err)
 	}
 }
+
+// TestBackendLinkNotifies: with a listener attached, each link change is
+// published once as notifications/backend/link (and SetLink returns with
+// the driver unlocked: the next call does not deadlock or double-unlock).
+func TestBackendLinkNotifies(t *testing.T) {
+	drv, err := binding.New(binding.Config{Device: mhp.DeviceInfo{ID: "link-02", Class: "test"},
+		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "t", Type: mhp.TypeNumber},
+			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: 1.0}, nil }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	got := make(chan mhp.Notification, 8)
+	drv.Listen(func(n mhp.Notification) {
+		if n.Method == mhp.NotifyBackendLink {
+			got <- n
+		}
+	})
+	drv.SetLink(false, errors.New("refused"))
+	drv.SetLink(false, errors.New("refused"))
+	drv.SetLink(true, nil)
+	for i, want := range []bool{false, true} {
+		n := <-got
+		b, _ := n.Params["backend"].(*mhp.BackendLink)
+		if b == nil || b.Connected != want {
+			t.Fatalf("notification %d: %+v, want connected %v", i, n.Params, want)
+		}
+	}
+	select {
+	case n := <-got:
+		t.Fatalf("an unchanged link was published again: %+v", n.Params)
+	default:
+	}
+	if l := drv.Link(); l == nil || !l.Connected {
+		t.Fatalf("link %+v", l)
+	}
+}

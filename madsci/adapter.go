@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 )
@@ -23,6 +24,8 @@ type Deps struct {
 	Actions Actions
 	// Clock is the driver's clock (binding.Config.Clock).
 	Clock clock.Clock
+	// LinkClock times the reconnect backoff; default real.
+	LinkClock clock.Clock
 	// RetryClock times Retry-After waits of the HTTP client; default real.
 	RetryClock clock.Clock
 	// HTTP is the transport of the HTTP client.
@@ -52,6 +55,7 @@ func New(ctx context.Context, cfg Config, deps Deps) (*binding.Driver, error) {
 		return nil, err
 	}
 	a.attach(d)
+	a.link.Attach(d.SetLink)
 	return d, nil
 }
 
@@ -62,19 +66,14 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 	if err := cfg.Validate(); err != nil {
 		return binding.Config{}, nil, err
 	}
+	var client *Client
 	if deps.Node == nil || deps.Actions == nil {
 		c, err := NewClient(ClientOptions{URL: cfg.NodeURL, Layout: cfg.Layout, RequestTimeout: cfg.RequestTimeout,
 			MaxRetryAfter: cfg.MaxRetryAfter, MaxRetries: cfg.MaxRetries, HTTP: deps.HTTP, Clock: deps.RetryClock})
 		if err != nil {
 			return binding.Config{}, nil, err
 		}
-		if cfg.Layout == LayoutAuto {
-			layout, err := c.Detect(ctx)
-			if err != nil {
-				return binding.Config{}, nil, err
-			}
-			c.SetLayout(layout)
-		}
+		client = c
 		if deps.Node == nil {
 			deps.Node = c
 		}
@@ -82,16 +81,30 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 			deps.Actions = c
 		}
 	}
-	info, err := deps.Node.Info(ctx)
-	if err != nil {
-		return binding.Config{}, nil, fmt.Errorf("madsci: reading %s/info: %w", cfg.NodeURL, err)
+	// The node may be down at start: serve the cached description, report
+	// the link down and reconnect (see LinkConfig).
+	desc, downErr := describe(ctx, cfg, deps.Node, client)
+	if downErr != nil {
+		var err error
+		if desc, err = loadDescription(cfg, downErr); err != nil {
+			return binding.Config{}, nil, err
+		}
+	} else if cfg.Link.DescriptorCache != "" {
+		if err := adapters.SaveDescriptor(cfg.Link.DescriptorCache, Kind, cfg.NodeURL, desc); err != nil {
+			slog.Default().Warn("madsci: descriptor cache not written", "err", err)
+		}
 	}
+	if client != nil && desc.Layout != "" && desc.Layout != LayoutAuto {
+		client.SetLayout(desc.Layout)
+	}
+	info := desc.Info
+	var err error
 	clk := deps.Clock
 	if clk == nil {
 		clk = clock.Real{}
 	}
 	a := &adapter{cfg: cfg, node: deps.Node, acts: deps.Actions, info: info, running: map[string]string{}, clk: clk,
-		log: slog.Default(), reachable: true}
+		log: slog.Default(), reachable: true, firstState: desc.State}
 	a.status = &cached[*NodeStatus]{ttl: cfg.SignalCache, fetch: a.readStatus}
 	a.state = &cached[map[string]any]{ttl: cfg.SignalCache, fetch: deps.Node.State}
 
@@ -127,10 +140,20 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 	bc.Verify = a.verify
 	// A reset posts the node's reset, then waits for it to come back.
 	bc.VerifyTimeout = a.cfg.ResetWait + 2*a.cfg.RequestTimeout
+	a.link = adapters.NewLink(adapters.LinkOptions{Name: "madsci node " + cfg.NodeURL, Config: cfg.Link, Probe: a.probe,
+		ProbeTimeout: 2 * cfg.RequestTimeout, Clock: deps.LinkClock, Logger: bc.Logger})
+	if downErr != nil {
+		a.link.Down(downErr)
+	} else {
+		a.link.Up()
+	}
 	bc.Setup = func(ctx context.Context) error {
-		if _, err := a.readStatus(ctx); err != nil {
-			return fmt.Errorf("madsci: node %s unreachable: %w", cfg.NodeURL, err)
+		if a.link.Connected() {
+			if _, err := a.readStatus(ctx); err != nil && (cfg.Link.FailFast || !linkDown(err)) {
+				return fmt.Errorf("madsci: node %s unreachable: %w", cfg.NodeURL, err)
+			}
 		}
+		a.link.Start()
 		a.startWatch()
 		return nil
 	}
@@ -160,6 +183,9 @@ func (a *adapter) checkOverrides(bc binding.Config) error {
 		}
 	}
 	for _, k := range sortedNames(a.cfg.Settings) {
+		if infrastructureKey(k) && !a.cfg.Settings[k].Hide {
+			return fmt.Errorf("madsci: config names setting %q, which is the node's own wiring (url, id, rate limiting, server options), never a run-time setting", k)
+		}
 		if !have["setting:"+k] {
 			return fmt.Errorf("madsci: config overrides setting %q, which is not in the node's config", k)
 		}
@@ -200,7 +226,11 @@ type adapter struct {
 	closed    bool
 	// reachable is what the last status read said (for logging changes).
 	reachable bool
-	watch     watcher
+	// firstState is the /state reply the state signals were built from.
+	firstState map[string]any
+	// link follows the connection to the node (see adapters.Link).
+	link  *adapters.Link
+	watch watcher
 }
 
 // cached serves one endpoint's reply for ttl.
@@ -305,11 +335,7 @@ func (a *adapter) signals(ctx context.Context) ([]binding.Signal, error) {
 			})
 		taken[SignalRunningActions] = true
 	}
-	state, err := a.node.State(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("madsci: reading /state: %w", err)
-	}
-	flat := flatten(state)
+	flat := flatten(a.firstState)
 	names := a.cfg.StateSignals
 	if len(names) == 0 {
 		names = sortedNames(flat)
@@ -342,10 +368,11 @@ func (a *adapter) signals(ctx context.Context) ([]binding.Signal, error) {
 
 func (a *adapter) settings() []binding.Setting {
 	shapes := configShapes(a.info.ConfigSchema)
+	marked := runtimeKeys(a.info.ConfigSchema)
 	var out []binding.Setting
 	for _, key := range a.info.ConfigNames() {
-		o := a.cfg.Settings[key]
-		if o.Hide {
+		o, named := a.cfg.Settings[key]
+		if o.Hide || (!named && !marked[key]) || infrastructureKey(key) {
 			continue
 		}
 		spec := mhp.Setting{Name: key, Approval: o.Approval, Interlocks: o.Interlocks, DuringJob: o.DuringJob, Notes: o.Notes,
@@ -476,6 +503,8 @@ func resultShape(def ActionDef) *mhp.Shape {
 		"action_id":   {Type: mhp.TypeString},
 		"json_result": {Type: mhp.TypeAny},
 		"files":       {Type: mhp.TypeArray, Notes: "result file keys; fetch them from the node's /action/{action_id}/download"},
+		"local_files": {Type: mhp.TypeArray, Notes: "with results_dir set: the result files downloaded, [{name, path, bytes}]"},
+		"files_error": {Type: mhp.TypeString, Notes: "why the result files could not be downloaded"},
 		"datapoints":  {Type: mhp.TypeObject, Notes: "label -> datapoint id"},
 	}}
 	var labels []string
@@ -585,6 +614,13 @@ func (a *adapter) run(ctx context.Context, job *binding.Job, plan *actionPlan) (
 	}
 	res, err := a.acts.Submit(ctx, Submission{Action: plan.name, Args: args, Files: files, ListFiles: plan.listFiles})
 	if err != nil {
+		if e, ok := mhp.AsError(err); ok && e.Data["outcome"] == mhp.OutcomeNotStarted && !refusedByNode(err) {
+			// Nothing started and the node did not answer: read its status
+			// now, so a node that is gone marks the link down at once.
+			sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.RequestTimeout)
+			_, _ = a.readStatus(sctx)
+			stop()
+		}
 		return nil, err
 	}
 	a.track(job.ID(), res.ActionID)
@@ -622,7 +658,18 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 			if a.cfg.Result == ResultJSON {
 				return res.JSONResult, nil
 			}
-			return resultOf(res), nil
+			out := resultOf(res)
+			// The action succeeded whatever happens to its files: a failed
+			// download is reported in the result, never as the job's outcome.
+			dctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 4*a.cfg.RequestTimeout)
+			local, err := a.fetchFiles(dctx, plan.name, res)
+			stop()
+			if err != nil {
+				out["files_error"] = err.Error()
+			} else if local != nil {
+				out["local_files"] = local
+			}
+			return out, nil
 		case StatusFailed:
 			// A failed action may leave the node errored: read its status
 			// now so the device state says so when the job ends.
@@ -696,6 +743,11 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 					continue
 				}
 				return nil, a.lostTrack(plan, id, cancelling, cancelSent, st)
+			}
+			if serverError(err) {
+				// The node answered (a 5xx on one route): not a lost node;
+				// keep polling within the action's deadline.
+				continue
 			}
 			failures++
 			if failures >= a.cfg.PollFailures {
@@ -824,8 +876,14 @@ func (a *adapter) verify(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, a.cfg.ResetWait)
 	defer cancel()
 	delay := a.cfg.PollInterval
+	// last is the newest status the node answered (at first, the one read
+	// before the reset): a read cut by the deadline must not hide it.
+	last := st
 	for {
 		st, err := a.readStatus(wctx)
+		if err == nil {
+			last = st
+		}
 		if err == nil && !st.Stopped && !st.Errored && !st.Initializing && !st.Disconnected {
 			a.status.invalidate()
 			a.state.invalidate()
@@ -841,10 +899,10 @@ func (a *adapter) verify(ctx context.Context) error {
 			return nil
 		}
 		if err := sleepReal(wctx, delay); err != nil {
-			if st != nil {
-				why := strings.Join(st.NotReadyReasons(), ", ")
-				if st.Errored {
-					why += "; node errors: " + lastErrors(st.Errors, 3)
+			if last != nil {
+				why := strings.Join(last.NotReadyReasons(), ", ")
+				if last.Errored {
+					why += "; node errors: " + lastErrors(last.Errors, 3)
 				}
 				return fmt.Errorf("madsci: the node did not recover within %v: still %s", a.cfg.ResetWait, why)
 			}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/clock"
 )
 
@@ -407,6 +408,9 @@ func (c *Client) submitV5(ctx context.Context, s Submission) (*ActionResult, err
 		if r := refusal(err, "starting action "+s.Action); r != nil {
 			return nil, r.With("action_id", created.ActionID)
 		}
+		if adapters.Unreachable(err) { // the start never left: nothing runs
+			return nil, adapters.NotSent("madsci: start of action "+s.Action, err).With("action_id", created.ActionID)
+		}
 		return nil, fmt.Errorf("madsci: start of action %s (%s): %w", s.Action, created.ActionID, err)
 	}
 	var res ActionResult
@@ -446,6 +450,9 @@ func (c *Client) submitLegacy(ctx context.Context, s Submission) (*ActionResult,
 		if r := refusal(err, "action "+s.Action); r != nil {
 			return nil, r
 		}
+		if adapters.Unreachable(err) {
+			return nil, adapters.NotSent("madsci: action "+s.Action, err)
+		}
 		return nil, fmt.Errorf("madsci: POST /action %s (action_id %s): %w", s.Action, id, err)
 	}
 	var res ActionResult
@@ -476,11 +483,37 @@ func (c *Client) ActionStatus(ctx context.Context, action, id string) (string, e
 
 // ActionResult implements Actions. A reply naming another action id (the
 // node's ActionHistoryNotFound quirk) comes back with status unknown.
+//
+// On v0.5+ nodes GET /action/{name}/{id}/result answers HTTP 500 for an
+// action that declares a return type and ended failed or cancelled (FastAPI
+// validates the reply against the declared type and json_result is None).
+// A 5xx from that route is the node answering, not the node gone: the
+// result is read from GET /action/{id}/result, and failing that the status
+// route gives the terminal status alone.
 func (c *Client) ActionResult(ctx context.Context, action, id string) (*ActionResult, error) {
-	path := "/action/" + url.PathEscape(action) + "/" + url.PathEscape(id) + "/result"
 	if c.o.Layout == LayoutLegacy {
-		path = "/action/" + url.PathEscape(id)
+		return c.resultAt(ctx, "/action/"+url.PathEscape(id), id)
 	}
+	res, err := c.resultAt(ctx, "/action/"+url.PathEscape(action)+"/"+url.PathEscape(id)+"/result", id)
+	if !serverError(err) {
+		return res, err
+	}
+	first := err
+	if res, err := c.resultAt(ctx, "/action/"+url.PathEscape(id)+"/result", id); err == nil {
+		return res, nil
+	} else if !serverError(err) && !notFound(err) {
+		return nil, err
+	}
+	st, err := c.ActionStatus(ctx, action, id)
+	if err != nil {
+		return nil, err
+	}
+	return &ActionResult{ActionID: id, Status: st, Errors: []NodeError{{
+		Message:   fmt.Sprintf("the node's result routes failed (%v); status from the status route", first),
+		ErrorType: "ResultUnavailable"}}}, nil
+}
+
+func (c *Client) resultAt(ctx context.Context, path, id string) (*ActionResult, error) {
 	var res ActionResult
 	if err := c.getJSON(ctx, path, &res); err != nil {
 		return nil, err
@@ -490,6 +523,16 @@ func (c *Client) ActionResult(ctx context.Context, action, id string) (*ActionRe
 		res.Status, res.ActionID = StatusUnknown, id
 	}
 	return &res, nil
+}
+
+func serverError(err error) bool {
+	var he *HTTPError
+	return errors.As(err, &he) && he.Status >= 500
+}
+
+func notFound(err error) bool {
+	var he *HTTPError
+	return errors.As(err, &he) && (he.Status == http.StatusNotFound || he.Status == http.StatusMethodNotAllowed)
 }
 
 // Detect reads /openapi.json and tells the layout: LayoutV5 when the per-name

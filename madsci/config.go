@@ -25,6 +25,10 @@ const Kind = "madsci"
 // Zero values take the defaults documented on each field (see Defaults).
 type Config struct {
 	adapters.Common `yaml:",inline"`
+	// Link says how the adapter treats a backend that is not there: start
+	// anyway (default) or fail fast, the reconnect backoff, the descriptor
+	// cache (see adapters.LinkConfig).
+	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// NodeURL is the node's base URL; default http://127.0.0.1:2000.
 	NodeURL string `yaml:"node_url"`
@@ -62,6 +66,10 @@ type Config struct {
 	// FilesDir is the folder file params must name files in (relative paths
 	// are taken inside it). Without it, actions with file args are refused.
 	FilesDir string `yaml:"files_dir,omitempty"`
+	// ResultsDir, when set, is where the result files of succeeded actions
+	// are downloaded (GET /action/{name}/{id}/download, unzipped into
+	// ResultsDir/<action_id>/); the job result lists them as local_files.
+	ResultsDir string `yaml:"results_dir,omitempty"`
 	// StatusSignals exposes the /status booleans as node.* signals; default true.
 	StatusSignals *bool `yaml:"status_signals,omitempty"`
 	// StateSignals limits the /state keys (flattened with ".") served as
@@ -80,7 +88,11 @@ type Config struct {
 	// ResetNode posts the node's reset admin command on safety/reset when
 	// the node is stopped, errored, locked or paused; default true.
 	ResetNode *bool `yaml:"reset_node,omitempty"`
-	// Settings exposes the node's /info config as settings; default true.
+	// ConfigSettings exposes node config keys meant to be set at run time
+	// as settings (POST /config); default true. A key is one when the
+	// settings block below names it, or when the node's config_schema marks
+	// its property "x-mhp-setting": true. The node's own wiring (node_url,
+	// node_id, node_name, rate limiting, uvicorn options) never is.
 	ConfigSettings *bool `yaml:"config_settings,omitempty"`
 
 	// Result is the form of a done job's result: "envelope" (default:
@@ -204,6 +216,9 @@ func (c Config) Validate() error {
 	}
 	if *c.StatusPoll < 0 {
 		return fmt.Errorf("madsci: status_poll must be >= 0 (0s disables the status watch), got %v", *c.StatusPoll)
+	}
+	if err := c.Link.Validate(); err != nil {
+		return fmt.Errorf("madsci: %w", err)
 	}
 	if c.MaxRetries < 0 || c.PollFailures < 1 || c.UnknownPolls < 1 {
 		return fmt.Errorf("madsci: max_retries must be >= 0, poll_failures and unknown_polls >= 1")

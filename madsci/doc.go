@@ -6,8 +6,29 @@
 // which are uploaded), GET /state keys become signals (nested objects are
 // flattened with "."), GET /status booleans become the node.* signals (busy,
 // paused, locked, errored, stopped, ... and node.ready, derived from the
-// booleans, never from the description), and the node's config becomes
-// settings (POST /config).
+// booleans, never from the description), and the node config keys meant to
+// be set at run time become settings (POST /config): those the config file's
+// settings block names and those config_schema marks "x-mhp-setting"; the
+// node's wiring (node_url, node_id, rate limiting, uvicorn) never.
+//
+// The node may start after the adapter (link block, adapters.LinkConfig):
+// the adapter then serves the description its last start with the node up
+// saved in link.descriptor_cache (without one, or with link.fail_fast, it
+// refuses to start and says why), reports backend connected:false, and
+// probes the node with bounded, jittered backoff. A node that comes back
+// describing itself as before brings the link up with no restart; one whose
+// actions, capabilities or config schema changed keeps the link down with
+// that reason (what the gates check never changes under a running device).
+// A request that fails below HTTP marks the link down; a start that could
+// not connect is refused not_started (nothing was sent, no fault); a 5xx
+// reply is the node answering, never a link drop. With results_dir set, the
+// result files of a succeeded action are downloaded into
+// results_dir/<action_id>/ and listed as local_files.
+//
+// GET /action/{name}/{id}/result answers HTTP 500 for a failed or cancelled
+// action that declares a return type (FastAPI validates the reply and
+// json_result is None); the adapter then reads GET /action/{id}/result, and
+// failing that the status route.
 //
 // Outcomes are the node's, never assumed:
 //
@@ -41,13 +62,11 @@
 //	             means our jobs: a node busy with another client's action
 //	             keeps the device idle and refuses blocking actions at the
 //	             interlock.
-//	unreachable (the read fails)
-//	          -> no change of device state (MHP has no such device state;
-//	             "unreachable" is what a client says of a driver that does
-//	             not answer, and this driver does). node.* signals read
-//	             null, the node.ready interlock (ready_interlock) is
-//	             open so blocking actions are refused before anything is
-//	             sent, and the change is logged. A job running meanwhile
+//	unreachable (the read fails below HTTP)
+//	          -> no change of device state: the backend link is down
+//	             (ping and describe say so), signals read null, writes
+//	             and invokes are refused not_started before anything is
+//	             sent, and the link reconnects. A job running meanwhile
 //	             ends outcome unknown (fault) when its own polls keep
 //	             failing (poll_failures).
 //

@@ -190,6 +190,9 @@ type schemaProp struct {
 	Maximum     *float64 `json:"maximum"`
 	Description string   `json:"description"`
 	Title       string   `json:"title"`
+	// Runtime marks a key the node means to be set at run time
+	// (json_schema_extra={"x-mhp-setting": true} on the pydantic field).
+	Runtime bool `json:"x-mhp-setting"`
 }
 
 type schema struct {
@@ -257,4 +260,33 @@ func sortedNames[V any](m map[string]V) []string {
 func PythonType(t string) string {
 	s, _ := shapeOfPython(t)
 	return s.Type
+}
+
+// runtimeKeys lists the config keys whose config_schema property carries
+// "x-mhp-setting": true: the node marks them as meant to be set at run time.
+func runtimeKeys(raw json.RawMessage) map[string]bool {
+	out := map[string]bool{}
+	var s struct {
+		Properties map[string]schemaProp `json:"properties"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+		return out
+	}
+	for name, p := range s.Properties {
+		if p.Runtime {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// infrastructureKey reports a node config key that wires the node itself
+// (where it listens, who it is, how it rate-limits, how uvicorn runs): it is
+// never a setting, whatever the config file or the node's schema says.
+func infrastructureKey(k string) bool {
+	switch k {
+	case "node_url", "node_id", "node_name", "node_definition", "node_info_path", "enable_rate_limiting", "uvicorn_kwargs":
+		return true
+	}
+	return strings.HasPrefix(k, "rate_limit") || strings.HasPrefix(k, "uvicorn")
 }

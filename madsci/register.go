@@ -13,7 +13,8 @@ func Register(r *adapters.Registry) error {
 }
 
 // Factory builds a driver from a madsci config file. It reads the node's
-// /info and /state, so the node must be reachable.
+// /info and /state; with the node down it serves link.descriptor_cache
+// (unless link.fail_fast) and reconnects.
 func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 	cfg, err := Load(src)
 	if err != nil {
@@ -30,5 +31,7 @@ func Load(src adapters.Source) (Config, error) {
 		return Config{}, err
 	}
 	cfg.FilesDir = src.Resolve(cfg.FilesDir)
+	cfg.Link.DescriptorCache = src.Resolve(cfg.Link.DescriptorCache)
+	cfg.ResultsDir = src.Resolve(cfg.ResultsDir)
 	return cfg, nil
 }

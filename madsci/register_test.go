@@ -35,11 +35,16 @@ func TestExampleConfigServesFakeNode(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	d, err := r.Build(ctx, adapters.Source{Path: path, Dir: filepath.Dir(path), Data: []byte(text)})
+	// The descriptor cache goes to a temp dir, not into examples/.
+	dir := t.TempDir()
+	d, err := r.Build(ctx, adapters.Source{Path: path, Dir: dir, Data: []byte(text)})
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
 	defer d.Close()
+	if _, err := os.Stat(filepath.Join(dir, "node.descriptor.json")); err != nil {
+		t.Fatalf("the example's descriptor cache was not written: %v", err)
+	}
 	desc := d.Descriptor()
 	if desc.ID != "platereader-01" || len(desc.Actions) == 0 {
 		t.Fatalf("descriptor %+v", desc.DeviceInfo)
@@ -47,6 +52,24 @@ func TestExampleConfigServesFakeNode(t *testing.T) {
 	run, _ := desc.Action("run")
 	if len(run.Interlocks) != 1 || run.Interlocks[0] != madsci.SignalReady {
 		t.Fatalf("run interlocks %v, want node.ready", run.Interlocks)
+	}
+
+	// `mhp serve` of the example with the node down: it starts, serves
+	// the cached description and reports the backend down.
+	n.Close()
+	down, err := r.Build(ctx, adapters.Source{Path: path, Dir: dir, Data: []byte(text)})
+	if err != nil {
+		t.Fatalf("build with the node down: %v", err)
+	}
+	defer down.Close()
+	if err := down.Start(ctx); err != nil {
+		t.Fatalf("start with the node down: %v", err)
+	}
+	if l := down.Link(); l == nil || l.Connected {
+		t.Fatalf("backend link %+v with the node down", l)
+	}
+	if len(down.Descriptor().Actions) != len(desc.Actions) {
+		t.Fatalf("served %d actions from the cache, the node had %d", len(down.Descriptor().Actions), len(desc.Actions))
 	}
 }
 

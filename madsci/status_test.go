@@ -144,7 +144,7 @@ func TestNodeWordLatchesFault(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w := newWatched(t, madscitest.Options{}, func(cfg *madsci.Config) { cfg.ResetWait = 200 * time.Millisecond })
+			w := newWatched(t, madscitest.Options{}, func(cfg *madsci.Config) { cfg.ResetWait = 2 * time.Second })
 			if s := w.drv.State(); s != mhp.StateIdle {
 				t.Fatalf("state at start %s", s)
 			}
@@ -378,8 +378,13 @@ func TestUnreachableNodeIsNotAFault(t *testing.T) {
 	if r.Values[madsci.SignalReady] != nil || r.Values[madsci.SignalErrored] != nil {
 		t.Fatalf("signals of an unreachable node %v, want null", r.Values)
 	}
-	if _, err := w.dev.Invoke(ctx, mhp.InvokeRequest{Name: conformance.ActionQuick}); mhp.CodeOf(err) != mhp.CodeInterlockOpen {
-		t.Fatalf("invoke on an unreachable node: %v, want InterlockOpen", err)
+	// The link is down: actuation is refused before anything is sent.
+	_, err = w.dev.Invoke(ctx, mhp.InvokeRequest{Name: conformance.ActionQuick})
+	if e, ok := mhp.AsError(err); !ok || e.Data["outcome"] != mhp.OutcomeNotStarted || e.Data["reason"] != "backend_unavailable" {
+		t.Fatalf("invoke on an unreachable node: %v, want refused not_started (backend_unavailable)", err)
+	}
+	if p, _ := w.dev.Ping(ctx); p.Backend == nil || p.Backend.Connected || p.Backend.Error == "" {
+		t.Fatalf("ping with the node unreachable: backend %+v, want connected:false with the error", p.Backend)
 	}
 	select {
 	case r := <-w.faults:
@@ -387,9 +392,14 @@ func TestUnreachableNodeIsNotAFault(t *testing.T) {
 	default:
 	}
 	w.node.Return()
-	w.tick(t)
+	// The link's probe (real-time backoff from 500ms) brings it back.
+	until(t, "the link back up", func() bool { l := w.drv.Link(); return l != nil && l.Connected })
 	if r, _ := w.dev.Read(ctx, []string{madsci.SignalReady}); r.Values[madsci.SignalReady] != true {
 		t.Fatalf("node.ready after the node returned: %v", r.Values)
+	}
+	id := w.invoke(t, conformance.ActionQuick, nil)
+	if j := w.finish(t, id); j.State != mhp.JobDone {
+		t.Fatalf("quick after the node returned: %+v", j)
 	}
 }
 

@@ -3,6 +3,7 @@ package madsci
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -33,16 +34,19 @@ func (a *adapter) readStatus(ctx context.Context) (*NodeStatus, error) {
 	return st, nil
 }
 
-// reached logs when the node stops or starts answering /status. An
-// unreachable node changes no device state: MHP has no state for it (a
-// client reports "unreachable" for a driver that does not answer, and this
-// driver still answers). Its signals read null, the node.ready interlock is
-// open, and a job that is running ends outcome unknown (fault) when its own
-// polls keep failing.
+// reached logs when the node stops or starts answering /status, and marks
+// the backend link down when the request failed below HTTP. An unreachable
+// node latches nothing by itself: ping and describe say backend
+// connected:false, signals read null, writes and invokes are refused
+// not_started, and a job that is running ends outcome unknown (fault) when
+// its own polls keep failing. Only the link's probe brings it back up.
 func (a *adapter) reached(err error) {
 	ok := err == nil
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return // our own deadline or Close, not the node's doing
+	}
+	if linkDown(err) && a.link != nil {
+		a.link.Down(fmt.Errorf("madsci node %s: %w", a.cfg.NodeURL, err))
 	}
 	a.mu.Lock()
 	changed := a.reachable != ok
@@ -124,6 +128,9 @@ func (a *adapter) close() error {
 	a.closed = true
 	a.mu.Unlock()
 	a.watch.stop()
+	if a.link != nil {
+		a.link.Close()
+	}
 	return nil
 }
 
@@ -136,6 +143,9 @@ func (a *adapter) startWatch() {
 		return
 	}
 	a.watch.start(a.clk, *a.cfg.StatusPoll, a.cfg.RequestTimeout, func(ctx context.Context) {
+		if !a.link.Connected() {
+			return // the link's probe reads the node while it is down
+		}
 		_, _ = a.status.get(ctx) // through the signal cache: a fresh reply is not fetched twice
 	})
 }

@@ -20,6 +20,13 @@
 //   - estop publishes on its own topic at QoS 1, never retained; a failed
 //     publish (or a refusing ack) leaves the device in estop with stopped:false.
 //
+// The broker may come up after the adapter: Start waits connect_timeout for
+// the connection and then serves anyway (link.fail_fast: it fails instead),
+// the client reconnecting in the background. Every change of the broker
+// connection is reported as the driver's backend link (ping and describe
+// carry "backend"); while it is down, writes and invokes are refused
+// not_started before anything is published and nothing latches.
+//
 // The broker sits behind the small Client interface; DialPaho is the
 // eclipse/paho.mqtt.golang (MQTT 3.1.1) implementation, which reconnects and
 // resubscribes. Register adds the "mqtt" kind to an adapters.Registry.
@@ -87,7 +94,10 @@ func newDriver(cfg Config, client Client, base binding.Config) (*binding.Driver,
 	}
 	bc.Setup = a.setup
 	bc.Verify = a.verify
-	bc.Close = client.Close
+	bc.Close = func() error {
+		a.stopLink()
+		return client.Close()
+	}
 	d, err := binding.New(bc)
 	if err != nil {
 		return nil, nil, err
@@ -117,6 +127,9 @@ type adapter struct {
 	jobs       map[string]*pendingJob    // job id -> waiter
 	specs      map[string]mhp.Signal     // signal name -> spec
 	sigNames   map[string][]SignalConfig // filter -> signals on it (for pushes)
+	linkStop   chan struct{}             // closes the link reporter (startLink)
+	linkDone   chan struct{}
+	linkMu     sync.Mutex // serialises link reports
 }
 
 type sample struct {
@@ -199,10 +212,77 @@ func (a *adapter) setup(ctx context.Context) error {
 			return fmt.Errorf("mqtt: subscribe %q: %w", f, err)
 		}
 	}
+	a.startLink()
+	defer a.reportLink() // Start returns with the link as it is now
 	if err := WaitUp(ctx, a.c); err != nil {
-		return fmt.Errorf("mqtt: broker %s: no connection within %s: %w", a.cfg.Broker, a.cfg.ConnectTimeout, err)
+		if a.cfg.Link.FailFast {
+			a.stopLink()
+			return fmt.Errorf("mqtt: broker %s: no connection within %s: %w (link.fail_fast is set)", a.cfg.Broker, a.cfg.ConnectTimeout, err)
+		}
+		// Start anyway: the client keeps reconnecting, the device reports
+		// the backend down and refuses actuation not_started until then.
+		if a.log != nil {
+			a.log.Warn("mqtt: broker not reachable at start; serving and reconnecting", "broker", a.cfg.Broker)
+		}
 	}
 	return nil
+}
+
+// startLink reports the broker connection to the driver (backend link) at
+// every change, until stopLink.
+func (a *adapter) startLink() {
+	a.mu.Lock()
+	if a.linkStop != nil {
+		a.mu.Unlock()
+		return
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	a.linkStop, a.linkDone = stop, done
+	a.mu.Unlock()
+	go func() {
+		defer close(done)
+		for {
+			changed := a.reportLink()
+			select {
+			case <-changed:
+			case <-stop:
+				return
+			}
+		}
+	}()
+}
+
+// reportLink tells the driver the connection state as it is now and
+// returns the channel of its next change. Reports are serialised and each
+// reads the state under the lock, so the last report is never stale.
+func (a *adapter) reportLink() <-chan struct{} {
+	a.linkMu.Lock()
+	defer a.linkMu.Unlock()
+	st := a.c.State()
+	if d := a.drv.Load(); d != nil {
+		var err error
+		if !st.Up {
+			err = fmt.Errorf("mqtt broker %s: not connected (reconnecting)", a.cfg.Broker)
+			if le, ok := a.c.(interface{ LastError() error }); ok && le.LastError() != nil {
+				err = fmt.Errorf("mqtt broker %s: connection lost (reconnecting): %w", a.cfg.Broker, le.LastError())
+			}
+		}
+		d.SetLink(st.Up, err)
+	}
+	return st.Changed
+}
+
+// stopLink ends the link reports and waits for them.
+func (a *adapter) stopLink() {
+	a.mu.Lock()
+	stop, done := a.linkStop, a.linkDone
+	a.linkStop = nil
+	a.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
 }
 
 // verify is the reset check: the broker connection is back (waiting for it,

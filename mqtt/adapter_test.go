@@ -90,7 +90,7 @@ func startScripted(t *testing.T, edit func(*Config)) (*binding.Driver, *adapter,
 		},
 		Settings: []SettingConfig{
 			{Setting: mhp.Setting{Name: "setpoint", Type: mhp.TypeNumber, Limits: &mhp.Limits{Min: &zero, Max: &hundred}},
-				CommandTopic: "dev/cmd/setpoint", StateTopic: "dev/state/setpoint", StatePath: "/value", Timeout: 300 * time.Millisecond},
+				CommandTopic: "dev/cmd/setpoint", StateTopic: "dev/state/setpoint", StatePath: "/value", Timeout: 3 * time.Second},
 			{Setting: mhp.Setting{Name: "lamp", Type: mhp.TypeBoolean}, CommandTopic: "dev/cmd/lamp", Raw: true},
 			{Setting: mhp.Setting{Name: "mode", Type: mhp.TypeString}, CommandTopic: "dev/cmd/mode",
 				Ack: &Ack{Topic: "dev/ack"}, Timeout: 2 * time.Second},

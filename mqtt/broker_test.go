@@ -51,14 +51,18 @@ func (b *testBroker) ban(clientID string, banned bool) {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newBroker(t testing.TB) *testBroker {
+func newBroker(t testing.TB) *testBroker { t.Helper(); return newBrokerAt(t, "127.0.0.1:0") }
+
+// newBrokerAt is newBroker listening on addr (a broker coming back where
+// an adapter expects it).
+func newBrokerAt(t testing.TB, addr string) *testBroker {
 	t.Helper()
 	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: quietLogger()})
 	gate := &gateHook{banned: map[string]bool{}}
 	if err := srv.AddHook(gate, nil); err != nil {
 		t.Fatalf("broker hook: %v", err)
 	}
-	l := listeners.NewTCP(listeners.Config{ID: "t1", Address: "127.0.0.1:0"})
+	l := listeners.NewTCP(listeners.Config{ID: "t1", Address: addr})
 	if err := srv.AddListener(l); err != nil {
 		t.Fatalf("broker listener: %v", err)
 	}

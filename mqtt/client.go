@@ -11,6 +11,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/openmhp/mhp-go/adapters"
 )
 
 // Message is one message received from the broker.
@@ -87,6 +89,11 @@ type DialOptions struct {
 	KeepAlive time.Duration
 	// MaxReconnectInterval caps the reconnect back-off; default 10s.
 	MaxReconnectInterval time.Duration
+	// RetryInterval is the wait between attempts of the first connection
+	// (paho retries it in the background); default 1s. It is jittered once
+	// per client (drawn from its upper half) so that many adapters started
+	// together do not connect in step.
+	RetryInterval time.Duration
 	// Logger receives connection events; default slog.Default().
 	Logger *slog.Logger
 }
@@ -143,6 +150,7 @@ type PahoClient struct {
 	changed chan struct{}
 	subs    map[string]sub
 	closed  bool
+	lastErr error
 }
 
 type sub struct {
@@ -169,6 +177,9 @@ func DialPaho(opt DialOptions) (*PahoClient, error) {
 	if opt.MaxReconnectInterval <= 0 {
 		opt.MaxReconnectInterval = 10 * time.Second
 	}
+	if opt.RetryInterval <= 0 {
+		opt.RetryInterval = time.Second
+	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
@@ -182,7 +193,7 @@ func DialPaho(opt DialOptions) (*PahoClient, error) {
 		SetOrderMatters(true).
 		SetAutoReconnect(true).
 		SetConnectRetry(true).
-		SetConnectRetryInterval(time.Second).
+		SetConnectRetryInterval(adapters.NewBackoff(opt.RetryInterval, opt.RetryInterval, nil).Next()).
 		SetMaxReconnectInterval(opt.MaxReconnectInterval).
 		SetConnectTimeout(opt.ConnectTimeout).
 		SetKeepAlive(opt.KeepAlive).
@@ -274,6 +285,9 @@ func (p *PahoClient) onConnect(c paho.Client) {
 
 func (p *PahoClient) onLost(c paho.Client, err error) {
 	p.log.Warn("mqtt: connection lost", "client", p.opt.ClientID, "err", err)
+	p.mu.Lock()
+	p.lastErr = err
+	p.mu.Unlock()
 	// paho runs this handler and the reconnect concurrently: when the new
 	// connection is already open, the link stays as onConnect reports it;
 	// either way waiters learn that a connection was lost.
@@ -381,6 +395,13 @@ func (p *PahoClient) State() ConnState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return ConnState{Up: p.up, Conn: p.conn, Changed: p.changed}
+}
+
+// LastError is why the connection was last lost, or nil.
+func (p *PahoClient) LastError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
 }
 
 // WaitUp waits until the connection is up or ctx ends.

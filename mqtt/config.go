@@ -14,6 +14,11 @@ import (
 // config file (see examples/mqtt-sensor/sensor.yaml).
 type Config struct {
 	adapters.Common `yaml:",inline"`
+	// Link says how the adapter treats a broker that is not there: start
+	// anyway (default) or fail fast, and the reconnect backoff (see
+	// adapters.LinkConfig; descriptor_cache does not apply: the file is the
+	// whole description).
+	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// Broker is the broker address (mqtt://host:1883, tcp://, mqtts://, ssl://, ws://).
 	Broker string `yaml:"broker"`

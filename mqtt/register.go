@@ -16,8 +16,11 @@ const Kind = "mqtt"
 func Register(r *adapters.Registry) error { return r.Register(Kind, Open) }
 
 // Open is the adapters.Factory of the "mqtt" kind: it decodes the config
-// strictly, dials the broker in the background (paho, reconnecting) and
-// builds the driver; the driver's Start waits for the connection.
+// strictly, dials the broker in the background (paho, reconnecting with
+// link.retry_min jittered, then up to link.retry_max) and builds the driver.
+// The driver's Start waits up to connect_timeout for the connection; without
+// it, it starts anyway and reports the backend down (link.fail_fast: it
+// fails instead).
 func Open(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 	var cfg Config
 	if err := src.Decode(&cfg); err != nil {
@@ -38,8 +41,9 @@ func Open(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 		}
 		pw = v
 	}
+	link := cfg.Link.Defaults()
 	client, err := DialPaho(DialOptions{Broker: cfg.Broker, ClientID: cfg.ClientID, Username: cfg.Username,
-		Password: pw, ConnectTimeout: cfg.ConnectTimeout})
+		Password: pw, ConnectTimeout: cfg.ConnectTimeout, RetryInterval: link.RetryMin, MaxReconnectInterval: link.RetryMax})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src.Path, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 )
@@ -25,20 +27,34 @@ type Deps struct {
 	HTTP  *http.Client
 }
 
-// New builds an unstarted driver. In bridge mode it reads /describe.
+// New builds an unstarted driver. In bridge mode it reads /describe (or,
+// with the bridge down, link.descriptor_cache).
 func New(ctx context.Context, cfg Config, deps Deps) (*binding.Driver, error) {
-	bc, err := Binding(ctx, cfg, deps)
+	bc, attach, err := build(ctx, cfg, deps)
 	if err != nil {
 		return nil, err
 	}
-	return binding.New(bc)
+	d, err := binding.New(bc)
+	if err != nil {
+		return nil, err
+	}
+	attach(d)
+	return d, nil
 }
 
-// Binding builds the binding config (New without the driver).
+// Binding builds the binding config (New without the driver). The backend
+// link is followed but reported to no driver; New and Factory attach it.
 func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error) {
+	bc, _, err := build(ctx, cfg, deps)
+	return bc, err
+}
+
+// build makes the binding config and the function that attaches the
+// backend link to the driver built from it.
+func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, func(*binding.Driver), error) {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
-		return binding.Config{}, err
+		return binding.Config{}, nil, err
 	}
 	bc := binding.Config{Clock: deps.Clock}
 	cfg.Apply(&bc)
@@ -49,17 +65,25 @@ func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error)
 		if deps.Legacy == nil {
 			c, err := NewLegacyClient(cfg.URL, cfg.RequestTimeout, deps.HTTP)
 			if err != nil {
-				return binding.Config{}, err
+				return binding.Config{}, nil, err
 			}
 			deps.Legacy = c
 		}
 		l := &legacyAdapter{cfg: cfg, lh: deps.Legacy}
-		return l.binding(bc)
+		// The legacy server's API is fixed: the device needs nothing from
+		// it to start; the link starts down until Setup or a probe reaches it.
+		l.link = newLink(cfg, func(ctx context.Context) error { _, err := l.lh.SetupFinished(ctx); return err },
+			errors.New("not contacted yet"))
+		bc, err := l.binding(bc)
+		if err != nil {
+			return binding.Config{}, nil, err
+		}
+		return bc, attachLink(l.link), nil
 	}
 	if deps.Machine == nil || deps.Tasks == nil {
 		c, err := NewBridgeClient(cfg.URL, cfg.RequestTimeout, deps.HTTP)
 		if err != nil {
-			return binding.Config{}, err
+			return binding.Config{}, nil, err
 		}
 		if deps.Machine == nil {
 			deps.Machine = c
@@ -68,13 +92,29 @@ func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error)
 			deps.Tasks = c
 		}
 	}
-	desc, err := deps.Machine.Describe(ctx)
-	if err != nil {
-		return binding.Config{}, fmt.Errorf("pylabrobot: reading the bridge's /describe at %s: %w", cfg.URL, err)
+	desc, downErr := deps.Machine.Describe(ctx)
+	if downErr != nil {
+		downErr = fmt.Errorf("pylabrobot: reading the bridge's /describe at %s: %w", cfg.URL, downErr)
+		if !linkDown(downErr) {
+			return binding.Config{}, nil, downErr
+		}
+		var err error
+		if desc, err = cachedDescription(cfg, downErr); err != nil {
+			return binding.Config{}, nil, err
+		}
+	} else if cfg.Link.DescriptorCache != "" {
+		if err := adapters.SaveDescriptor(cfg.Link.DescriptorCache, Kind, cfg.URL, desc); err != nil {
+			slog.Default().Warn("pylabrobot: descriptor cache not written", "err", err)
+		}
 	}
 	b := &bridgeAdapter{cfg: cfg, m: deps.Machine, t: deps.Tasks, desc: desc}
 	b.state = &stateCache{ttl: cfg.SignalCache, fetch: deps.Machine.State}
-	return b.binding(bc)
+	b.link = newLink(cfg, b.probe, downErr)
+	bc, err := b.binding(bc)
+	if err != nil {
+		return binding.Config{}, nil, err
+	}
+	return bc, attachLink(b.link), nil
 }
 
 // ---- bridge mode
@@ -85,6 +125,7 @@ type bridgeAdapter struct {
 	t     Tasks
 	desc  *Description
 	state *stateCache
+	link  *adapters.Link
 }
 
 type stateCache struct {
@@ -144,6 +185,9 @@ func (b *bridgeAdapter) binding(bc binding.Config) (binding.Config, error) {
 		bc.Signals = append(bc.Signals, binding.Signal{Spec: spec, Read: func(ctx context.Context) (binding.Sample, error) {
 			s, err := b.state.get(ctx)
 			if err != nil {
+				if ctx.Err() == nil {
+					b.lost(err)
+				}
 				return binding.Sample{}, binding.Unavailable("bridge /state: %v", err)
 			}
 			if msg, bad := s.Errors[name]; bad {
@@ -211,12 +255,25 @@ func (b *bridgeAdapter) binding(bc binding.Config) (binding.Config, error) {
 		}
 	}
 	bc.EStop = b.estop
+	bc.Verify = b.verify
+	// A reset may run the machine's setup again (homing, instrument init).
+	bc.VerifyTimeout = b.cfg.SetupTimeout
+	if o, ok := b.cfg.Actions[SetupMethod]; ok && o.Timeout > 0 {
+		bc.VerifyTimeout = o.Timeout
+	}
 	bc.Setup = func(ctx context.Context) error {
-		if _, err := b.m.State(ctx); err != nil {
-			return fmt.Errorf("pylabrobot: bridge %s unreachable: %w", b.cfg.URL, err)
+		if b.link.Connected() {
+			if _, err := b.m.State(ctx); err != nil {
+				if b.cfg.Link.FailFast || !linkDown(err) {
+					return fmt.Errorf("pylabrobot: bridge %s unreachable: %w", b.cfg.URL, err)
+				}
+				b.lost(err)
+			}
 		}
+		b.link.Start()
 		return nil
 	}
+	bc.Close = func() error { b.link.Close(); return nil }
 	return bc, nil
 }
 
@@ -247,7 +304,9 @@ func jsonType(t string) string {
 	return mhp.TypeAny
 }
 
-// shapeOf maps a bridge type description onto a shape.
+// shapeOf maps a bridge type description onto a shape. A resource (or a
+// Union of resource classes) is a string naming a deck resource; the bridge
+// resolves it on the deck, inside Optional, Union and Sequence too.
 func shapeOf(t TypeDesc) *mhp.Shape {
 	s := &mhp.Shape{Type: jsonType(t.Type)}
 	if t.Items != nil {
@@ -258,16 +317,38 @@ func shapeOf(t TypeDesc) *mhp.Shape {
 	}
 	var notes []string
 	if t.Resource {
-		notes = append(notes, "name of a deck resource")
+		notes = append(notes, "name of a deck resource"+resourceKinds(t.ResourceTypes))
 	}
 	if t.Items != nil && t.Items.Resource {
-		notes = append(notes, "names of deck resources")
+		notes = append(notes, "names of deck resources"+resourceKinds(t.Items.ResourceTypes))
+	}
+	if len(t.OneOf) > 0 {
+		var alts []string
+		for _, m := range t.OneOf {
+			switch {
+			case m.Resource:
+				alts = append(alts, "a deck resource name"+resourceKinds(m.ResourceTypes))
+			case m.PythonType != "":
+				alts = append(alts, fmt.Sprintf("%s (%s)", jsonType(m.Type), m.PythonType))
+			default:
+				alts = append(alts, jsonType(m.Type))
+			}
+		}
+		notes = append(notes, "one of: "+strings.Join(alts, ", or "))
 	}
 	if t.PythonType != "" {
 		notes = append(notes, "python type "+t.PythonType)
 	}
 	s.Notes = strings.Join(notes, "; ")
 	return s
+}
+
+// resourceKinds is " (TipSpot or Trash)" for a Union's resource classes.
+func resourceKinds(types []string) string {
+	if len(types) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(types, " or ") + ")"
 }
 
 func (b *bridgeAdapter) action(m Method, o ActionOverride) (binding.Action, error) {
@@ -308,6 +389,10 @@ func (b *bridgeAdapter) run(ctx context.Context, job *binding.Job, method string
 	}
 	t, err := b.t.Submit(ctx, method, params, timeout.Seconds())
 	if err != nil {
+		b.lost(err)
+		if adapters.Unreachable(err) {
+			return nil, notSent(method, err)
+		}
 		return nil, err
 	}
 	return b.follow(ctx, job, t)
@@ -405,6 +490,10 @@ func (b *bridgeAdapter) write(ctx context.Context, method, param string, v any) 
 	if err != nil {
 		if _, ok := mhp.AsError(err); ok {
 			return binding.Applied, err
+		}
+		b.lost(err)
+		if adapters.Unreachable(err) {
+			return binding.Applied, notSent(method, err)
 		}
 		return binding.Sent, err
 	}

@@ -160,17 +160,23 @@ type Method struct {
 
 // TypeDesc is the bridge's description of a parameter or value type.
 type TypeDesc struct {
-	Name        string    `json:"name,omitempty"`
-	Type        string    `json:"type"`
-	PythonType  string    `json:"python_type,omitempty"`
-	Items       *TypeDesc `json:"items,omitempty"`
-	Enum        []any     `json:"enum,omitempty"`
-	Nullable    bool      `json:"nullable,omitempty"`
-	Resource    bool      `json:"resource,omitempty"`
-	Required    bool      `json:"required,omitempty"`
-	Default     any       `json:"default,omitempty"`
-	DefaultRepr string    `json:"default_repr,omitempty"`
-	Kind        string    `json:"kind,omitempty"`
+	Name       string    `json:"name,omitempty"`
+	Type       string    `json:"type"`
+	PythonType string    `json:"python_type,omitempty"`
+	Items      *TypeDesc `json:"items,omitempty"`
+	Enum       []any     `json:"enum,omitempty"`
+	Nullable   bool      `json:"nullable,omitempty"`
+	Resource   bool      `json:"resource,omitempty"`
+	// ResourceTypes are the resource classes a Union admits
+	// (Union[TipSpot, Trash] -> [TipSpot, Trash]).
+	ResourceTypes []string `json:"resource_types,omitempty"`
+	// OneOf are the members of a Union that is not all resources
+	// (Union[Resource, Coordinate]).
+	OneOf       []TypeDesc `json:"one_of,omitempty"`
+	Required    bool       `json:"required,omitempty"`
+	Default     any        `json:"default,omitempty"`
+	DefaultRepr string     `json:"default_repr,omitempty"`
+	Kind        string     `json:"kind,omitempty"`
 }
 
 // StateItem is one readable state value.

@@ -30,6 +30,10 @@ const (
 // Zero values take the defaults documented on each field.
 type Config struct {
 	adapters.Common `yaml:",inline"`
+	// Link says how the adapter treats a backend that is not there: start
+	// anyway (default) or fail fast, the reconnect backoff, the descriptor
+	// cache (see adapters.LinkConfig).
+	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// Mode is bridge (default) or legacy.
 	Mode string `yaml:"mode,omitempty"`
@@ -58,6 +62,14 @@ type Config struct {
 	Signals  map[string]SignalOverride `yaml:"signals,omitempty"`
 	Settings map[string]SettingMapping `yaml:"settings,omitempty"`
 	Actions  map[string]ActionOverride `yaml:"actions,omitempty"`
+	// ResetSetup makes a reset run the machine's setup again when the
+	// bridge serves setup_finished and it reads false (after the estop's
+	// stop(), PyLabRobot refuses every command until setup); default true.
+	// Off, such a reset is refused until the machine is set up.
+	ResetSetup *bool `yaml:"reset_setup,omitempty"`
+	// SetupTimeout bounds a reset's verification, setup included; default
+	// 10m (actions.setup.timeout overrides it).
+	SetupTimeout time.Duration `yaml:"setup_timeout,omitempty"`
 	// SettingOrder lists the settings in the order they are described
 	// (default: sorted by name).
 	SettingOrder []string `yaml:"setting_order,omitempty"`
@@ -116,6 +128,11 @@ func (c Config) Defaults() Config {
 	def(&c.ActionTimeout, time.Hour)
 	def(&c.CancelWait, time.Minute)
 	def(&c.SignalCache, 250*time.Millisecond)
+	def(&c.SetupTimeout, 10*time.Minute)
+	if c.ResetSetup == nil {
+		t := true
+		c.ResetSetup = &t
+	}
 	if c.PollFailures == 0 {
 		c.PollFailures = 3
 	}
@@ -145,6 +162,9 @@ func (c Config) Validate() error {
 	}
 	if c.PollFailures < 1 {
 		return fmt.Errorf("pylabrobot: poll_failures must be >= 1")
+	}
+	if err := c.Link.Validate(); err != nil {
+		return fmt.Errorf("pylabrobot: %w", err)
 	}
 	if c.Mode == ModeLegacy && len(c.Settings) > 0 {
 		return fmt.Errorf("pylabrobot: the legacy server has no setter methods; settings need mode bridge")

@@ -20,7 +20,7 @@ func fixtureConfig(url string, opt conformance.Options) pylabrobot.Config {
 	cfg.Device = desc.DeviceInfo
 	cfg.Safety = desc.Safety
 	cfg.Safety.WatchdogS = opt.WatchdogS
-	cfg.Signals = map[string]pylabrobot.SignalOverride{}
+	cfg.Signals = map[string]pylabrobot.SignalOverride{"setup_finished": {Hide: true}}
 	for _, s := range desc.Signals {
 		cfg.Signals[s.Name] = pylabrobot.SignalOverride{Type: s.Type, Unit: s.Unit}
 	}
@@ -31,7 +31,8 @@ func fixtureConfig(url string, opt conformance.Options) pylabrobot.Config {
 			Limits: s.Limits, Approval: s.Approval, Interlocks: s.Interlocks, DuringJob: s.DuringJob}
 		cfg.SettingOrder = append(cfg.SettingOrder, s.Name)
 	}
-	cfg.Actions = map[string]pylabrobot.ActionOverride{"aspirate": {Hide: true}}
+	cfg.Actions = map[string]pylabrobot.ActionOverride{"aspirate": {Hide: true}, "setup": {Hide: true},
+		"drop_tips": {Hide: true}, "move_plate": {Hide: true}}
 	for _, a := range desc.Actions {
 		a := a
 		o := pylabrobot.ActionOverride{Approval: a.Approval, Duration: a.Duration, Interlocks: a.Interlocks,

@@ -21,4 +21,25 @@
 // job (known outcome); a lost task (404 for an id we created: the server
 // restarted), a lost connection, an unknown status or no terminal status
 // before the deadline is outcome unknown and latches the device in fault.
+//
+// Resource parameters are names of deck resources, described as strings
+// (and arrays of them) with the classes they admit; plrbridge resolves them
+// inside Optional, Union and Sequence (drop_tips' Sequence[Union[TipSpot,
+// Trash]], move_plate's Union[ResourceStack, ResourceHolder, Coordinate]).
+//
+// PyLabRobot's stop() (the estop) tears the backend down: setup_finished
+// reads false and the machine refuses every command. A reset therefore runs
+// setup again when the bridge serves setup_finished and it reads false, and
+// verifies only once it reads true (reset_setup: false refuses such a reset
+// instead).
+//
+// The backend may start after the adapter (link block, adapters.LinkConfig):
+// in bridge mode the adapter then serves the /describe its last start with
+// the bridge up saved in link.descriptor_cache (without one, or with
+// link.fail_fast, it refuses to start), reports backend connected:false,
+// refuses actuation not_started and reconnects with bounded, jittered
+// backoff; a bridge that comes back describing another machine is not
+// adopted. The legacy server's API is fixed, so it needs no cache. A submit
+// that could not connect is not_started (nothing ran), never a fault; a link
+// that drops with a task in flight ends it outcome unknown (fault).
 package pylabrobot

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 )
 
@@ -15,8 +16,9 @@ import (
 const SignalSetupFinished = "setup_finished"
 
 type legacyAdapter struct {
-	cfg Config
-	lh  Legacy
+	cfg  Config
+	lh   Legacy
+	link *adapters.Link
 }
 
 // legacyCommands maps the MHP action names onto the server's routes.
@@ -85,6 +87,9 @@ func (l *legacyAdapter) binding(bc binding.Config) (binding.Config, error) {
 		Read: func(ctx context.Context) (binding.Sample, error) {
 			ok, err := l.lh.SetupFinished(ctx)
 			if err != nil {
+				if ctx.Err() == nil && linkDown(err) {
+					l.link.Down(fmt.Errorf("lh-server %s: %w", l.cfg.URL, err))
+				}
 				return binding.Sample{}, binding.Unavailable("lh-server /status: %v", err)
 			}
 			return binding.Sample{Value: ok}, nil
@@ -141,10 +146,17 @@ func (l *legacyAdapter) binding(bc binding.Config) (binding.Config, error) {
 	}
 	bc.Setup = func(ctx context.Context) error {
 		if _, err := l.lh.SetupFinished(ctx); err != nil {
-			return fmt.Errorf("pylabrobot: legacy server %s unreachable: %w", l.cfg.URL, err)
+			if l.cfg.Link.FailFast || !linkDown(err) {
+				return fmt.Errorf("pylabrobot: legacy server %s unreachable: %w", l.cfg.URL, err)
+			}
+			l.link.Down(fmt.Errorf("lh-server %s: %w", l.cfg.URL, err))
+		} else {
+			l.link.Up()
 		}
+		l.link.Start()
 		return nil
 	}
+	bc.Close = func() error { l.link.Close(); return nil }
 	// No EStop: the legacy server has none (POST /stop is an ordinary task).
 	return bc, nil
 }

@@ -3,6 +3,7 @@ package pylabrobot_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,6 +113,25 @@ func TestPythonBridgeEndToEnd(t *testing.T) {
 		t.Fatalf("read: %+v %v", r, err)
 	}
 
+	// Sequence[Union[TipSpot, Trash]]: resource names, resolved by the
+	// bridge inside the Union; a Well is refused before anything runs.
+	drop, _ := desc.Action("drop_tips")
+	if p, _ := drop.Params.Get("tip_spots"); p.Type != mhp.TypeArray || p.Items == nil || p.Items.Type != mhp.TypeString {
+		t.Fatalf("drop_tips.tip_spots = %+v, want an array of resource names", p)
+	}
+	id = f.invoke(t, "drop_tips", map[string]any{"tip_spots": []any{"tip_A1", "trash"}})
+	if j := f.finish(t, id); j.State != mhp.JobDone || fmt.Sprint(j.Result) != "[TipSpot:tip_A1 Trash:trash]" {
+		t.Fatalf("drop_tips: %+v %v", j, j.Error)
+	}
+	id = f.invoke(t, "drop_tips", map[string]any{"tip_spots": []any{"well_A1"}})
+	if j := f.finish(t, id); j.State != mhp.JobFailed || j.Outcome != mhp.OutcomeNotStarted {
+		t.Fatalf("drop_tips into a well: %+v, want refused not_started", j)
+	}
+
+	id = f.invoke(t, "setup", nil)
+	if j := f.finish(t, id); j.State != mhp.JobDone {
+		t.Fatalf("setup: %+v", j)
+	}
 	res, err := f.dev.EStop(ctx, "e2e")
 	if err != nil || !res.Stopped {
 		t.Fatalf("estop: %+v %v", res, err)
@@ -119,5 +139,13 @@ func TestPythonBridgeEndToEnd(t *testing.T) {
 	r, _ = f.dev.Read(ctx, []string{"stops"})
 	if r.Values["stops"] != 1.0 {
 		t.Fatalf("machine.stop() calls = %v", r.Values["stops"])
+	}
+	// stop() left the machine not set up: the reset runs setup again.
+	rr, err := f.dev.Reset(ctx)
+	if err != nil || !rr.Verified {
+		t.Fatalf("reset after the stop: %+v %v", rr, err)
+	}
+	if r, _ := f.dev.Read(ctx, []string{"setup_finished"}); r.Values["setup_finished"] != true {
+		t.Fatalf("setup_finished after the reset: %v", r.Values)
 	}
 }

@@ -13,17 +13,23 @@ func Register(r *adapters.Registry) error {
 }
 
 // Factory builds a driver from a pylabrobot config file; in bridge mode it
-// reads the bridge's /describe, so the bridge must be running.
+// reads the bridge's /describe, or with the bridge down serves
+// link.descriptor_cache and reconnects.
 func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 	cfg, err := Load(src)
 	if err != nil {
 		return nil, err
 	}
-	bc, err := Binding(ctx, cfg, Deps{})
+	bc, attach, err := build(ctx, cfg, Deps{})
 	if err != nil {
 		return nil, err
 	}
-	return src.NewDriver(bc)
+	d, err := src.NewDriver(bc)
+	if err != nil {
+		return nil, err
+	}
+	attach(d)
+	return d, nil
 }
 
 // Load decodes a config file strictly.
@@ -32,5 +38,6 @@ func Load(src adapters.Source) (Config, error) {
 	if err := src.Decode(&cfg); err != nil {
 		return Config{}, err
 	}
+	cfg.Link.DescriptorCache = src.Resolve(cfg.Link.DescriptorCache)
 	return cfg, nil
 }

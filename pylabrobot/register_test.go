@@ -31,7 +31,8 @@ func buildExample(t *testing.T, file, fromURL, toURL string, cut string) mhp.Des
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	d, err := r.Build(ctx, adapters.Source{Path: path, Dir: filepath.Dir(path), Data: []byte(text)})
+	// The descriptor cache goes to a temp dir, not into examples/.
+	d, err := r.Build(ctx, adapters.Source{Path: path, Dir: t.TempDir(), Data: []byte(text)})
 	if err != nil {
 		t.Fatalf("build %s: %v", file, err)
 	}
@@ -53,6 +54,48 @@ func TestExampleConfigs(t *testing.T) {
 	lw, ok := desc.Action("labware")
 	if desc.ID != "lh-legacy-01" || !ok || lw.Approval != mhp.ApprovalConfirm {
 		t.Fatalf("legacy example: %+v", desc)
+	}
+}
+
+// TestExampleServesWithBridgeDown: `mhp serve bridge.yaml` after the bridge
+// went away starts from the descriptor cache, serves, and reports the
+// backend down.
+func TestExampleServesWithBridgeDown(t *testing.T) {
+	b := plrtest.NewBridge()
+	path := filepath.Join("..", "examples", "plr-bridge", "bridge.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), "http://127.0.0.1:5050", b.URL, 1)
+	text = text[:strings.Index(text, "\nactions:")] + "\n"
+	r := adapters.NewRegistry()
+	if err := pylabrobot.Register(r); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	src := adapters.Source{Path: path, Dir: t.TempDir(), Data: []byte(text)}
+	up, err := r.Build(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(up.Descriptor().Actions)
+	_ = up.Close()
+	b.Close()
+	down, err := r.Build(ctx, src)
+	if err != nil {
+		t.Fatalf("build with the bridge down: %v", err)
+	}
+	defer down.Close()
+	if err := down.Start(ctx); err != nil {
+		t.Fatalf("start with the bridge down: %v", err)
+	}
+	if l := down.Link(); l == nil || l.Connected {
+		t.Fatalf("backend link %+v with the bridge down", l)
+	}
+	if len(down.Descriptor().Actions) != n {
+		t.Fatalf("served %d actions from the cache, the bridge had %d", len(down.Descriptor().Actions), n)
 	}
 }
 

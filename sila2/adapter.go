@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 )
@@ -41,6 +42,11 @@ type Options struct {
 	// Refine, when set, edits the generated bindings before the driver is
 	// built (a device package merges its descriptor this way).
 	Refine func(*binding.Config) error
+	// LinkClock times the reconnect backoff; default the system clock.
+	LinkClock clock.Clock
+
+	fdls    []string // the definitions the device is built from (Open)
+	downErr error    // why the server was not there at start (Open)
 }
 
 // Open connects to the server the config names, reads its features and
@@ -67,25 +73,38 @@ func open(ctx context.Context, cfg *Config, opt Options, client *Client) (*bindi
 	if logger == nil {
 		logger = slog.Default()
 	}
-	feats, err := client.LoadFeatures(ctx)
-	if err != nil {
-		if feats == nil {
-			return nil, fmt.Errorf("sila2: %s: %w", cfg.Endpoint, err)
+	// The server may be down at start: serve the cached definitions, report
+	// the link down and reconnect (see adapters.LinkConfig).
+	texts, downErr := client.FeatureDefinitions(ctx)
+	if downErr != nil {
+		if !serverDown(downErr) {
+			return nil, fmt.Errorf("sila2: %s: %w", cfg.Endpoint, downErr)
 		}
+		var err error
+		if texts, err = cachedFeatures(cfg, downErr); err != nil {
+			return nil, err
+		}
+	} else if cfg.Link.DescriptorCache != "" {
+		if err := adapters.SaveDescriptor(cfg.Link.DescriptorCache, Kind, cfg.Endpoint, serverDescription{Features: texts}); err != nil {
+			logger.Warn("sila2: descriptor cache not written", "err", err)
+		}
+	}
+	feats, err := client.CompileFeatures(texts)
+	if err != nil {
 		logger.Warn("sila2: some features could not be read", "endpoint", cfg.Endpoint, "error", err)
 	}
-	keys := make([]string, 0, len(cfg.Metadata))
-	for k := range cfg.Metadata {
-		keys = append(keys, k)
+	opt.Logger = logger
+	opt.fdls, opt.downErr = texts, downErr
+	d, a, err := bind(cfg, feats, client, client, true, opt)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if err := client.SetMetadata(ctx, k, cfg.Metadata[k]); err != nil {
+	if downErr == nil {
+		if err := a.applyMetadata(ctx); err != nil {
 			return nil, err
 		}
 	}
-	opt.Logger = logger
-	return bind(cfg, feats, client, client, true, opt)
+	return d, nil
 }
 
 // Bind builds the driver from features already read and any Backend (a
@@ -99,11 +118,12 @@ func Bind(cfg *Config, feats []*Compiled, b Backend, opt Options) (*binding.Driv
 		return nil, err
 	}
 	c, _ := b.(*Client)
-	return bind(cfg, feats, b, c, false, opt)
+	d, _, err := bind(cfg, feats, b, c, false, opt)
+	return d, err
 }
 
 // bind builds the driver; with owns, the driver's Close closes client.
-func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, owns bool, opt Options) (*binding.Driver, error) {
+func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, owns bool, opt Options) (*binding.Driver, *adapter, error) {
 	logger := opt.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -121,12 +141,23 @@ func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, owns bool, 
 	a.pausable = has(PauseControllerID)
 	mode, timeout, err := resolveLockMode(cfg, has(LockControllerID), client)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a.lockMode, a.lockTimeout = mode, timeout
+	if client != nil && owns {
+		// Only a connection the adapter made is followed and re-made.
+		a.fdls = opt.fdls
+		a.link = adapters.NewLink(adapters.LinkOptions{Name: "SiLA 2 server " + cfg.Endpoint, Config: cfg.Link,
+			Probe: a.probe, ProbeTimeout: 3 * seconds(cfg.CallTimeoutS, 10*time.Second), Clock: opt.LinkClock, Logger: logger})
+		if opt.downErr != nil {
+			a.link.Down(opt.downErr)
+		} else {
+			a.link.Up()
+		}
+	}
 	bc, err := a.build(feats)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if mode == LockLease {
 		bc.Lease = a.leaseHook
@@ -135,15 +166,18 @@ func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, owns bool, 
 	bc.Logger = logger
 	if opt.Refine != nil {
 		if err := opt.Refine(&bc); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	d, err := binding.New(bc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a.setDriver(d)
-	return d, nil
+	if a.link != nil {
+		a.link.Attach(d.SetLink)
+	}
+	return d, a, nil
 }
 
 // adapter is one driver's mapping state.
@@ -184,6 +218,12 @@ type adapter struct {
 	held       *heldLock      // guarded by lockMu
 	leases     map[string]int // guarded by lockMu: granted lease acquires not yet released, per holder
 	lockClosed bool           // guarded by lockMu: Close has given the lock back
+
+	// link follows the connection Open made (nil for Bind); fdls are the
+	// definitions the device was built from, which a server coming back
+	// must still serve.
+	link *adapters.Link
+	fdls []string
 }
 
 type paramInfo struct {
@@ -456,6 +496,9 @@ func (a *adapter) signal(f *Compiled, p *Property, e *PropertyEntry) binding.Sig
 			v, err := a.b.Property(ctx, fid, pid)
 			if err != nil {
 				// A read changes nothing at the instrument: any failure is "no value".
+				if ctx.Err() == nil {
+					a.lost(err)
+				}
 				return binding.Sample{}, binding.Unavailable("%s: %v", spec.Name, err)
 			}
 			return binding.Sample{Value: v}, nil
@@ -628,6 +671,11 @@ func (a *adapter) refusal(item string, err error) *mhp.Error {
 	if me, ok := mhp.AsError(err); ok {
 		return me
 	}
+	if neverSent(err) {
+		// No connection: gRPC sent nothing, the server never saw the call.
+		a.lost(err)
+		return adapters.NotSent("sila2: "+item, err)
+	}
 	se, ok := AsSiLAError(err)
 	if !ok {
 		return nil
@@ -741,6 +789,9 @@ func (a *adapter) action(f *Compiled, c *Command, e *CommandEntry) (binding.Acti
 		}
 		spec.Returns = ret
 	}
+	if len(c.Intermediate) > 0 {
+		spec.Notes = strings.TrimSpace(spec.Notes + " " + intermediateNote(f, c))
+	}
 	fid, cid := f.Feature.FullyQualifiedID(), c.Identifier
 	act := binding.Action{Spec: spec, Timeout: timeout}
 	if !c.IsObservable() {
@@ -770,6 +821,51 @@ func (a *adapter) action(f *Compiled, c *Command, e *CommandEntry) (binding.Acti
 		act.Resume = func(ctx context.Context, job *binding.Job) error { return a.pauseControl(ctx, job, name, "Resume") }
 	}
 	return act, nil
+}
+
+// intermediateNote lists an observable command's intermediate responses
+// with their types: the job's progress carries each as
+// detail.intermediate.<name>.
+func intermediateNote(f *Compiled, c *Command) string {
+	parts := make([]string, 0, len(c.Intermediate))
+	for _, r := range c.Intermediate {
+		parts = append(parts, SnakeCase(r.Identifier)+" ("+shapeText(f.Shape(&r.DataType))+")")
+	}
+	return "Intermediate responses, in job progress detail.intermediate: " + strings.Join(parts, ", ") + "."
+}
+
+// shapeText is a shape in a few words: type, unit, limits, item type.
+func shapeText(sh *mhp.Shape) string {
+	if sh == nil {
+		return mhp.TypeAny
+	}
+	t := sh.Type
+	if sh.Type == mhp.TypeArray && sh.Items != nil {
+		t = "array of " + shapeText(sh.Items)
+	}
+	if sh.Type == mhp.TypeObject && len(sh.Properties) > 0 {
+		names := make([]string, 0, len(sh.Properties))
+		for k := range sh.Properties {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		t = "object {" + strings.Join(names, ", ") + "}"
+	}
+	if sh.Unit != "" {
+		t += ", " + sh.Unit
+	}
+	if l := sh.Limits; l != nil {
+		if l.Min != nil {
+			t += fmt.Sprintf(", min %g", *l.Min)
+		}
+		if l.Max != nil {
+			t += fmt.Sprintf(", max %g", *l.Max)
+		}
+		if len(l.Enum) > 0 {
+			t += fmt.Sprintf(", one of %v", l.Enum)
+		}
+	}
+	return t
 }
 
 // pauseControl asks the server's PauseController to pause or resume the
@@ -1002,7 +1098,10 @@ func (a *adapter) follow(ctx context.Context, x Execution, fn func(ExecInfo)) (E
 
 // setup starts the subscriptions and, in lifetime mode, takes the lock.
 func (a *adapter) setup(ctx context.Context) error {
-	if a.lockMode == LockLifetime {
+	if a.link != nil {
+		a.link.Start()
+	}
+	if a.lockMode == LockLifetime && (a.link == nil || a.link.Connected()) {
 		id := a.cfg.Lock.Identifier
 		if id == "" {
 			id = randomID()
@@ -1050,6 +1149,7 @@ func (a *adapter) runSubscription(ctx context.Context, s subscription) {
 		if err == nil {
 			err = errors.New("subscription ended")
 		}
+		a.lost(err)
 		a.mu.Lock()
 		a.cache[s.signal] = &cached{err: err}
 		a.mu.Unlock()
@@ -1075,6 +1175,9 @@ func randomID() string {
 }
 
 func (a *adapter) close() error {
+	if a.link != nil {
+		a.link.Close()
+	}
 	a.mu.Lock()
 	stop := a.stopSub
 	a.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"testing"
+	"time"
 
 	"github.com/openmhp/mhp-go/sila2"
 	"github.com/openmhp/mhp-go/sila2/silatest"
@@ -66,7 +67,9 @@ func TestBinaryTransfer(t *testing.T) {
 	defer srv.Stop()
 	l := &lab{srv: srv, addr: addr, cert: cert}
 	c := l.dial(t, sila2.TLSConfig{PinSHA256: cert.PinSHA256})
-	ctx := ctxT(t)
+	// Three 2 MiB chunks each way under -race on a loaded machine: 60s.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 
 	v, err := c.Property(ctx, "Imager", "Snapshot")
 	if err != nil {

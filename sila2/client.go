@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -197,6 +198,11 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
+// Connected reports whether the gRPC channel has a live connection (state
+// READY). A call that failed UNAVAILABLE on a channel still READY was ended
+// by the server (a broken stream), not by a lost link.
+func (c *Client) Connected() bool { return c.conn.GetState() == connectivity.Ready }
+
 // Framework returns the framework descriptors the client uses.
 func (c *Client) Framework() *Framework { return c.fw }
 
@@ -331,24 +337,45 @@ func (c *Client) FeatureDefinition(ctx context.Context, id string) (string, erro
 // it. A feature whose definition does not parse is reported in the error
 // list but does not stop the others.
 func (c *Client) LoadFeatures(ctx context.Context) ([]*Compiled, error) {
+	texts, err := c.FeatureDefinitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.CompileFeatures(texts)
+}
+
+// FeatureDefinitions reads the FDL of every implemented feature but
+// SiLAService, in the server's order.
+func (c *Client) FeatureDefinitions(ctx context.Context) ([]string, error) {
 	ids, err := c.ImplementedFeatures(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []*Compiled
-	var errs []error
+	var out []string
 	for _, id := range ids {
 		if strings.EqualFold(id, SiLAServiceID) || strings.EqualFold(id, "SiLAService") {
-			out = append(out, c.service)
 			continue
 		}
 		text, err := c.FeatureDefinition(ctx, id)
 		if err != nil {
 			return nil, err
 		}
+		out = append(out, text)
+	}
+	return out, nil
+}
+
+// CompileFeatures compiles FDL texts (read from the server, or from a
+// descriptor cache) and adds them to the client; SiLAService is always
+// first. A definition that does not parse is reported but does not stop
+// the others.
+func (c *Client) CompileFeatures(texts []string) ([]*Compiled, error) {
+	out := []*Compiled{c.service}
+	var errs []error
+	for i, text := range texts {
 		f, err := ParseFDL([]byte(text))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("feature %s: %w", id, err))
+			errs = append(errs, fmt.Errorf("feature definition %d: %w", i, err))
 			continue
 		}
 		comp, err := Compile(c.fw, f)

@@ -17,7 +17,8 @@ import (
 	"github.com/openmhp/mhp-go/sila2/silatest"
 )
 
-const testTimeout = 10 * time.Second
+// testTimeout bounds waits, never asserts speed: generous for a loaded machine.
+const testTimeout = 30 * time.Second
 
 type lab struct {
 	srv    *silatest.Server

@@ -34,6 +34,10 @@ const Kind = "sila2"
 // entry renames them.
 type Config struct {
 	adapters.Common `yaml:",inline"`
+	// Link says how the adapter treats a backend that is not there: start
+	// anyway (default) or fail fast, the reconnect backoff, the descriptor
+	// cache (see adapters.LinkConfig).
+	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// Endpoint is the server's host:port.
 	Endpoint string        `yaml:"endpoint"`
@@ -300,6 +304,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("sila2: estop: %w", err)
 		}
 	}
+	if err := c.Link.Validate(); err != nil {
+		return fmt.Errorf("sila2: %w", err)
+	}
 	if c.Lock != nil {
 		if err := c.Lock.validate(); err != nil {
 			return err
@@ -346,6 +353,7 @@ func ParseConfig(src adapters.Source) (*Config, error) {
 	if c.Adapter != "" && c.Adapter != Kind {
 		return nil, fmt.Errorf("%s: adapter %q is not %s", src.Path, c.Adapter, Kind)
 	}
+	c.Link.DescriptorCache = src.Resolve(c.Link.DescriptorCache)
 	if c.TLS.CA != "" {
 		pem, err := os.ReadFile(src.Resolve(c.TLS.CA))
 		if err != nil {

@@ -33,11 +33,55 @@ type DiscoveredServer struct {
 	CAPEM string `json:"ca_pem,omitempty"`
 }
 
+// DiscoverOptions narrow a browse.
+type DiscoverOptions struct {
+	// Timeout is how long to listen for answers; default 2s.
+	Timeout time.Duration
+	// Interface names the network interface to multicast on ("eth0");
+	// empty lets the system choose.
+	Interface string
+}
+
 // Discover browses mDNS for _sila._tcp for the given time and returns the
 // servers found, sorted by name then UUID.
 func Discover(ctx context.Context, timeout time.Duration) ([]DiscoveredServer, error) {
+	return DiscoverWith(ctx, DiscoverOptions{Timeout: timeout})
+}
+
+// Interface returns the named network interface, or an error listing the
+// ones there are.
+func Interface(name string) (*net.Interface, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err == nil {
+		if ifi.Flags&net.FlagUp == 0 {
+			return nil, fmt.Errorf("sila2: interface %s is down", name)
+		}
+		if ifi.Flags&net.FlagMulticast == 0 {
+			return nil, fmt.Errorf("sila2: interface %s does not support multicast (mDNS)", name)
+		}
+		return ifi, nil
+	}
+	var names []string
+	if all, lerr := net.Interfaces(); lerr == nil {
+		for _, i := range all {
+			names = append(names, i.Name)
+		}
+	}
+	return nil, fmt.Errorf("sila2: no network interface %q (have: %s)", name, strings.Join(names, ", "))
+}
+
+// DiscoverWith is Discover on one interface (o.Interface) or all.
+func DiscoverWith(ctx context.Context, o DiscoverOptions) ([]DiscoveredServer, error) {
+	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = 2 * time.Second
+	}
+	var ifi *net.Interface
+	if o.Interface != "" {
+		var err error
+		if ifi, err = Interface(o.Interface); err != nil {
+			return nil, err
+		}
 	}
 	entries := make(chan *mdns.ServiceEntry, 32)
 	found := map[string]DiscoveredServer{}
@@ -58,7 +102,7 @@ func Discover(ctx context.Context, timeout time.Duration) ([]DiscoveredServer, e
 	quiet := log.New(io.Discard, "", 0)
 	q := func(v6 bool) error {
 		return mdns.QueryContext(ctx, &mdns.QueryParam{Service: MDNSService, Domain: "local", Timeout: timeout,
-			Entries: entries, DisableIPv6: !v6, Logger: quiet})
+			Interface: ifi, Entries: entries, DisableIPv6: !v6, Logger: quiet})
 	}
 	err := q(true)
 	if err != nil && ctx.Err() == nil {

@@ -96,6 +96,39 @@ func (e *ConnectionError) Error() string {
 // Unwrap returns the gRPC error.
 func (e *ConnectionError) Unwrap() error { return e.Err }
 
+// NeverSent reports whether the call failed because no connection to the
+// server could be made (UNAVAILABLE while dialing: refused, no route, no
+// such host, the TLS handshake failing): gRPC sends nothing on a channel
+// that is not connected, so the server never saw the call. A stream that
+// broke after the call went out is not NeverSent.
+func (e *ConnectionError) NeverSent() bool {
+	if e.Code != codes.Unavailable {
+		return false
+	}
+	msg := strings.ToLower(e.Err.Error())
+	for _, s := range []string{"while dialing", "connection refused", "no such host", "no route to host",
+		"network is unreachable", "authentication handshake failed"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// neverSent reports whether err is a ConnectionError that never reached
+// the server.
+func neverSent(err error) bool {
+	var ce *ConnectionError
+	return errors.As(err, &ce) && ce.NeverSent()
+}
+
+// linkLost reports whether err is a connection-level failure (any
+// ConnectionError but our own deadline or cancel).
+func linkLost(err error) bool {
+	var ce *ConnectionError
+	return errors.As(err, &ce) && ce.Code != codes.Canceled && ce.Code != codes.DeadlineExceeded
+}
+
 // Status encodes e as the gRPC status a SiLA server returns.
 func (fw *Framework) Status(e *Error) error {
 	b, err := proto.Marshal(fw.encodeError(e))

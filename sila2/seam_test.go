@@ -100,6 +100,8 @@ cancel_wait_s: 2
 
 func TestSeamOutcomes(t *testing.T) {
 	lost := &sila2.ConnectionError{Code: codes.Unavailable, Err: errors.New("link down")}
+	refused := &sila2.ConnectionError{Code: codes.Unavailable, Err: errors.New(
+		`rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:50052: connect: connection refused"`)}
 	running := sila2.ExecInfo{Status: sila2.StatusRunning, Progress: 0.5, Remaining: -1}
 	for _, tc := range []struct {
 		name    string
@@ -128,6 +130,10 @@ func TestSeamOutcomes(t *testing.T) {
 			}},
 		{name: "initiating call lost", state: mhp.JobFailed, outcome: mhp.OutcomeUnknown, fault: true,
 			start: func() (sila2.Execution, error) { return nil, lost }},
+		// The server was down and no connection was ever made: gRPC sent
+		// nothing, so nothing ran (the legacy Python server's case).
+		{name: "server down, connection refused", state: mhp.JobFailed, outcome: mhp.OutcomeNotStarted, text: "nothing was sent",
+			start: func() (sila2.Execution, error) { return nil, refused }},
 		{name: "initiating call not accepted", state: mhp.JobFailed, outcome: mhp.OutcomeNotStarted,
 			start: func() (sila2.Execution, error) {
 				return nil, &sila2.Error{Kind: sila2.KindFramework, FrameworkType: sila2.FrameworkCommandExecutionNotAccepted, Message: "busy"}

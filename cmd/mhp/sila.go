@@ -8,21 +8,31 @@ import (
 	"github.com/openmhp/mhp-go/sila2"
 )
 
-// silaCmd runs `mhp sila discover [--timeout D]`: SiLA 2 servers announced
-// by mDNS (_sila._tcp) on the local network, ready for a config file.
+// silaCmd runs `mhp sila discover [--timeout D] [--interface NAME]`: SiLA 2
+// servers announced by mDNS (_sila._tcp) on the local network (on one
+// interface with --interface), ready for a config file.
 func (a *app) silaCmd(ctx context.Context, args []string) int {
-	p, err := parseArgs(args, flagSpec{})
+	p, err := parseArgs(args, flagSpec{"interface": true})
 	if err != nil {
 		return a.usageError("sila: %v", err)
 	}
 	if len(p.args) != 1 || p.args[0] != "discover" {
-		return a.usageError("sila: usage: mhp sila discover [--timeout D] [--json]")
+		return a.usageError("sila: usage: mhp sila discover [--timeout D] [--interface NAME] [--json]")
 	}
 	timeout, err := timeoutOf(p, 3*time.Second)
 	if err != nil {
 		return a.usageError("sila: %v", err)
 	}
-	found, err := sila2.Discover(ctx, timeout)
+	iface := p.flags["interface"]
+	if p.has("interface") && iface == "" {
+		return a.usageError("sila: --interface needs a name (e.g. eth0)")
+	}
+	if iface != "" {
+		if _, err := sila2.Interface(iface); err != nil {
+			return a.usageError("sila: --interface: %v", err)
+		}
+	}
+	found, err := sila2.DiscoverWith(ctx, sila2.DiscoverOptions{Timeout: timeout, Interface: iface})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp sila discover: %v\n", err)
 		return exitNoPeer

@@ -105,4 +105,27 @@ func TestInstrumentYAML(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+
+	if _, err := os.Stat(filepath.Join(dir, "instrument.descriptor.json")); err != nil {
+		t.Fatalf("the descriptor cache was not written next to the config: %v", err)
+	}
+
+	// `mhp serve instrument.yaml` with the server down: it starts from the
+	// cache, serves, and reports the backend down.
+	srv.Stop()
+	down, err := reg.Open(ctx, filepath.Join(dir, "instrument.yaml"))
+	if err != nil {
+		t.Fatalf("open with the server down: %v", err)
+	}
+	defer down.Close()
+	if err := down.Start(ctx); err != nil {
+		t.Fatalf("start with the server down: %v", err)
+	}
+	if l := down.Link(); l == nil || l.Connected {
+		t.Fatalf("backend link %+v with the server down", l)
+	}
+	cached := down.Descriptor()
+	if _, ok := cached.Action("control_temperature"); !ok {
+		t.Fatal("the cached device lacks control_temperature")
+	}
 }

@@ -7,7 +7,12 @@
 // Reproduced quirks: GET /action/{id}/status says "unknown" between create and
 // start; an unknown id at start answers HTTP 200 with status failed and
 // error_type NotFound; GET /action/{unknown}/result answers status unknown
-// with a new random action_id (ActionHistoryNotFound); starting on a node
+// with a new random action_id (ActionHistoryNotFound); GET
+// /action/{name}/{id}/result answers HTTP 500 for a failed or cancelled
+// action that declares a json return type (FastAPI response validation of a
+// None json_result), while /action/{id}/result answers; the config carries
+// the node's wiring (node_url, node_id, rate limiting, uvicorn) besides the
+// run-time keys, which its schema marks "x-mhp-setting"; starting on a node
 // that is not ready (busy with a blocking action, locked, errored, paused,
 // stopped) gives status not_ready (NodeNotReady); a failed action leaves the
 // node errored (every later start not_ready until reset) when ErrorOnFailure
@@ -20,14 +25,18 @@
 // is dropped), EndNext (force the next start of an action to a status),
 // SetFlags and SetErrored (status booleans, the node's errors),
 // ResetKeepsFault (a reset that does not recover the node),
-// SetAdminCommands, and the Instrument's Script/Release.
+// SetAdminCommands, FailRoute (a route answering 5xx), Options.Addr (come
+// back on a known address), and the Instrument's Script/Release.
 package madscitest
 
 import (
+	"archive/zip"
+	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -52,6 +61,9 @@ type Options struct {
 	// ErrorOnFailure makes a failed action leave the node errored, as the
 	// real node does; off by default so the conformance suite can go on.
 	ErrorOnFailure bool
+	// Addr is the address to listen on ("127.0.0.1:port"), so a test can
+	// bring a node back where an adapter expects it; default a free port.
+	Addr string
 }
 
 // UploadedFile is one file the node received for an action.
@@ -106,6 +118,7 @@ type Node struct {
 	requests      map[string]int
 	startRequests int
 	resetKeeps    bool
+	failRoutes    map[string]int
 }
 
 // AllAdminCommands is every admin command of the node API.
@@ -132,7 +145,8 @@ func New(opts Options) *Node {
 		ModuleName: "fake_module", ModuleVersion: "0.7.1",
 		Actions: map[string]madsci.ActionDef{
 			conformance.ActionRun: {Name: conformance.ActionRun, Description: "run for duration_s",
-				Args: map[string]madsci.ArgDef{"duration_s": arg("duration_s", "float", true, nil)}},
+				Args:    map[string]madsci.ArgDef{"duration_s": arg("duration_s", "float", true, nil)},
+				Results: map[string]madsci.ResultDef{"json_result": {ResultLabel: "json_result", ResultType: "json"}}},
 			conformance.ActionQuick:   {Name: conformance.ActionQuick, Description: "quick action"},
 			conformance.ActionMonitor: {Name: conformance.ActionMonitor, Description: "non-blocking monitor", Blocking: &f},
 			conformance.ActionProfile: {Name: conformance.ActionProfile, Args: map[string]madsci.ArgDef{
@@ -147,16 +161,33 @@ func New(opts Options) *Node {
 		ActionOrder: []string{conformance.ActionRun, conformance.ActionQuick, conformance.ActionMonitor, conformance.ActionProfile,
 			conformance.ActionConfirm, conformance.ActionForbidden, "transfer"},
 		ConfigOrder: []string{conformance.SettingSetpoint, conformance.SettingMode, conformance.SettingConfirmed,
-			conformance.SettingForbidden, conformance.SettingFan},
+			conformance.SettingForbidden, conformance.SettingFan, "node_url", "node_id", "enable_rate_limiting", "uvicorn_kwargs",
+			"read_timeout_s"},
+		// As on a real node, the config also carries the node's own wiring
+		// (node_url, node_id, rate limiting, uvicorn options); only the
+		// fixture's keys are marked as run-time settings.
 		ConfigSchema: json.RawMessage(`{"type":"object","properties":{` +
-			`"setpoint":{"type":"number","title":"Setpoint"},"mode":{"type":"string"},"confirm_level":{"type":"number"},` +
-			`"forbidden_level":{"type":"number"},"fan":{"type":"boolean"}}}`),
+			`"setpoint":{"type":"number","title":"Setpoint","x-mhp-setting":true},"mode":{"type":"string","x-mhp-setting":true},` +
+			`"confirm_level":{"type":"number","x-mhp-setting":true},` +
+			`"forbidden_level":{"type":"number","x-mhp-setting":true},"fan":{"type":"boolean","x-mhp-setting":true},` +
+			`"node_url":{"type":"string"},"node_id":{"type":"string"},"enable_rate_limiting":{"type":"boolean"},` +
+			`"uvicorn_kwargs":{"type":"object"},"read_timeout_s":{"type":"number"}}}`),
 	}
 	n.SetAdminCommands(opts.AdminCommands)
 	mux := http.NewServeMux()
 	n.routes(mux)
-	n.srv = httptest.NewServer(n.middleware(mux))
-	n.URL = n.srv.URL
+	n.srv = httptest.NewUnstartedServer(n.middleware(mux))
+	if opts.Addr != "" {
+		ln, err := net.Listen("tcp", opts.Addr)
+		if err != nil {
+			panic(fmt.Sprintf("madscitest: listen %s: %v", opts.Addr, err))
+		}
+		n.srv.Listener.Close()
+		n.srv.Listener = ln
+	}
+	// The URL is known before the first request can arrive (handlers read it).
+	n.URL = "http://" + n.srv.Listener.Addr().String()
+	n.srv.Start()
 	return n
 }
 
@@ -281,6 +312,31 @@ func (n *Node) Last(name string) (ActionRecord, bool) {
 	return *best, true
 }
 
+// FailRoute makes the route pattern ("GET /action/{id}/result",
+// "GET /action/{name}/{id}/result", "GET /action/{name}/{id}/status")
+// answer HTTP status with a plain body, as a node whose handler raised does;
+// status 0 undoes it.
+func (n *Node) FailRoute(pattern string, status int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.failRoutes == nil {
+		n.failRoutes = map[string]int{}
+	}
+	n.failRoutes[pattern] = status
+}
+
+// failed answers a route set by FailRoute; it reports whether it did.
+func (n *Node) failed(w http.ResponseWriter, r *http.Request) bool {
+	n.mu.Lock()
+	code := n.failRoutes[r.Pattern]
+	n.mu.Unlock()
+	if code == 0 {
+		return false
+	}
+	http.Error(w, http.StatusText(code), code)
+	return true
+}
+
 // Requests counts the requests of a "METHOD /path" pattern as routed
 // (e.g. "POST /admin/{cmd}" counted as "POST /admin/cancel").
 func (n *Node) Requests(key string) int {
@@ -351,6 +407,8 @@ func (n *Node) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /action/{name}/{id}/start", n.start)
 	mux.HandleFunc("GET /action/{name}/{id}/status", n.statusByID)
 	mux.HandleFunc("GET /action/{name}/{id}/result", n.resultByID)
+	mux.HandleFunc("GET /action/{id}/download", n.download)
+	mux.HandleFunc("GET /action/{name}/{id}/download", n.download)
 }
 
 func (n *Node) openapi(w http.ResponseWriter, r *http.Request) {
@@ -383,6 +441,11 @@ func (n *Node) getInfo(w http.ResponseWriter, r *http.Request) {
 		v, _ := n.In.Written(k)
 		info.Config[k] = v
 	}
+	info.Config["node_url"] = n.URL
+	info.Config["node_id"] = info.NodeID
+	info.Config["enable_rate_limiting"] = true
+	info.Config["uvicorn_kwargs"] = map[string]any{"limit_concurrency": 10}
+	info.Config["read_timeout_s"] = 30.0
 	writeJSON(w, 200, info)
 }
 
@@ -625,6 +688,9 @@ func (n *Node) resultLocked(a *ActionRecord) madsci.ActionResult {
 }
 
 func (n *Node) statusByID(w http.ResponseWriter, r *http.Request) {
+	if n.failed(w, r) {
+		return
+	}
 	n.mu.Lock()
 	n.refresh()
 	a, ok := n.actions[r.PathValue("id")]
@@ -637,10 +703,21 @@ func (n *Node) statusByID(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) resultByID(w http.ResponseWriter, r *http.Request) {
+	if n.failed(w, r) {
+		return
+	}
 	n.mu.Lock()
 	n.refresh()
 	a, ok := n.actions[r.PathValue("id")]
 	var res madsci.ActionResult
+	if ok && a.started && r.PathValue("name") != "" && n.declaresJSON(a.Name) &&
+		(a.statusOf() == madsci.StatusFailed || a.statusOf() == madsci.StatusCancelled) {
+		// Quirk: FastAPI validates the named route's reply against the
+		// action's declared return type; json_result None fails it.
+		n.mu.Unlock()
+		http.Error(w, "Internal Server Error", http.StatusInternalServerError)
+		return
+	}
 	if ok && a.started {
 		res = n.resultLocked(a)
 	} else {
@@ -650,6 +727,47 @@ func (n *Node) resultByID(w http.ResponseWriter, r *http.Request) {
 	}
 	n.mu.Unlock()
 	writeJSON(w, 200, res)
+}
+
+// download serves a succeeded action's result files as a zip (404 when it
+// has none, 400 when it did not succeed), as the real node does.
+func (n *Node) download(w http.ResponseWriter, r *http.Request) {
+	if n.failed(w, r) {
+		return
+	}
+	n.mu.Lock()
+	n.refresh()
+	a, ok := n.actions[r.PathValue("id")]
+	var st, name, id string
+	if ok {
+		st, name, id = a.statusOf(), a.Name, a.ID
+	}
+	n.mu.Unlock()
+	switch {
+	case !ok || name != "transfer":
+		writeJSON(w, 404, map[string]any{"detail": "No files found for action"})
+		return
+	case st != madsci.StatusSucceeded:
+		writeJSON(w, 400, map[string]any{"detail": "Action has not succeeded"})
+		return
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	f, _ := zw.Create("report.csv")
+	fmt.Fprintf(f, "action,%s\nwell,A1\n", id)
+	_ = zw.Close()
+	w.Header().Set("Content-Type", "application/zip")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// declaresJSON reports whether the action declares a json return type.
+func (n *Node) declaresJSON(name string) bool {
+	for _, r := range n.info.Actions[name].Results {
+		if r.ResultType == "json" {
+			return true
+		}
+	}
+	return false
 }
 
 // checkArgs validates args against the action's typed signature (422 shape).

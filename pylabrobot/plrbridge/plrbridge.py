@@ -145,7 +145,7 @@ def describe_type(ann: typing.Any) -> dict:
         return out
     origin = typing.get_origin(ann)
     args = typing.get_args(ann)
-    if origin is typing.Union or (sys.version_info >= (3, 10) and origin is getattr(__import__("types"), "UnionType", None)):
+    if _is_union(origin):
         rest = [a for a in args if a is not type(None)]
         if len(rest) == 1:
             inner = describe_type(rest[0])
@@ -153,9 +153,21 @@ def describe_type(ann: typing.Any) -> dict:
             if len(rest) < len(args):
                 inner["nullable"] = True
             return inner
-        out["type"] = "any"
         if len(rest) < len(args):
             out["nullable"] = True
+        members = [describe_type(a) for a in rest]
+        resources = [a for a, d in zip(rest, members) if d.get("resource")]
+        if resources:
+            out["resource_types"] = [_type_text(a) for a in resources]
+        if len(resources) == len(rest):
+            # Union[TipSpot, Trash]: a resource name, resolved on the deck
+            # and checked against the member classes.
+            out["type"] = "string"
+            out["resource"] = True
+            return out
+        kinds = {d["type"] for d in members}
+        out["type"] = kinds.pop() if len(kinds) == 1 else "any"
+        out["one_of"] = members
         return out
     if origin is typing.Literal:
         out["enum"] = [a for a in args]
@@ -193,6 +205,11 @@ def describe_type(ann: typing.Any) -> dict:
     else:
         out["type"] = "any"
     return out
+
+
+def _is_union(origin: typing.Any) -> bool:
+    """typing.Union[...] / Optional[...] or a PEP 604 X | Y."""
+    return origin is typing.Union or (origin is not None and origin is getattr(__import__("types"), "UnionType", None))
 
 
 def _is_sequence_origin(origin: typing.Any) -> bool:
@@ -474,9 +491,11 @@ class Bridge:
         if v is None or depth > 8 or isinstance(ann, str) or ann is inspect.Parameter.empty:
             return v
         origin, args = typing.get_origin(ann), typing.get_args(ann)
-        if origin is typing.Union or (origin is not None and origin is getattr(__import__("types"), "UnionType", None)):
+        if _is_union(origin):
             rest = [a for a in args if a is not type(None)]
-            return self._value(name, rest[0], v, depth + 1) if len(rest) == 1 else v
+            if len(rest) == 1:
+                return self._value(name, rest[0], v, depth + 1)
+            return self._union_value(name, rest, v, depth)
         if isinstance(v, list) and (origin in (list, tuple, set, frozenset) or (origin is not None and _is_sequence_origin(origin))):
             item = args[0] if args else inspect.Parameter.empty
             out = [self._value(name, item, x, depth + 1) for x in v]
@@ -505,6 +524,46 @@ class Bridge:
                 return deser(dict(v)) if callable(deser) else ann(**data)
             except Exception as e:  # noqa: BLE001
                 raise BridgeError(400, f"{name}: cannot build {ann.__name__} from {v}: {e}") from None
+        return v
+
+    def _union_value(self, name: str, members: list, v: typing.Any, depth: int) -> typing.Any:
+        """Convert a value for Union[A, B, ...]: a string names a resource
+        when a member is a resource class (it must be an instance of one of
+        them) or an enum member; a list goes to the first sequence member; an
+        object builds the first non-resource class member that accepts it."""
+        if isinstance(v, str):
+            res = [a for a in members if _is_resource_class(a)]
+            if res:
+                r = self._resource(name, v)
+                if not any(isinstance(r, a) for a in res):
+                    raise BridgeError(400, f"{name}: {v!r} is a {type(r).__name__}, not "
+                                           f"{' or '.join(a.__name__ for a in res)}")
+                return r
+            for a in members:
+                if inspect.isclass(a) and issubclass(a, enum.Enum):
+                    try:
+                        return self._value(name, a, v, depth + 1)
+                    except BridgeError:
+                        continue
+            return v
+        if isinstance(v, list):
+            for a in members:
+                o = typing.get_origin(a)
+                if o in (list, tuple, set, frozenset) or (o is not None and _is_sequence_origin(o)):
+                    return self._value(name, a, v, depth + 1)
+            return v
+        if isinstance(v, dict):
+            errors = []
+            for a in members:
+                if inspect.isclass(a) and not _is_resource_class(a) and a not in (dict, object) \
+                        and typing.get_origin(a) is None and not _is_mapping_origin(a):
+                    try:
+                        return self._value(name, a, v, depth + 1)
+                    except BridgeError as e:
+                        errors.append(str(e))
+            if errors:
+                raise BridgeError(400, "; ".join(errors))
+            return v
         return v
 
     def _resource(self, name: str, rname: str) -> typing.Any:

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,7 +25,10 @@ import (
 // methods run, quick, monitor (concurrent), profile, confirm_action,
 // forbidden_action, aspirate (resource params), one setter per fixture
 // setting (set_setpoint, set_mode, ... taking "value", concurrent), state
-// temperature and door_closed. Close it with Close.
+// temperature, door_closed and setup_finished, and setup. As PyLabRobot
+// does, the machine's stop() (POST /stop) leaves it not set up: every method
+// but setup then fails ("The setup has not finished") until setup runs.
+// Close it with Close.
 type Bridge struct {
 	// In is the simulated instrument behind the machine.
 	In *conformance.Instrument
@@ -40,6 +44,9 @@ type Bridge struct {
 	vanished  bool
 	requests  map[string]int
 	submitted []string
+	// notSetUp is PyLabRobot's setup_finished == false: after stop() every
+	// method but setup fails until setup runs again.
+	notSetUp bool
 }
 
 type bridgeTask struct {
@@ -60,7 +67,12 @@ func Setters() map[string]string {
 }
 
 // NewBridge starts a fake bridge on 127.0.0.1.
-func NewBridge() *Bridge {
+func NewBridge() *Bridge { return NewBridgeAt("") }
+
+// NewBridgeAt starts a fake bridge listening on addr ("127.0.0.1:port"), so
+// a test can bring a bridge back where an adapter expects it; "" picks a
+// free port. It panics when addr cannot be bound.
+func NewBridgeAt(addr string) *Bridge {
 	b := &Bridge{In: conformance.NewInstrument(), tasks: map[string]*bridgeTask{}, forced: map[string]string{}, requests: map[string]int{}}
 	num := func(name string, required bool) pylabrobot.TypeDesc {
 		return pylabrobot.TypeDesc{Name: name, Type: "number", PythonType: "float", Required: required, Kind: "positional_or_keyword"}
@@ -82,6 +94,18 @@ func NewBridge() *Bridge {
 			pylabrobot.TypeDesc{Name: "cycles", Type: "integer", PythonType: "int", Default: 1.0}),
 		m(conformance.ActionConfirm, "needs confirmation"),
 		m(conformance.ActionForbidden, "forbidden"),
+		{Name: "setup", Doc: "set the machine up", Returns: pylabrobot.TypeDesc{Type: "null"}},
+		// What plrbridge says of LiquidHandler.drop_tips and move_plate.
+		m("drop_tips", "drop tips",
+			pylabrobot.TypeDesc{Name: "tip_spots", Type: "array", Required: true, PythonType: "Sequence[Union[TipSpot, Trash]]",
+				Items: &pylabrobot.TypeDesc{Type: "string", Resource: true, ResourceTypes: []string{"TipSpot", "Trash"}, PythonType: "Union[TipSpot, Trash]"}}),
+		m("move_plate", "move a plate",
+			pylabrobot.TypeDesc{Name: "plate", Type: "string", Resource: true, Required: true, PythonType: "Plate"},
+			pylabrobot.TypeDesc{Name: "to", Type: "any", Required: true, ResourceTypes: []string{"ResourceStack", "ResourceHolder"},
+				PythonType: "Union[ResourceStack, ResourceHolder, Coordinate]", OneOf: []pylabrobot.TypeDesc{
+					{Type: "string", Resource: true, ResourceTypes: []string{"ResourceStack"}, PythonType: "ResourceStack"},
+					{Type: "string", Resource: true, ResourceTypes: []string{"ResourceHolder"}, PythonType: "ResourceHolder"},
+					{Type: "any", PythonType: "Coordinate"}}}),
 		m("aspirate", "aspirate from wells",
 			pylabrobot.TypeDesc{Name: "resources", Type: "array", Required: true, Items: &pylabrobot.TypeDesc{Type: "string", Resource: true, PythonType: "Well"}},
 			pylabrobot.TypeDesc{Name: "vols", Type: "array", Required: true, Items: &pylabrobot.TypeDesc{Type: "number"}},
@@ -96,6 +120,7 @@ func NewBridge() *Bridge {
 	d.State = []pylabrobot.StateItem{
 		{Name: conformance.SignalTemperature, Type: "number", Source: "get_temperature"},
 		{Name: conformance.SignalDoorClosed, Type: "boolean", Source: "attribute"},
+		{Name: "setup_finished", Type: "boolean", Source: "attribute"},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /describe", b.describe)
@@ -104,8 +129,18 @@ func NewBridge() *Bridge {
 	mux.HandleFunc("GET /tasks/{id}", b.task)
 	mux.HandleFunc("POST /tasks/{id}/cancel", b.cancelTask)
 	mux.HandleFunc("POST /stop", b.stop)
-	b.srv = httptest.NewServer(b.middleware(mux))
-	b.URL = b.srv.URL
+	b.srv = httptest.NewUnstartedServer(b.middleware(mux))
+	if addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			panic("plrtest: listen " + addr + ": " + err.Error())
+		}
+		b.srv.Listener.Close()
+		b.srv.Listener = ln
+	}
+	// The URL is known before the first request can arrive (handlers read it).
+	b.URL = "http://" + b.srv.Listener.Addr().String()
+	b.srv.Start()
 	return b
 }
 
@@ -228,6 +263,9 @@ func (b *Bridge) state(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Values[s] = v
 	}
+	b.mu.Lock()
+	out.Values["setup_finished"] = !b.notSetUp
+	b.mu.Unlock()
 	reply(w, 200, out)
 }
 
@@ -320,6 +358,21 @@ func (b *Bridge) submit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	t := &bridgeTask{Task: pylabrobot.Task{ID: newTaskID(), Method: m.Name, Params: body.Params, Status: pylabrobot.TaskRunning}, exclusive: !m.Concurrent}
+	if m.Name == "setup" || b.notSetUp {
+		t.final = true
+		if m.Name == "setup" {
+			b.notSetUp = false
+			t.Status = pylabrobot.TaskDone
+		} else {
+			t.Status, t.ErrorType = pylabrobot.TaskFailed, "RuntimeError"
+			t.Error = "RuntimeError: The setup has not finished. See `LiquidHandler.setup`."
+		}
+		b.tasks[t.ID] = t
+		b.submitted = append(b.submitted, t.ID)
+		b.mu.Unlock()
+		reply(w, 202, map[string]any{"task": t.Task})
+		return
+	}
 	if st, ok := b.forced[m.Name]; ok {
 		delete(b.forced, m.Name)
 		t.Status, t.final = st, true
@@ -444,6 +497,7 @@ func (b *Bridge) stop(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	b.notSetUp = true // PyLabRobot's stop() tears the backend down
 	b.mu.Unlock()
 	if err := b.In.Stop(); err != nil {
 		reply(w, 200, pylabrobot.StopReply{Stopped: false, Error: "RuntimeError: " + err.Error(), Cancelled: cancelled})

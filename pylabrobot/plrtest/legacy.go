@@ -2,6 +2,7 @@ package plrtest
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -55,7 +56,11 @@ type legacyTask struct {
 
 // NewLegacyServer starts a fake server on 127.0.0.1 with a deck holding
 // tip_rack_01_tipspot_A1..A2 and plate_01_well_A1..A2.
-func NewLegacyServer() *LegacyServer {
+func NewLegacyServer() *LegacyServer { return NewLegacyServerAt("") }
+
+// NewLegacyServerAt is NewLegacyServer listening on addr ("" picks a free
+// port); it panics when addr cannot be bound.
+func NewLegacyServerAt(addr string) *LegacyServer {
 	l := &LegacyServer{In: conformance.NewInstrument(), bodies: map[string][]map[string]any{},
 		Resources: map[string]bool{"tip_rack_01_tipspot_A1": true, "tip_rack_01_tipspot_A2": true, "plate_01_well_A1": true, "plate_01_well_A2": true}}
 	mux := http.NewServeMux()
@@ -68,7 +73,7 @@ func NewLegacyServer() *LegacyServer {
 		route := route
 		mux.HandleFunc("POST /"+route, func(w http.ResponseWriter, r *http.Request) { l.command(w, r, route) })
 	}
-	l.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	l.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.mu.Lock()
 		gone := l.vanished
 		l.mu.Unlock()
@@ -78,7 +83,17 @@ func NewLegacyServer() *LegacyServer {
 		}
 		mux.ServeHTTP(w, r)
 	}))
-	l.URL = l.srv.URL
+	if addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			panic("plrtest: listen " + addr + ": " + err.Error())
+		}
+		l.srv.Listener.Close()
+		l.srv.Listener = ln
+	}
+	// The URL is known before the first request can arrive (handlers read it).
+	l.URL = "http://" + l.srv.Listener.Addr().String()
+	l.srv.Start()
 	return l
 }
 

@@ -251,9 +251,10 @@ func (s *Server) RequireMetadata(featureID, metadataID string, affected []string
 	return fmt.Errorf("silatest: no feature %s declaring metadata %s", featureID, metadataID)
 }
 
-// BreakStreams breaks every open _Info and _Intermediate stream once with
-// UNAVAILABLE, as a network blip would; the executions go on and a client
-// may subscribe again.
+// BreakStreams breaks every open _Info, _Intermediate and property
+// subscription stream once with UNAVAILABLE, as a network blip would; the
+// connection stays up, the executions go on and a client may subscribe
+// again.
 func (s *Server) BreakStreams() {
 	s.mu.Lock()
 	close(s.breakCh)
@@ -536,13 +537,32 @@ func (s *Server) subscribe(ctx context.Context, stream grpc.ServerStream, r rout
 	}
 	s.count(r.f, r.item)
 	els := []sila2.Element{{Identifier: p.Identifier, DataType: p.DataType}}
-	return h(ctx, func(v any) error {
+	// BreakStreams ends the subscription UNAVAILABLE on a live connection.
+	brk := s.breaker()
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	broken := make(chan struct{})
+	go func() {
+		select {
+		case <-brk:
+			close(broken)
+			cancel()
+		case <-hctx.Done():
+		}
+	}()
+	err := h(hctx, func(v any) error {
 		out, err := r.f.c.EncodeElements(md.Output(), els, map[string]any{sila2.SnakeCase(p.Identifier): v})
 		if err != nil {
 			return err
 		}
 		return stream.SendMsg(out)
 	})
+	select {
+	case <-broken:
+		return status.Error(codes.Unavailable, "silatest: stream broken")
+	default:
+		return err
+	}
 }
 
 // params decodes and validates a command's parameters as a SiLA server

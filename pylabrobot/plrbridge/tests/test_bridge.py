@@ -36,11 +36,16 @@ class Well(Resource):
     pass
 
 
+class Trash(Resource):
+    pass
+
+
 class Deck(Resource):
     def __init__(self):
         super().__init__("deck")
         self.children = {n: Well(n) for n in ("plate_well_A1", "plate_well_A2")}
         self.children["tips_A1"] = TipSpot("tips_A1")
+        self.children["trash"] = Trash("trash")
 
     def get_resource(self, name: str) -> Resource:
         if name not in self.children:
@@ -99,6 +104,17 @@ class StubHandler:
     async def dispense(self, resources: typing.Sequence[Well], offsets: typing.Optional[typing.List[Coordinate]] = None,
                        modes: typing.Optional[list[Mode]] = None) -> None:
         self.calls.append(("dispense", [r.name for r in resources], [o.serialize() for o in offsets or []], modes))
+
+    async def drop_tips(self, tip_spots: typing.Sequence[typing.Union[TipSpot, Trash]],
+                        use_channels: typing.Optional[typing.List[int]] = None) -> None:
+        """PyLabRobot's signature: tip spots or the trash, by name."""
+        self.calls.append(("drop_tips", [(type(r).__name__, r.name) for r in tip_spots]))
+
+    async def move_to(self, to: typing.Union[TipSpot, Coordinate],
+                      via: typing.Optional[typing.Union[Well, Trash]] = None) -> None:
+        """A resource or a coordinate (like move_plate's `to`)."""
+        target = (type(to).__name__, to.name if isinstance(to, Resource) else to.serialize())
+        self.calls.append(("move_to", target, None if via is None else (type(via).__name__, via.name)))
 
     async def shake(self, speed: int, duration: float, direction: typing.Literal["cw", "ccw"] = "cw") -> None:
         self.calls.append(("shake", speed, duration, direction))
@@ -260,6 +276,37 @@ class BridgeTest(unittest.TestCase):
         p = {x["name"]: x for x in d["params"]}
         self.assertTrue(p["resources"]["items"]["resource"])
         self.assertEqual(p["offsets"]["type"], "array")
+
+    def test_union_of_resources(self) -> None:
+        d = {m["name"]: m for m in self.b.describe()["methods"]}
+        p = {x["name"]: x for x in d["drop_tips"]["params"]}
+        items = p["tip_spots"]["items"]
+        self.assertEqual((p["tip_spots"]["type"], items["type"]), ("array", "string"))
+        self.assertTrue(items["resource"], items)
+        self.assertEqual(items["resource_types"], ["TipSpot", "Trash"])
+        t = self.terminal(self.b.submit("drop_tips", {"tip_spots": ["tips_A1", "trash"]})["id"])
+        self.assertEqual(t["status"], "done", t)
+        self.assertEqual(self.m.calls[-1], ("drop_tips", [("TipSpot", "tips_A1"), ("Trash", "trash")]))
+        with self.assertRaises(plrbridge.BridgeError) as e:
+            self.b.submit("drop_tips", {"tip_spots": ["plate_well_A1"]})
+        self.assertEqual(e.exception.status, 400)
+        self.assertIn("is a Well, not TipSpot or Trash", str(e.exception))
+        with self.assertRaises(plrbridge.BridgeError):
+            self.b.submit("drop_tips", {"tip_spots": ["nowhere"]})
+
+    def test_union_resource_or_object(self) -> None:
+        d = {m["name"]: m for m in self.b.describe()["methods"]}
+        p = {x["name"]: x for x in d["move_to"]["params"]}
+        self.assertEqual(p["to"]["resource_types"], ["TipSpot"])
+        self.assertEqual(len(p["to"]["one_of"]), 2)
+        self.assertTrue(p["via"]["nullable"])
+        self.assertTrue(p["via"]["resource"])
+        t = self.terminal(self.b.submit("move_to", {"to": "tips_A1", "via": "trash"})["id"])
+        self.assertEqual(t["status"], "done", t)
+        self.assertEqual(self.m.calls[-1], ("move_to", ("TipSpot", "tips_A1"), ("Trash", "trash")))
+        t = self.terminal(self.b.submit("move_to", {"to": {"x": 1, "y": 2, "z": 3}, "via": None})["id"])
+        self.assertEqual(t["status"], "done", t)
+        self.assertEqual(self.m.calls[-1], ("move_to", ("Coordinate", {"x": 1, "y": 2, "z": 3}), None))
 
     def test_failed_carries_message(self) -> None:
         t = self.terminal(self.b.submit("explode", {"code": 7})["id"])
