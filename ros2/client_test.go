@@ -299,7 +299,9 @@ func TestClientReconnectRestoresSubscriptionsAndCancelsOrphans(t *testing.T) {
 	if !ok {
 		t.Fatal("no resubscribe on the new connection")
 	}
-	cancelMsg, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool { return m.Op == "cancel_action_goal" && m.ID == h.ID && m.Conn > before })
+	cancelMsg, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool {
+		return m.Op == "cancel_action_goal" && m.ID == h.ID && m.Conn > before
+	})
 	if !ok {
 		t.Fatal("orphaned goal not cancelled after reconnect")
 	}

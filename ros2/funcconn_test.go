@@ -159,7 +159,9 @@ func TestOrphanCancelAfterReconnect(t *testing.T) {
 			before := srv.Accepted()
 			srv.Drop()
 			wantJob(t, r.waitJob(id), mhp.JobFailed, mhp.OutcomeUnknown, "lost")
-			if _, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool { return m.Op == "cancel_action_goal" && m.ID == g.ID && m.Conn > before }); !ok {
+			if _, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool {
+				return m.Op == "cancel_action_goal" && m.ID == g.ID && m.Conn > before
+			}); !ok {
 				t.Fatal("no cancel_action_goal after the reconnect")
 			}
 			if all {
