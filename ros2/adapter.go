@@ -100,7 +100,12 @@ func (a *adapter) onLink(up bool, err error) {
 	if wasUp && !up {
 		a.log.Warn("ros2: link to rosbridge lost", "err", err, "goals_in_flight", a.inflight.Load())
 	}
-	if up && !probed && a.opts.Conn == nil {
+	a.mu.Lock()
+	later := a.setupDone && !probed
+	a.mu.Unlock()
+	if up && later {
+		// The bridge came up after the device started: report the link
+		// once the probe and the checks ran.
 		a.maybeProbe()
 		return
 	}
@@ -137,6 +142,9 @@ func (a *adapter) maybeProbe() {
 
 // reportLink tells the driver the link as it stands.
 func (a *adapter) reportLink() {
+	if a.opts.Conn != nil {
+		return // a Conn from the caller: its link is the caller's business
+	}
 	a.mu.Lock()
 	set, up, err := a.setLink, a.linkUp, a.linkErr
 	if a.configErr != nil {
@@ -350,7 +358,11 @@ func (a *adapter) setup(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	a.setupDone = true
+	probed := a.probed
 	a.mu.Unlock()
+	if probed {
+		a.reportLink()
+	}
 	a.maybeProbe() // the link may have come up during the start
 	return nil
 }
