@@ -91,8 +91,8 @@ func (o ClientOptions) withDefaults() ClientOptions {
 //     and subscriptions;
 //   - every call_service runs alone on a connection of a small pool; a
 //     call that gets no answer in time takes its connection down with it;
-//   - every goal gets a connection of its own for its whole life; its
-//     cancel goes over the main connection (rosbridge 2.x keeps goal handles
+//   - every goal holds a connection of that pool for its whole life (a new
+//     one when none is idle); its cancel goes over the main connection (rosbridge 2.x keeps goal handles
 //     in one table for all connections, so it reaches the goal);
 //   - the estop path (a context from StopPath) has a connection of its own,
 //     kept warm and re-advertised, that never carries anything else.
@@ -109,18 +109,20 @@ type Client struct {
 	wg     sync.WaitGroup
 	redial chan struct{}
 
-	mu          sync.Mutex
-	ws          *websocket.Conn // main connection
-	closed      bool
-	seq         uint64
-	goals       map[string]*goalState // in flight, each on its own side connection
-	subs        map[string]*subState
-	advertised  map[string]string // topic -> type, on the current main connection
-	adverts     map[string]string // topic -> type, every topic ever advertised: restored on reconnect
-	owed        []owedOp          // sent first on the next main connection
-	reconnects  int
-	everUp      bool
-	up          chan struct{} // closed while connected
+	mu         sync.Mutex
+	ws         *websocket.Conn // main connection
+	closed     bool
+	seq        uint64
+	goals      map[string]*goalState // in flight, each on its own side connection
+	subs       map[string]*subState
+	advertised map[string]string // topic -> type, on the current main connection
+	adverts    map[string]string // topic -> type, every topic ever advertised: restored on reconnect
+	owed       []owedOp          // sent first on the next main connection
+	reconnects int
+	everUp     bool
+	ready      bool // the main connection is up and restored
+
+	up          chan struct{} // closed while ready
 	sides       map[*side]bool
 	idle        []*side
 	stop        *side
@@ -256,7 +258,6 @@ func (c *Client) attach(ws *websocket.Conn) {
 		}
 	}
 	c.owed = nil
-	close(c.up)
 	if c.everUp {
 		c.reconnects++
 	}
@@ -298,7 +299,18 @@ func (c *Client) attach(ws *websocket.Conn) {
 			return // the drop handler takes over; the next attach retries
 		}
 	}
-	c.opts.OnLink(true, nil)
+	c.mu.Lock()
+	ready := c.ws == ws // not dropped meanwhile
+	c.mu.Unlock()
+	if ready {
+		c.opts.OnLink(true, nil)
+		c.mu.Lock()
+		if c.ws == ws {
+			c.ready = true
+			close(c.up)
+		}
+		c.mu.Unlock()
+	}
 	go func() {
 		defer c.wg.Done()
 		wctx, cancel := context.WithTimeout(c.ctx, c.opts.DialTimeout)
@@ -479,7 +491,7 @@ func (c *Client) handle(data []byte, frags map[string][]string, from *side) {
 			r.NoStatus = true
 		}
 		g.result <- r
-		from.release() // the goal is over: its connection is free
+		c.putSide(from) // the goal is over: its connection is free again
 	case "status":
 		c.opts.Logger.Info("ros2: rosbridge status", "level", e.Level, "id", e.ID, "msg", string(e.Msg))
 	}
@@ -502,14 +514,29 @@ func (c *Client) dropped(ws *websocket.Conn, cause error) {
 		return
 	}
 	c.ws = nil
-	c.up = make(chan struct{})
+	if c.ready {
+		c.up = make(chan struct{})
+	}
+	c.ready = false
 	var fns []func(TopicEvent)
 	for _, s := range c.subs {
 		fns = append(fns, s.fn)
 	}
 	goals := len(c.goals)
 	closed := c.closed
+	// The idle and estop connections most likely went with the main one; a
+	// fresh estop connection comes with the next main connection, rather
+	// than a dead one found only when the estop needs it.
+	spare := c.idle
+	c.idle = nil
+	if c.stop != nil {
+		spare = append(spare, c.stop)
+		c.stop = nil
+	}
 	c.mu.Unlock()
+	for _, s := range spare {
+		s.release()
+	}
 
 	lost := ErrConnLost
 	if closed {
@@ -582,14 +609,16 @@ func (c *Client) withDeadline(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeout(ctx, c.opts.RequestTimeout)
 }
 
-// Connected reports whether the main connection is up.
+// Connected reports whether the main connection is up, with its
+// subscriptions restored.
 func (c *Client) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ws != nil
+	return c.ready
 }
 
-// WaitConnected blocks until the main connection is up or ctx ends.
+// WaitConnected blocks until the main connection is up, with its
+// subscriptions restored, or ctx ends.
 func (c *Client) WaitConnected(ctx context.Context) error {
 	c.mu.Lock()
 	up, closed := c.up, c.closed

@@ -18,7 +18,7 @@ import (
 type side struct {
 	c    *Client
 	ws   *websocket.Conn
-	kind string // "call", "goal", "stop"
+	kind string // "call" (calls and goals, one at a time) or "stop"
 
 	mu         sync.Mutex
 	pending    map[string]chan reply
@@ -355,12 +355,13 @@ func (c *Client) CallService(ctx context.Context, service string, args any) (jso
 	}
 }
 
-// SendGoal implements Conn. The goal gets a connection of its own, kept
-// until its result arrives or the handle is released.
+// SendGoal implements Conn. The goal gets a connection of its own (an idle
+// one of the pool or a new one), held until its result arrives (then it
+// returns to the pool) or the handle is released (then it is closed).
 func (c *Client) SendGoal(ctx context.Context, req GoalRequest, feedback func(json.RawMessage)) (GoalHandle, error) {
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
-	s, err := c.dialSide(ctx, "goal")
+	s, err := c.takeSide(ctx)
 	if err != nil {
 		return GoalHandle{}, err
 	}
