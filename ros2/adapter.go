@@ -79,7 +79,7 @@ type adapter struct {
 	probing   bool
 	setupDone bool
 	// inflight counts jobs that talk to the robot right now (goals and
-	// service calls), for the link-lost log.
+	// service calls), for the link-lost log's goals_in_flight.
 	inflight atomic.Int64
 }
 
@@ -530,6 +530,8 @@ func (a *adapter) serviceRun(ac ActionConfig) func(context.Context, *binding.Job
 		if conn == nil {
 			return nil, refusal(item, "not_connected", "the adapter has not connected yet, nothing was sent")
 		}
+		a.inflight.Add(1)
+		defer a.inflight.Add(-1)
 		cctx := context.WithoutCancel(ctx)
 		var cancel context.CancelFunc
 		if dl, ok := ctx.Deadline(); ok {

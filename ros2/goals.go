@@ -134,8 +134,8 @@ func (a *adapter) goalRun(ac ActionConfig) func(context.Context, *binding.Job) (
 
 // goalEnd maps the result and, for a goal lost with the link, asks the
 // action server itself to cancel all its goals once the link is back when
-// the config says so (rosbridge 2.x may not find the old connection's goal
-// handle for a cancel_action_goal sent on the new connection).
+// the config says so (the client's cancel_action_goal by id reaches the
+// goal unless the bridge process restarted and lost its goal table).
 func (a *adapter) goalEnd(ac ActionConfig, conn Conn, item, id string, r GoalResult) (any, error) {
 	if r.Err != nil && ac.CancelAllOnReconnect {
 		service := ac.ROSAction + "/_action/cancel_goal"
