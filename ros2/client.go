@@ -27,8 +27,8 @@ type ClientOptions struct {
 	// BackoffInitial is the first wait before redialling after a drop;
 	// default 250ms. It doubles up to BackoffMax (default 10s).
 	BackoffInitial, BackoffMax time.Duration
-	// NoReconnect turns reconnecting off: after a drop every call returns
-	// ErrNotConnected.
+	// NoReconnect turns reconnecting off: after a drop of the main
+	// connection every call returns ErrNotConnected.
 	NoReconnect bool
 	// Clock stamps message arrival; default the system clock.
 	Clock clock.Clock
@@ -184,11 +184,10 @@ func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) 
 }
 
 // Connect returns a client at once, with the link down; it dials in the
-// background with backoff until the bridge answers (and after every drop),
-// so a device server can start before its robot. OnLink reports each
-// failed attempt's error and the link coming up. NoReconnect is ignored.
+// background with backoff until the bridge answers (and after every drop,
+// unless NoReconnect), so a device server can start before its robot.
+// OnLink reports each failed attempt's error and the link coming up.
 func Connect(url string, opts ClientOptions) *Client {
-	opts.NoReconnect = false
 	c := newClient(url, opts)
 	c.wg.Add(1)
 	go c.supervise()

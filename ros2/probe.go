@@ -189,7 +189,8 @@ var errCannotCheck = errors.New("rosapi cannot tell")
 // configured type: /rosapi/action_servers lists the servers (rosbridge
 // 2.x), and the type of the server's hidden <action>/_action/send_goal
 // service is "<pkg>/action/<Type>_SendGoal". A *mhp.Error names what is
-// wrong; errCannotCheck means rosapi could not say.
+// wrong (refused, nothing sent); errCannotCheck means rosapi could not say
+// (the goal then goes out, bounded by first_response_s).
 func (a *adapter) checkActionServer(ctx context.Context, conn Conn, b Bridge, ac ActionConfig) error {
 	item := "action " + ac.Name
 	if b.ActionServers {
@@ -219,8 +220,12 @@ func (a *adapter) checkActionServer(ctx context.Context, conn Conn, b Bridge, ac
 	}
 	_ = json.Unmarshal(raw, &r)
 	if r.Type == "" {
-		return refusal(item, "no_action_server", "no action server %s on the robot (%s/_action/send_goal has no type); rosbridge would wait for it without a word, nothing was sent",
-			ac.ROSAction, ac.ROSAction)
+		if b.ActionServers {
+			return fmt.Errorf("%w: rosapi lists %s but has no type for %s/_action/send_goal", errCannotCheck, ac.ROSAction, ac.ROSAction)
+		}
+		// Without /rosapi/action_servers this may be rosbridge 1.x, which has
+		// no action ops at all: the first-response bound says so.
+		return fmt.Errorf("%w: %s/_action/send_goal has no type (no action server %s, or a rosapi that does not list hidden services)", errCannotCheck, ac.ROSAction, ac.ROSAction)
 	}
 	have := strings.TrimSuffix(r.Type, "_SendGoal")
 	if !SameType(have, ac.ActionType) {
