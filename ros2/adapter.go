@@ -122,22 +122,55 @@ func (a *adapter) maybeProbe() {
 		a.probing = true
 	}
 	a.mu.Unlock()
-	if run {
-		go func() {
-			ctx, cancel := context.WithTimeout(a.ctx, 4*a.reqTimeout)
-			defer cancel()
-			if err := a.probeAndCheck(ctx, a.connection()); err != nil {
-				a.mu.Lock()
-				a.configErr = err
-				a.mu.Unlock()
-				a.log.Error("ros2: the robot does not match the config; the device stays unusable until it is fixed and restarted", "err", err)
-			}
+	if !run {
+		return
+	}
+	go func() {
+		defer func() {
 			a.mu.Lock()
 			a.probing = false
 			a.mu.Unlock()
 			a.reportLink()
 		}()
-	}
+		wait := time.Second
+		for {
+			ctx, cancel := context.WithTimeout(a.ctx, 4*a.reqTimeout)
+			err := a.probeAndCheck(ctx, a.connection())
+			cancel()
+			switch {
+			case err == nil:
+				return
+			case !transient(err):
+				a.mu.Lock()
+				a.configErr = err
+				a.mu.Unlock()
+				a.log.Error("ros2: the robot does not match the config; the device stays unusable until it is fixed and restarted", "err", err)
+				return
+			}
+			a.log.Warn("ros2: rosapi did not answer the probe; retrying", "err", err, "in", wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-a.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			wait = min(2*wait, 30*time.Second)
+			a.mu.Lock()
+			up := a.linkUp
+			a.mu.Unlock()
+			if !up {
+				return // the next link-up probes again
+			}
+		}
+	}()
+}
+
+// transient reports whether err is the link's fault rather than an answer:
+// a probe that failed so is tried again.
+func transient(err error) bool {
+	return errors.Is(err, ErrNotConnected) || errors.Is(err, ErrConnLost) || errors.Is(err, ErrNoReply) ||
+		errors.Is(err, ErrNotSent) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // reportLink tells the driver the link as it stands.
@@ -147,6 +180,9 @@ func (a *adapter) reportLink() {
 	}
 	a.mu.Lock()
 	set, up, err := a.setLink, a.linkUp, a.linkErr
+	if up && a.cfg.CheckTypes && !a.probed {
+		up, err = false, errors.New("check_types has not run yet: rosapi did not answer; retrying")
+	}
 	if a.configErr != nil {
 		up, err = false, a.configErr
 	}
@@ -292,7 +328,12 @@ func (a *adapter) setup(ctx context.Context) error {
 	a.mu.Unlock()
 	if a.connected(conn) {
 		if err := a.probeAndCheck(ctx, conn); err != nil {
-			return err
+			if !transient(err) || a.opts.Conn != nil {
+				return err
+			}
+			// The link failed during the probe: it is tried again in the
+			// background once the start is done.
+			a.log.Warn("ros2: rosapi probe at start failed; retrying in the background", "err", err)
 		}
 	} else {
 		a.log.Warn("ros2: rosbridge not reachable at start; serving with the backend link down and dialling with backoff", "url", a.cfg.URL, "err", a.lastLinkErr())

@@ -40,8 +40,9 @@ func (b Bridge) String() string {
 	return "rosbridge with rosapi (ROS version unknown)"
 }
 
-// probe asks rosapi what the bridge is.
-func (a *adapter) probe(ctx context.Context, conn Conn) Bridge {
+// probe asks rosapi what the bridge is. An error is the link's (transient):
+// rosapi's own answers, even "does not exist", are information.
+func (a *adapter) probe(ctx context.Context, conn Conn) (Bridge, error) {
 	var b Bridge
 	call := func(service string, args any, v any) error {
 		cctx, cancel := context.WithTimeout(ctx, a.reqTimeout)
@@ -67,7 +68,11 @@ func (a *adapter) probe(ctx context.Context, conn Conn) Bridge {
 		var tops struct {
 			Types []string `json:"types"`
 		}
-		if call("/rosapi/topics", nil, &tops) == nil {
+		terr := call("/rosapi/topics", nil, &tops)
+		if terr != nil && !errors.As(terr, &se) {
+			return b, terr
+		}
+		if terr == nil {
 			b.Rosapi = true
 			for _, t := range tops.Types {
 				switch strings.Count(t, "/") {
@@ -80,23 +85,41 @@ func (a *adapter) probe(ctx context.Context, conn Conn) Bridge {
 				}
 			}
 		}
+	case transient(err):
+		return b, err
 	default:
-		return b // no rosapi answer at all
+		return b, nil // rosapi does not answer as rosapi: nothing to learn
 	}
-	if b.ROS != 1 && call("/rosapi/action_servers", nil, nil) == nil {
-		b.ActionServers = true
+	if b.Rosapi && b.ROS != 1 {
+		err := call("/rosapi/action_servers", nil, nil)
+		if err != nil && !errors.As(err, &se) {
+			return b, err
+		}
+		b.ActionServers = err == nil
 	}
-	return b
+	return b, nil
 }
 
 // probeAndCheck learns what the bridge is and, with check_types, checks the
 // config against it.
 func (a *adapter) probeAndCheck(ctx context.Context, conn Conn) error {
-	b := a.probe(ctx, conn)
+	b, err := a.probe(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("ros2: probing the bridge through rosapi: %w", err)
+	}
+	a.log.Info("ros2: bridge: " + b.String())
+	err = a.checkBridge(ctx, conn, b)
+	if err != nil && transient(err) {
+		return err // tried again
+	}
 	a.mu.Lock()
 	a.bridge, a.probed = b, true
 	a.mu.Unlock()
-	a.log.Info("ros2: bridge: " + b.String())
+	return err
+}
+
+// checkBridge checks the config against the bridge.
+func (a *adapter) checkBridge(ctx context.Context, conn Conn, b Bridge) error {
 	var ros2Actions []string
 	for _, ac := range a.cfg.Actions {
 		if ac.ROSAction != "" {

@@ -278,7 +278,8 @@ func (s *Server) Connections() int {
 	return len(s.conns)
 }
 
-// Accepted is the number of connections accepted since New.
+// Accepted is the number of connections accepted (or being accepted) since
+// New: every connection made later has a higher Message.Conn.
 func (s *Server) Accepted() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -406,6 +407,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "rosbridgetest: refusing connections", http.StatusServiceUnavailable)
 		return
 	}
+	// Numbered before the handshake completes: connections are numbered in
+	// the order the clients dialled them.
+	s.mu.Lock()
+	s.nconn++
+	n := s.nconn
+	s.mu.Unlock()
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return
@@ -413,10 +420,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(64 << 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{s: s, ws: ws, ctx: ctx, cancel: cancel, subs: map[string]map[string]subOpts{},
-		advertised: map[string]string{}, conflicts: map[string]bool{}, streams: map[string]*stream{}}
+		advertised: map[string]string{}, conflicts: map[string]bool{}, streams: map[string]*stream{}, n: n}
 	s.mu.Lock()
-	s.nconn++
-	c.n = s.nconn
 	s.conns[c] = true
 	s.notifyLocked()
 	s.mu.Unlock()
