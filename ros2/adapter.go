@@ -66,8 +66,10 @@ type adapter struct {
 	confirms  map[string]*topicValue // by setting name
 	actionlib map[string]*actionlibRouter
 
-	// setLink reports the backend link to the driver (Driver.SetLink).
+	// setLink reports the backend link to the driver (Driver.SetLink);
+	// linkMu serialises the reports.
 	setLink func(up bool, err error)
+	linkMu  sync.Mutex
 	// linkUp and linkErr are the client's last report; configErr, once
 	// check_types found a mismatch after start, keeps the link reported down.
 	linkUp    bool
@@ -178,6 +180,9 @@ func (a *adapter) reportLink() {
 	if a.opts.Conn != nil {
 		return // a Conn from the caller: its link is the caller's business
 	}
+	// One report at a time, so that the driver ends with the latest state.
+	a.linkMu.Lock()
+	defer a.linkMu.Unlock()
 	a.mu.Lock()
 	set, up, err := a.setLink, a.linkUp, a.linkErr
 	if up && a.cfg.CheckTypes && !a.probed {

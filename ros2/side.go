@@ -196,6 +196,9 @@ func (c *Client) stopSide(ctx context.Context) (*side, error) {
 			c.mu.Unlock()
 			return nil, ErrClosed
 		}
+		if c.stop != nil && c.stop.isGone() {
+			c.stop = nil // released after a call got no answer
+		}
 		if c.stop != nil {
 			s := c.stop
 			c.mu.Unlock()
