@@ -7,9 +7,12 @@ import (
 	"time"
 )
 
-// ActionFunc executes one goal, in its own goroutine. It reports feedback and
-// ends the goal with Finish (or FailBridge); if it returns without either,
-// the goal never gets a result (like a rejected goal on the real bridge).
+// ActionFunc executes one goal. It reports feedback and ends the goal with
+// Finish (or FailBridge); if it returns without either, the goal never gets
+// a result (like a rejected goal on the real bridge). It runs in the
+// connection's worker, so the connection's later ops wait until the goal
+// ends (until the connection closes for a goal that never ends), or with
+// Options.Concurrent in its own goroutine.
 type ActionFunc func(g *Goal)
 
 // AddAction declares a ROS 2 action server of an action type.

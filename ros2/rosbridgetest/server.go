@@ -352,11 +352,15 @@ type Call struct {
 // Decode decodes the call's arguments into v.
 func (c *Call) Decode(v any) error { return json.Unmarshal(c.Args, v) }
 
-// ServiceFunc answers a service call. It runs in its own goroutine; ctx ends
-// when the calling connection closes. Return the response's values, or an
-// error: BadArgs (result:false, nothing executed), NoReply (silence),
-// Drop (cut the connection without answering), any other error (result:false
-// "service [name] responded with an error: ..." - the handler ran).
+// ServiceFunc answers a service call. It runs in the connection's worker
+// (the connection's later ops wait for it), or in its own goroutine with
+// Options.Concurrent or Version Rosbridge011; ctx ends when the calling
+// connection closes. Return the response's values, or an error: BadArgs
+// (result:false, nothing executed), NoReply (silence; a sequential
+// connection stays blocked), Drop (cut the connection without answering),
+// any other error: a raising handler (Rosbridge011: result:false "service
+// [name] responded with an error: ..."; ROS 2 versions: silence, like
+// NoReply).
 type ServiceFunc func(ctx context.Context, call *Call) (values any, err error)
 
 // Sentinel errors of a ServiceFunc.
