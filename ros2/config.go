@@ -37,11 +37,12 @@ type Config struct {
 	// ConnectTimeoutS bounds the first connection attempt at start;
 	// default 10. Without FailFast the device starts anyway when it fails.
 	ConnectTimeoutS float64 `yaml:"connect_timeout_s,omitempty"`
-	// FailFast refuses to start when the bridge cannot be reached at start
-	// (the old behaviour). By default the device starts with the backend
-	// link down (ping and describe say so, reads are unavailable, writes and
-	// invokes are refused as not_started), dials with backoff, and works
-	// once the bridge answers.
+	// FailFast refuses to start when the bridge cannot be reached within
+	// connect_timeout_s (the old behaviour). By default the start waits at
+	// most 2 s (or connect_timeout_s if shorter) for the bridge, then the
+	// device serves with the backend link down (ping and describe say so,
+	// reads are unavailable, writes and invokes are refused as
+	// not_started), dials with backoff, and works once the bridge answers.
 	FailFast bool `yaml:"fail_fast,omitempty"`
 	// CheckTypes asks /rosapi for the type of every configured topic, the
 	// ROS version of the bridge and the type of every action server, and
