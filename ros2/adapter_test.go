@@ -668,6 +668,9 @@ func TestAdvertiseAheadAndAfterReconnect(t *testing.T) {
 		t.Fatal("estop topic not advertised again after the reconnect")
 	}
 	eventually(t, "the link", func() bool { return r.a.client.Connected() })
+	if st := r.state(); st != mhp.StateIdle {
+		t.Fatalf("state %s after a drop with nothing in flight, want idle (no fault)", st)
+	}
 	res, err := r.dev.EStop(r.ctx(), "test")
 	if err != nil || !res.Stopped {
 		t.Fatalf("estop %+v %v", res, err)
