@@ -74,6 +74,7 @@ type adapter struct {
 	// check_types found a mismatch after start, keeps the link reported down.
 	linkUp    bool
 	linkErr   error
+	upCh      chan struct{} // closed while linkUp
 	configErr error
 	// bridge is what the probe learnt of the bridge; probed is set once it ran.
 	bridge    Bridge
@@ -83,6 +84,13 @@ type adapter struct {
 	// inflight counts jobs that talk to the robot right now (goals and
 	// service calls), for the link-lost log's goals_in_flight.
 	inflight atomic.Int64
+}
+
+// linkUpCh is closed while the client reports the link up.
+func (a *adapter) linkUpCh() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.upCh
 }
 
 // bind connects the adapter to its driver: link reports go to SetLink.
@@ -98,6 +106,12 @@ func (a *adapter) onLink(up bool, err error) {
 	wasUp := a.linkUp
 	a.linkUp, a.linkErr = up, err
 	probed := a.probed
+	switch {
+	case up && !wasUp:
+		close(a.upCh)
+	case !up && wasUp:
+		a.upCh = make(chan struct{})
+	}
 	a.mu.Unlock()
 	if wasUp && !up {
 		a.log.Warn("ros2: link to rosbridge lost", "err", err, "goals_in_flight", a.inflight.Load())
@@ -215,6 +229,7 @@ func newAdapter(cfg Config, opts Options) (*adapter, binding.Config, error) {
 		actionlib:  map[string]*actionlibRouter{},
 	}
 	a.ctx, a.stop = context.WithCancel(context.Background())
+	a.upCh = make(chan struct{})
 	bc := binding.Config{
 		Clock:        opts.Clock,
 		Setup:        a.setup,

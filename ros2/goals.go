@@ -445,12 +445,20 @@ func (a *adapter) retryWhenBack(what string, fn func(ctx context.Context) error)
 			a.log.Error("ros2: failed after the reconnect: "+what, "err", err)
 			return
 		}
+		upc := a.linkUpCh()
+		select {
+		case <-upc:
+			upc = nil // up already: wait out the backoff
+		default:
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-a.ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
+		case <-upc:
+			t.Stop() // the link is back: at once
 		}
 		wait = min(wait*2, 5*time.Second)
 	}
