@@ -190,8 +190,8 @@ func TestStartsWithTheBridgeDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantJob(t, r.waitJob(r.invoke("home", nil)), mhp.JobDone, "", "")
-	if !r.a.bridgeInfo().ActionServers {
-		t.Fatalf("bridge not probed after it came up: %v", r.a.bridgeInfo())
+	if b := r.a.bridgeInfo(); !b.ActionServers || b.ROS != 2 {
+		t.Fatalf("bridge not probed after it came up: %+v", b)
 	}
 }
 
@@ -431,9 +431,9 @@ func TestLinkLostLogCountsGoals(t *testing.T) {
 // TestBridgeSaysWhatItIs: the probe states the bridge's version plainly.
 func TestBridgeSaysWhatItIs(t *testing.T) {
 	for v, want := range map[rosbridgetest.Version]string{
-		rosbridgetest.Rosbridge2:   "ROS 2 jazzy with rosapi action_servers",
-		rosbridgetest.Rosbridge1:   "maybe 1.x, which has no action ops",
-		rosbridgetest.Rosbridge011: "ROS 1",
+		rosbridgetest.Rosbridge2:   "ROS 2 jazzy (ROS 2 actions need rosbridge_suite 2.0.0 or later",
+		rosbridgetest.Rosbridge1:   "ROS 2 jazzy (ROS 2 actions need rosbridge_suite 2.0.0 or later",
+		rosbridgetest.Rosbridge011: "ROS 1 (0.11.x: no ROS 2 action ops",
 	} {
 		t.Run(v.String(), func(t *testing.T) {
 			srv := newServer(t, rosbridgetest.Options{Version: v})

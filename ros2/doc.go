@@ -100,15 +100,17 @@
 // checks the config against it:
 //   - rosbridge_suite 2.0.0 (humble) and 2.1.0 (jazzy, rolling) on ROS 2:
 //     everything above. /rosapi/get_ros_version says ROS 2 and the distro,
-//     /rosapi/action_servers lists action servers; topic types may be spelt
+//     /rosapi/action_servers lists action servers and
+//     /rosapi/service_type gives an action server's type (through its hidden
+//     <action>/_action/send_goal service); topic types may be spelt
 //     "pkg/msg/Type" or "pkg/Type";
 //   - rosbridge builds from Nov 2023 to Oct 2024 (before 2.0.0): their
 //     action_result has no top-level status, so the outcome of a goal cannot
 //     be read; such a goal ends unknown with an error that says so;
 //   - rosbridge 1.x on ROS 2 (humble 1.3.x): no action ops (a goal is only
-//     logged as an unknown operation). Its rosapi has no action_servers,
-//     which the probe reports ("maybe 1.x"); a goal then ends after
-//     first_response_s with an error naming this;
+//     logged as an unknown operation). rosapi does not tell it from 2.x, so
+//     the probe cannot either; such a goal ends after first_response_s with
+//     an error that names this cause;
 //   - rosbridge_suite 0.11.x on ROS 1: no ROS 2 action ops (ROS 2 actions
 //     are refused not_started; use actionlib), types are spelt "pkg/Type"
 //     only (check_types refuses "pkg/msg/Type": the bridge would drop it

@@ -10,7 +10,10 @@ import (
 )
 
 // Bridge is what the adapter learnt of the rosbridge server through rosapi
-// when the link first came up.
+// when the link first came up. rosapi does not tell the rosbridge_suite
+// version: rosbridge before 2.0.0 (1.x on ROS 2) has no action ops and
+// looks the same; its goals get no answer at all, which first_response_s
+// bounds.
 type Bridge struct {
 	// Rosapi reports whether rosapi answered at all.
 	Rosapi bool
@@ -19,9 +22,8 @@ type Bridge struct {
 	// Distro is the ROS 2 distribution (/rosapi/get_ros_version, rosapi
 	// 1.2.0 and later).
 	Distro string
-	// ActionServers reports whether /rosapi/action_servers answers; it does
-	// on rosbridge 2.x. Without it the bridge may be 1.x, which has no action
-	// ops at all.
+	// ActionServers reports whether /rosapi/action_servers answers; the
+	// adapter then checks that an action server exists before a goal.
 	ActionServers bool
 }
 
@@ -29,13 +31,15 @@ type Bridge struct {
 func (b Bridge) String() string {
 	switch {
 	case !b.Rosapi:
-		return "rosbridge without rosapi (ROS version unknown)"
+		return "rosbridge without rosapi (ROS version unknown; nothing is checked before a goal)"
 	case b.ROS == 1:
-		return "rosbridge on ROS 1 (0.11.x: no ROS 2 action ops; types are spelt pkg/Type)"
-	case b.ROS == 2 && b.ActionServers:
-		return fmt.Sprintf("rosbridge on ROS 2 %s with rosapi action_servers (2.x: action ops)", b.Distro)
+		return "rosbridge on ROS 1 (0.11.x: no ROS 2 action ops, use actionlib; types are spelt pkg/Type)"
 	case b.ROS == 2:
-		return fmt.Sprintf("rosbridge on ROS 2 %s without /rosapi/action_servers (maybe 1.x, which has no action ops)", b.Distro)
+		d := b.Distro
+		if d == "" {
+			d = "(distro unknown)"
+		}
+		return "rosbridge on ROS 2 " + d + " (ROS 2 actions need rosbridge_suite 2.0.0 or later; 1.x has no action ops and drops goals without a word)"
 	}
 	return "rosbridge with rosapi (ROS version unknown)"
 }

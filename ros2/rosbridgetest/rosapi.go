@@ -13,7 +13,8 @@ import (
 //     and an action server's hidden <action>/_action/send_goal service has
 //     type "<pkg>/action/<Type>_SendGoal" (ROS 2 versions);
 //   - /rosapi/get_ros_version ({version: 2, distro}): ROS 2 versions;
-//   - /rosapi/action_servers ({action_servers: [names]}): Rosbridge2.
+//   - /rosapi/action_servers ({action_servers: [names]}): ROS 2 action
+//     servers, or on Rosbridge011 actionlib servers (found by their topics).
 func (s *Server) rosapi(name string, args json.RawMessage) (any, bool) {
 	var a struct {
 		Topic   string `json:"topic"`
@@ -57,12 +58,18 @@ func (s *Server) rosapi(name string, args json.RawMessage) (any, bool) {
 		}
 		return map[string]any{"version": 2, "distro": "jazzy"}, true
 	case "/rosapi/action_servers":
-		if v != Rosbridge2 {
-			return nil, false
-		}
-		names := make([]string, 0, len(s.actions))
-		for n := range s.actions {
-			names = append(names, n)
+		var names []string
+		if v == Rosbridge011 {
+			// ROS 1 rosapi lists actionlib servers, found by their topics.
+			for n, t := range s.topics {
+				if ns, ok := strings.CutSuffix(n, "/goal"); ok && strings.HasSuffix(t.typ, "ActionGoal") {
+					names = append(names, ns)
+				}
+			}
+		} else {
+			for n := range s.actions {
+				names = append(names, n)
+			}
 		}
 		sort.Strings(names)
 		return map[string]any{"action_servers": names}, true

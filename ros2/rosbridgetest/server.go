@@ -114,8 +114,8 @@ const (
 	Rosbridge2 Version = iota
 	// Rosbridge1 is rosbridge_suite 1.x on ROS 2 (humble 1.3.x): as
 	// Rosbridge2 but without action ops (send_action_goal and
-	// cancel_action_goal are logged as unknown operations, no reply) and
-	// without /rosapi/action_servers.
+	// cancel_action_goal are logged as unknown operations, no reply). Its
+	// rosapi looks like 2.x's: nothing tells the two apart before a goal.
 	Rosbridge1
 	// Rosbridge011 is rosbridge_suite 0.11.17 on ROS 1 (noetic): no action
 	// ops, no /rosapi/get_ros_version, only "pkg/Type" spellings (an advertise
