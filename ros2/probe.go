@@ -231,7 +231,8 @@ func (a *adapter) checkActionServer(ctx context.Context, conn Conn, b Bridge, ac
 			Servers []string `json:"action_servers"`
 		}
 		_ = json.Unmarshal(raw, &r)
-		if !slices.Contains(r.Servers, ac.ROSAction) {
+		abs := func(n string) string { return "/" + strings.TrimPrefix(n, "/") }
+		if !slices.ContainsFunc(r.Servers, func(n string) bool { return abs(n) == abs(ac.ROSAction) }) {
 			return refusal(item, "no_action_server", "no action server %s on the robot (/rosapi/action_servers lists %d others); rosbridge would wait for it without a word, nothing was sent",
 				ac.ROSAction, len(r.Servers)).With("action_servers", truncList(r.Servers))
 		}
