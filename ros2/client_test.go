@@ -354,3 +354,51 @@ func TestClientClose(t *testing.T) {
 		t.Fatalf("call after close: %v", err)
 	}
 }
+
+// TestClientPoolStaysBounded: concurrent calls each get a connection; once
+// answered at most MaxIdle stay open, and a call that got no answer takes
+// its connection down (rosbridge would hold every later op behind it).
+func TestClientPoolStaysBounded(t *testing.T) {
+	srv := newServer(t, rosbridgetest.Options{})
+	release := make(chan struct{})
+	srv.AddService("/slow", "std_srvs/srv/Trigger", func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return map[string]any{"success": true}, nil
+	})
+	srv.AddService("/silent", "std_srvs/srv/Trigger", func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
+		return nil, rosbridgetest.NoReply
+	})
+	c := dialTest(t, srv, ClientOptions{MaxIdle: 2})
+	eventually(t, "the estop connection", func() bool { return srv.Connections() == 2 })
+	const n = 6
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			_, err := c.CallService(context.Background(), "/slow", nil)
+			errs <- err
+		}()
+	}
+	eventually(t, "every call on a connection of its own", func() bool {
+		return srv.Count(rosbridgetest.Op("call_service", "/slow")) == n
+	})
+	close(release)
+	for i := 0; i < n; i++ {
+		if err := recv(t, errs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// main + estop + MaxIdle
+	eventually(t, "the pool to shrink to MaxIdle", func() bool { return srv.Connections() == 4 })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.CallService(ctx, "/silent", nil); !errors.Is(err, ErrNoReply) {
+		t.Fatalf("silent: %v", err)
+	}
+	eventually(t, "the unanswered call's connection to close", func() bool { return srv.Connections() == 3 })
+	if _, err := c.CallService(context.Background(), "/rosapi/topics", nil); err != nil {
+		t.Fatalf("a call after an unanswered one: %v", err)
+	}
+}
