@@ -15,7 +15,7 @@ import (
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
-const wait = 5 * time.Second
+const wait = 15 * time.Second
 
 // quiet discards logs unless ROS2_TEST_LOG is set.
 func quiet() *slog.Logger {
@@ -47,6 +47,13 @@ func newServer(t *testing.T, opts rosbridgetest.Options) *rosbridgetest.Server {
 	opts.Logf = t.Logf
 	srv := rosbridgetest.New(opts)
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, m := range srv.Received() {
+				t.Logf("wire: conn %d %s %s%s%s id=%s", m.Conn, m.Op, m.Topic, m.Service, m.Action, m.ID)
+			}
+		}
+	})
 	return srv
 }
 

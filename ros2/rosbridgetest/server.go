@@ -193,6 +193,7 @@ type Server struct {
 	mu       sync.Mutex
 	conns    map[*conn]bool
 	nconn    int
+	drops    int // Drop calls: a connection accepted across one is cut too
 	refuse   bool
 	topics   map[string]*topic
 	services map[string]*service
@@ -250,10 +251,12 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-// Drop cuts every open connection at once, as a network failure would.
+// Drop cuts every open connection at once, as a network failure would,
+// including one whose handshake is under way.
 // Goals keep running; their results are lost.
 func (s *Server) Drop() {
 	s.mu.Lock()
+	s.drops++
 	cs := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		cs = append(cs, c)
@@ -415,7 +418,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	// the order the clients dialled them.
 	s.mu.Lock()
 	s.nconn++
-	n := s.nconn
+	n, gen := s.nconn, s.drops
 	s.mu.Unlock()
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
@@ -427,8 +430,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		advertised: map[string]string{}, conflicts: map[string]bool{}, streams: map[string]*stream{}, n: n}
 	s.mu.Lock()
 	s.conns[c] = true
+	dropped := s.drops != gen // a Drop came during the handshake: it cuts this one too
 	s.notifyLocked()
 	s.mu.Unlock()
+	if dropped {
+		c.close()
+	}
 	defer func() {
 		c.close()
 		s.mu.Lock()
