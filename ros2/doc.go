@@ -70,7 +70,9 @@
 // for topics and cancels (ops rosbridge handles at once), a pooled
 // connection per service call, a connection per goal for its life, and a
 // dedicated estop connection. Estop, cancel and reads never wait behind a
-// goal or a slow call, whatever the thread settings.
+// goal or a slow call, whatever the thread settings. A robot therefore sees
+// two connections from the device at rest (main and estop), plus one per
+// service call or goal in flight, of which at most two stay open idle.
 //
 // # Link, start and reconnects
 //
