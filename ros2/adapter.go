@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"reflect"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openmhp/mhp-go"
@@ -36,11 +33,16 @@ type Options struct {
 // New validates cfg and builds the robot's driver. Start connects (Setup),
 // Close disconnects.
 func New(cfg Config, opts Options) (*binding.Driver, error) {
-	_, bc, err := newAdapter(cfg, opts)
+	a, bc, err := newAdapter(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	return binding.New(bc)
+	d, err := binding.New(bc)
+	if err != nil {
+		return nil, err
+	}
+	a.bind(d)
+	return d, nil
 }
 
 // adapter is the mapping of one robot's topics, services and actions onto
@@ -63,6 +65,150 @@ type adapter struct {
 	signals   map[string]*topicValue // by signal name
 	confirms  map[string]*topicValue // by setting name
 	actionlib map[string]*actionlibRouter
+
+	// setLink reports the backend link to the driver (Driver.SetLink);
+	// linkMu serialises the reports.
+	setLink func(up bool, err error)
+	linkMu  sync.Mutex
+	// linkUp and linkErr are the client's last report; configErr, once
+	// check_types found a mismatch after start, keeps the link reported down.
+	linkUp    bool
+	linkErr   error
+	upCh      chan struct{} // closed while linkUp
+	configErr error
+	// bridge is what the probe learnt of the bridge; probed is set once it ran.
+	bridge    Bridge
+	probed    bool
+	probing   bool
+	setupDone bool
+	// inflight counts jobs that talk to the robot right now (goals and
+	// service calls), for the link-lost log's goals_in_flight.
+	inflight atomic.Int64
+}
+
+// linkUpCh is closed while the client reports the link up.
+func (a *adapter) linkUpCh() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.upCh
+}
+
+// bind connects the adapter to its driver: link reports go to SetLink.
+func (a *adapter) bind(d *binding.Driver) {
+	a.mu.Lock()
+	a.setLink = d.SetLink
+	a.mu.Unlock()
+}
+
+// onLink receives the client's link reports.
+func (a *adapter) onLink(up bool, err error) {
+	a.mu.Lock()
+	wasUp := a.linkUp
+	a.linkUp, a.linkErr = up, err
+	probed := a.probed
+	switch {
+	case up && !wasUp:
+		close(a.upCh)
+	case !up && wasUp:
+		a.upCh = make(chan struct{})
+	}
+	a.mu.Unlock()
+	if wasUp && !up {
+		a.log.Warn("ros2: link to rosbridge lost", "err", err, "goals_in_flight", a.inflight.Load())
+	}
+	a.mu.Lock()
+	later := a.setupDone && !probed
+	a.mu.Unlock()
+	if up && later {
+		// The bridge came up after the device started: report the link
+		// once the probe and the checks ran.
+		a.maybeProbe()
+		return
+	}
+	a.reportLink()
+}
+
+// maybeProbe runs the probe and the checks in the background once the
+// link is up after a start without it (the bridge came up after the
+// device), and reports the link when done.
+func (a *adapter) maybeProbe() {
+	a.mu.Lock()
+	run := a.setupDone && a.linkUp && !a.probed && !a.probing
+	if run {
+		a.probing = true
+	}
+	a.mu.Unlock()
+	if !run {
+		return
+	}
+	go func() {
+		defer func() {
+			a.mu.Lock()
+			a.probing = false
+			a.mu.Unlock()
+			a.reportLink()
+		}()
+		wait := time.Second
+		for {
+			ctx, cancel := context.WithTimeout(a.ctx, 4*a.reqTimeout)
+			err := a.probeAndCheck(ctx, a.connection())
+			cancel()
+			switch {
+			case err == nil:
+				return
+			case !transient(err):
+				a.mu.Lock()
+				a.configErr = err
+				a.mu.Unlock()
+				a.log.Error("ros2: the robot does not match the config; the device stays unusable until it is fixed and restarted", "err", err)
+				return
+			}
+			a.log.Warn("ros2: rosapi did not answer the probe; retrying", "err", err, "in", wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-a.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			wait = min(2*wait, 30*time.Second)
+			a.mu.Lock()
+			up := a.linkUp
+			a.mu.Unlock()
+			if !up {
+				return // the next link-up probes again
+			}
+		}
+	}()
+}
+
+// transient reports whether err is the link's fault rather than an answer:
+// a probe that failed so is tried again.
+func transient(err error) bool {
+	return errors.Is(err, ErrNotConnected) || errors.Is(err, ErrConnLost) || errors.Is(err, ErrNoReply) ||
+		errors.Is(err, ErrNotSent) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// reportLink tells the driver the link as it stands.
+func (a *adapter) reportLink() {
+	if a.opts.Conn != nil {
+		return // a Conn from the caller: its link is the caller's business
+	}
+	// One report at a time, so that the driver ends with the latest state.
+	a.linkMu.Lock()
+	defer a.linkMu.Unlock()
+	a.mu.Lock()
+	set, up, err := a.setLink, a.linkUp, a.linkErr
+	if up && a.cfg.CheckTypes && !a.probed {
+		up, err = false, errors.New("check_types has not run yet: rosapi did not answer; retrying")
+	}
+	if a.configErr != nil {
+		up, err = false, a.configErr
+	}
+	a.mu.Unlock()
+	if set != nil {
+		set(up, err)
+	}
 }
 
 func newAdapter(cfg Config, opts Options) (*adapter, binding.Config, error) {
@@ -83,6 +229,7 @@ func newAdapter(cfg Config, opts Options) (*adapter, binding.Config, error) {
 		actionlib:  map[string]*actionlibRouter{},
 	}
 	a.ctx, a.stop = context.WithCancel(context.Background())
+	a.upCh = make(chan struct{})
 	bc := binding.Config{
 		Clock:        opts.Clock,
 		Setup:        a.setup,
@@ -165,18 +312,31 @@ func (a *adapter) connection() Conn {
 func (a *adapter) setup(ctx context.Context) error {
 	conn := a.opts.Conn
 	if conn == nil {
-		cctx, cancel := context.WithTimeout(ctx, seconds(a.cfg.ConnectTimeoutS, 10*time.Second))
-		defer cancel()
-		c, err := Dial(cctx, a.cfg.URL, ClientOptions{
+		copts := ClientOptions{
 			RequestTimeout: a.reqTimeout,
 			BackoffInitial: seconds(a.cfg.Reconnect.InitialS, 0),
 			BackoffMax:     seconds(a.cfg.Reconnect.MaxS, 0),
 			NoReconnect:    a.cfg.Reconnect.Disabled,
 			Clock:          a.clk,
 			Logger:         a.log,
-		})
-		if err != nil {
-			return err
+			OnLink:         a.onLink,
+		}
+		connectTimeout := seconds(a.cfg.ConnectTimeoutS, 10*time.Second)
+		var c *Client
+		if a.cfg.FailFast {
+			cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+			defer cancel()
+			var err error
+			if c, err = Dial(cctx, a.cfg.URL, copts); err != nil {
+				return err
+			}
+		} else {
+			// Start whatever the bridge does; give a reachable one a moment
+			// so that the checks below run at start.
+			c = Connect(a.cfg.URL, copts)
+			wctx, cancel := context.WithTimeout(ctx, min(connectTimeout, firstConnectWait))
+			_ = c.WaitConnected(wctx)
+			cancel()
 		}
 		a.mu.Lock()
 		a.client = c
@@ -186,18 +346,31 @@ func (a *adapter) setup(ctx context.Context) error {
 	a.mu.Lock()
 	a.conn = conn
 	a.mu.Unlock()
-	if a.cfg.CheckTypes {
-		if err := a.checkTypes(ctx, conn); err != nil {
-			return err
+	if a.connected(conn) {
+		if err := a.probeAndCheck(ctx, conn); err != nil {
+			if !transient(err) || a.opts.Conn != nil {
+				return err
+			}
+			// The link failed during the probe: it is tried again in the
+			// background once the start is done.
+			a.log.Warn("ros2: rosapi probe at start failed; retrying in the background", "err", err)
 		}
+	} else {
+		a.log.Warn("ros2: rosbridge not reachable at start; serving with the backend link down and dialling with backoff", "url", a.cfg.URL, "err", a.lastLinkErr())
+		a.reportLink()
 	}
 	if adv, ok := conn.(interface {
 		Advertise(ctx context.Context, topic, typ string) error
 	}); ok {
 		// Publishers up front: the first estop or goal must not race its
-		// own advertise (ROS 1 loses such publishes).
+		// own advertise (ROS 1 loses such publishes). The estop topic goes
+		// on the estop connection.
 		for topic, typ := range a.publishedTopics() {
-			if err := adv.Advertise(ctx, topic, typ); err != nil {
+			actx := ctx
+			if e := a.cfg.EStop; e != nil && e.Topic == topic {
+				actx = StopPath(ctx)
+			}
+			if err := adv.Advertise(actx, topic, typ); err != nil && !errors.Is(err, ErrNotConnected) {
 				return fmt.Errorf("ros2: advertise %s: %w", topic, err)
 			}
 		}
@@ -240,8 +413,38 @@ func (a *adapter) setup(ctx context.Context) error {
 		if err := sub(Subscription{Topic: r.ns + "/feedback", Type: r.typ + "ActionFeedback"}, r.onFeedback); err != nil {
 			return err
 		}
+		if err := sub(Subscription{Topic: r.ns + "/status", Type: "actionlib_msgs/GoalStatusArray"}, r.onStatus); err != nil {
+			return err
+		}
 	}
+	a.mu.Lock()
+	a.setupDone = true
+	probed := a.probed
+	a.mu.Unlock()
+	if probed {
+		a.reportLink()
+	}
+	a.maybeProbe() // the link may have come up during the start
 	return nil
+}
+
+// firstConnectWait is how long a start without fail_fast waits for the
+// first connection before serving with the link down.
+const firstConnectWait = 2 * time.Second
+
+// connected reports whether conn is up: a Client says so; any other Conn
+// is taken as up.
+func (a *adapter) connected(conn Conn) bool {
+	if c, ok := conn.(*Client); ok {
+		return c.Connected()
+	}
+	return true
+}
+
+func (a *adapter) lastLinkErr() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.linkErr
 }
 
 // publishedTopics lists every topic the adapter publishes on, with its type.
@@ -262,57 +465,6 @@ func (a *adapter) publishedTopics() map[string]string {
 	return out
 }
 
-// checkTypes compares configured message types with the robot's, via rosapi.
-func (a *adapter) checkTypes(ctx context.Context, conn Conn) error {
-	type want struct{ what, topic, typ string }
-	var all []want
-	for _, s := range a.cfg.Signals {
-		all = append(all, want{"signal " + s.Name, s.Topic, s.MsgType})
-	}
-	for _, s := range a.cfg.Settings {
-		all = append(all, want{"setting " + s.Name, s.Topic, s.MsgType})
-		if s.Confirm != nil {
-			all = append(all, want{"setting " + s.Name + " confirm", s.Confirm.Topic, s.Confirm.MsgType})
-		}
-	}
-	if e := a.cfg.EStop; e != nil {
-		all = append(all, want{"estop", e.Topic, e.MsgType})
-	}
-	for _, w := range all {
-		if w.topic == "" || w.typ == "" {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, a.reqTimeout)
-		raw, err := conn.CallService(cctx, "/rosapi/topic_type", map[string]any{"topic": w.topic})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("ros2: check_types: %s: asking /rosapi/topic_type for %s: %w", w.what, w.topic, err)
-		}
-		var r struct {
-			Type string `json:"type"`
-		}
-		_ = json.Unmarshal(raw, &r)
-		if r.Type != "" && !SameType(r.Type, w.typ) {
-			return fmt.Errorf("ros2: check_types: %s: topic %s has type %s on the robot, the config says %s (rosbridge would drop the messages silently)",
-				w.what, w.topic, r.Type, w.typ)
-		}
-	}
-	return nil
-}
-
-// SameType compares ROS type names, treating "pkg/msg/T" (ROS 2) and
-// "pkg/T" (ROS 1) as the same type.
-func SameType(a, b string) bool {
-	norm := func(t string) string {
-		p := strings.Split(t, "/")
-		if len(p) == 3 {
-			return p[0] + "/" + p[2]
-		}
-		return t
-	}
-	return norm(a) == norm(b)
-}
-
 func (a *adapter) close() error {
 	a.stop()
 	a.mu.Lock()
@@ -326,167 +478,6 @@ func (a *adapter) close() error {
 		return client.Close()
 	}
 	return nil
-}
-
-// ---- signals ----
-
-// topicValue is the last value of one field of a topic, with its arrival time.
-type topicValue struct {
-	name, topic, typ string
-	path             []pathStep
-	clk              clock.Clock
-
-	mu      sync.Mutex
-	seq     uint64
-	has     bool
-	value   any
-	at      time.Time
-	bad     error // the last message did not hold a usable value
-	lost    error // the link is down
-	since   time.Time
-	changed chan struct{}
-}
-
-func newTopicValue(name, topic, typ string, path []pathStep, clk clock.Clock) *topicValue {
-	return &topicValue{name: name, topic: topic, typ: typ, path: path, clk: clk, changed: make(chan struct{})}
-}
-
-func (tv *topicValue) start() {
-	tv.mu.Lock()
-	tv.since = tv.clk.Now()
-	tv.mu.Unlock()
-}
-
-func (tv *topicValue) onEvent(e TopicEvent) {
-	tv.mu.Lock()
-	defer tv.mu.Unlock()
-	tv.seq++
-	defer func() {
-		close(tv.changed)
-		tv.changed = make(chan struct{})
-	}()
-	if e.Err != nil {
-		tv.lost = e.Err
-		return
-	}
-	tv.lost = nil
-	tv.at = e.At
-	var msg any
-	if err := json.Unmarshal(e.Msg, &msg); err != nil {
-		tv.has, tv.bad = false, fmt.Errorf("unparsable message on %s: %v", tv.topic, err)
-		return
-	}
-	v, err := getPath(msg, tv.path)
-	if err == nil {
-		v, err = coerce(v, tv.typ)
-	}
-	if err != nil {
-		tv.has, tv.bad = false, fmt.Errorf("message on %s: %v", tv.topic, err)
-		return
-	}
-	tv.has, tv.bad, tv.value = true, nil, v
-}
-
-// coerce checks a decoded JSON value against an MHP type.
-func coerce(v any, typ string) (any, error) {
-	if v == nil {
-		return nil, errors.New("value is null (NaN or Inf on the robot, or an empty field)")
-	}
-	switch typ {
-	case mhp.TypeNumber:
-		if f, ok := v.(float64); ok {
-			return f, nil
-		}
-	case mhp.TypeInteger:
-		if f, ok := v.(float64); ok && f == math.Trunc(f) {
-			return int64(f), nil
-		}
-	case mhp.TypeBoolean:
-		if b, ok := v.(bool); ok {
-			return b, nil
-		}
-	case mhp.TypeString:
-		if s, ok := v.(string); ok {
-			return s, nil
-		}
-	case mhp.TypeArray:
-		if _, ok := v.([]any); ok {
-			return v, nil
-		}
-	case mhp.TypeObject:
-		if _, ok := v.(map[string]any); ok {
-			return v, nil
-		}
-	default:
-		return v, nil
-	}
-	return nil, fmt.Errorf("value %v (%T) is not a %s", v, v, typ)
-}
-
-// snapshot returns the value for a read, or why there is none.
-func (tv *topicValue) snapshot(maxAge time.Duration) (any, time.Time, error) {
-	tv.mu.Lock()
-	defer tv.mu.Unlock()
-	now := tv.clk.Now()
-	switch {
-	case tv.lost != nil:
-		return nil, time.Time{}, binding.Unavailable("%s: link to rosbridge lost (%v); no fresh %s messages", tv.name, tv.lost, tv.topic)
-	case tv.bad != nil:
-		return nil, time.Time{}, binding.Unavailable("%s: %v", tv.name, tv.bad)
-	case !tv.has:
-		return nil, time.Time{}, binding.Unavailable("%s: no message on %s in the %v since subscribing (is the topic published? rosbridge drops a subscribe with a wrong msg_type silently)",
-			tv.name, tv.topic, now.Sub(tv.since).Round(time.Millisecond))
-	case maxAge > 0 && now.Sub(tv.at) > maxAge:
-		return nil, time.Time{}, binding.Unavailable("%s: stale: last message on %s arrived %v ago, max_age_s is %v",
-			tv.name, tv.topic, now.Sub(tv.at).Round(time.Millisecond), maxAge.Seconds())
-	}
-	return tv.value, tv.at, nil
-}
-
-func (tv *topicValue) reader(maxAge time.Duration) func(context.Context) (binding.Sample, error) {
-	return func(ctx context.Context) (binding.Sample, error) {
-		v, at, err := tv.snapshot(maxAge)
-		if err != nil {
-			return binding.Sample{}, err
-		}
-		return binding.Sample{Value: v, Time: at}, nil
-	}
-}
-
-// waitMatch waits until a message that arrived after sequence number after
-// holds want (numbers within tol).
-func (tv *topicValue) waitMatch(ctx context.Context, after uint64, want any, tol float64) (any, error) {
-	for {
-		tv.mu.Lock()
-		seq, has, v, ch := tv.seq, tv.has, tv.value, tv.changed
-		tv.mu.Unlock()
-		if seq > after && has && matches(v, want, tol) {
-			return v, nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			if !has {
-				return nil, fmt.Errorf("no message on %s", tv.topic)
-			}
-			return nil, fmt.Errorf("last state on %s was %v", tv.topic, v)
-		}
-	}
-}
-
-func (tv *topicValue) sequence() uint64 {
-	tv.mu.Lock()
-	defer tv.mu.Unlock()
-	return tv.seq
-}
-
-func matches(got, want any, tol float64) bool {
-	gf, gok := mhp.Number(got)
-	wf, wok := mhp.Number(want)
-	if gok && wok {
-		return math.Abs(gf-wf) <= tol
-	}
-	return reflect.DeepEqual(got, want)
 }
 
 // ---- settings ----
@@ -578,9 +569,13 @@ func mergeArgs(fixed map[string]any, params map[string]any) map[string]any {
 	return out
 }
 
+// decodeValues decodes result or feedback values, integers exact.
 func decodeValues(raw json.RawMessage) any {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+	if len(raw) == 0 {
+		return nil
+	}
+	v, err := decodeJSON(raw)
+	if err != nil {
 		return nil
 	}
 	return v
@@ -596,6 +591,8 @@ func (a *adapter) serviceRun(ac ActionConfig) func(context.Context, *binding.Job
 		if conn == nil {
 			return nil, refusal(item, "not_connected", "the adapter has not connected yet, nothing was sent")
 		}
+		a.inflight.Add(1)
+		defer a.inflight.Add(-1)
 		cctx := context.WithoutCancel(ctx)
 		var cancel context.CancelFunc
 		if dl, ok := ctx.Deadline(); ok {
@@ -616,309 +613,6 @@ func (a *adapter) serviceRun(ac ActionConfig) func(context.Context, *binding.Job
 	}
 }
 
-// progressFn turns feedback into job progress.
-func progressFn(ac ActionConfig, job *binding.Job) func(any) {
-	path, _ := parsePath(ac.ProgressField)
-	full := ac.ProgressMax
-	if full <= 0 {
-		full = 1
-	}
-	var mu sync.Mutex
-	last := 0.0
-	return func(fb any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if ac.ProgressField != "" {
-			if v, err := getPath(fb, path); err == nil {
-				if f, ok := v.(float64); ok {
-					last = f / full
-				}
-			}
-		}
-		job.Progress(last, map[string]any{"feedback": fb})
-	}
-}
-
-// goalRun is a long action on a ROS 2 action server.
-func (a *adapter) goalRun(ac ActionConfig) func(context.Context, *binding.Job) (any, error) {
-	item := "action " + ac.Name
-	return func(ctx context.Context, job *binding.Job) (any, error) {
-		conn := a.connection()
-		if conn == nil {
-			return nil, refusal(item, "not_connected", "the adapter has not connected yet, nothing was sent")
-		}
-		progress := progressFn(ac, job)
-		h, err := conn.SendGoal(ctx, GoalRequest{Action: ac.ROSAction, Type: ac.ActionType, Args: mergeArgs(ac.Args, job.Params()), Feedback: true},
-			func(raw json.RawMessage) { progress(decodeValues(raw)) })
-		if err != nil {
-			return nil, classify(item, err)
-		}
-		select {
-		case r := <-h.Result:
-			return a.goalEnd(ac, conn, item, h.ID, r)
-		case <-ctx.Done():
-		}
-		// Cancel, estop or timeout: ask the robot to cancel, then (unless
-		// this is the timeout) let the robot's final status decide.
-		cancelled := job.CancelRequested()
-		wctx := context.WithoutCancel(ctx)
-		cctx, cancel := context.WithTimeout(wctx, a.reqTimeout)
-		cerr := conn.CancelGoal(cctx, ac.ROSAction, h.ID)
-		cancel()
-		if !cancelled {
-			return nil, fmt.Errorf("%s: no action_result for goal %s before the deadline (%v); cancel_action_goal sent (err %v): outcome unknown",
-				item, h.ID, ctx.Err(), cerr)
-		}
-		wait := seconds(ac.CancelWaitS, 30*time.Second)
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case r := <-h.Result:
-			return a.goalEnd(ac, conn, item, h.ID, r)
-		case <-t.C:
-			return nil, fmt.Errorf("%s: cancel of goal %s sent (err %v), but no action_result within %v: outcome unknown", item, h.ID, cerr, wait)
-		}
-	}
-}
-
-// goalEnd maps the result and, for a goal lost with the link, asks the
-// action server itself to cancel all its goals once the link is back when
-// the config says so (rosbridge 2.x may not find the old connection's goal
-// handle for a cancel_action_goal sent on the new connection).
-func (a *adapter) goalEnd(ac ActionConfig, conn Conn, item, id string, r GoalResult) (any, error) {
-	if r.Err != nil && ac.CancelAllOnReconnect {
-		service := ac.ROSAction + "/_action/cancel_goal"
-		go a.retryWhenBack("cancel all goals of "+ac.ROSAction, func(ctx context.Context) error {
-			_, err := conn.CallService(ctx, service, cancelAllArgs())
-			return err
-		})
-	}
-	return goalOutcome(item, id, r)
-}
-
-// cancelAllArgs is an action_msgs/srv/CancelGoal request with a zero goal
-// id and a zero stamp: cancel every goal of the action server.
-func cancelAllArgs() map[string]any {
-	return map[string]any{"goal_info": map[string]any{
-		"goal_id": map[string]any{"uuid": make([]int, 16)},
-		"stamp":   map[string]any{"sec": 0, "nanosec": 0},
-	}}
-}
-
-// goalOutcome maps a ROS 2 action_result to the job's end.
-func goalOutcome(item, id string, r GoalResult) (any, error) {
-	switch {
-	case r.Err != nil:
-		return nil, fmt.Errorf("%s: goal %s: %w: outcome unknown (the goal is cancelled once the link is back)", item, id, r.Err)
-	case !r.Result:
-		return nil, fmt.Errorf("%s: rosbridge failed goal %s (result:false, status %d): %s: outcome unknown", item, id, r.Status, valuesText(r.Values))
-	}
-	values := decodeValues(r.Values)
-	switch r.Status {
-	case StatusSucceeded:
-		return values, nil
-	case StatusCanceled:
-		return values, fmt.Errorf("%w: the robot reports goal %s CANCELED", binding.ErrCancelled, id)
-	case StatusAborted:
-		return nil, binding.Failed(fmt.Errorf("the robot aborted goal %s: %s", id, valuesText(r.Values)),
-			map[string]any{"status": "ABORTED", "values": values})
-	}
-	return nil, fmt.Errorf("%s: action_result for goal %s carries non-terminal status %s: protocol violation, outcome unknown", item, id, StatusName(r.Status))
-}
-
-// ---- ROS 1 actionlib ----
-
-// actionlibRouter demultiplexes one actionlib namespace's result and
-// feedback topics to the goals in flight.
-type actionlibRouter struct {
-	ns, typ string
-	mu      sync.Mutex
-	goals   map[string]*alGoal
-}
-
-type alGoal struct {
-	result   chan alResult
-	feedback func(any)
-}
-
-type alResult struct {
-	status int
-	text   string
-	values any
-	err    error
-}
-
-type alStatus struct {
-	GoalID struct {
-		ID string `json:"id"`
-	} `json:"goal_id"`
-	Status int    `json:"status"`
-	Text   string `json:"text"`
-}
-
-func (r *actionlibRouter) add(id string, g *alGoal) {
-	r.mu.Lock()
-	r.goals[id] = g
-	r.mu.Unlock()
-}
-
-func (r *actionlibRouter) remove(id string) {
-	r.mu.Lock()
-	delete(r.goals, id)
-	r.mu.Unlock()
-}
-
-func (r *actionlibRouter) onResult(e TopicEvent) {
-	if e.Err != nil {
-		// The link dropped: a result sent meanwhile is lost for good.
-		r.mu.Lock()
-		goals := r.goals
-		r.goals = map[string]*alGoal{}
-		r.mu.Unlock()
-		for _, g := range goals {
-			g.result <- alResult{err: e.Err}
-		}
-		return
-	}
-	var m struct {
-		Status alStatus        `json:"status"`
-		Result json.RawMessage `json:"result"`
-	}
-	if json.Unmarshal(e.Msg, &m) != nil {
-		return
-	}
-	r.mu.Lock()
-	g := r.goals[m.Status.GoalID.ID]
-	delete(r.goals, m.Status.GoalID.ID)
-	r.mu.Unlock()
-	if g != nil {
-		g.result <- alResult{status: m.Status.Status, text: m.Status.Text, values: decodeValues(m.Result)}
-	}
-}
-
-func (r *actionlibRouter) onFeedback(e TopicEvent) {
-	if e.Err != nil {
-		return
-	}
-	var m struct {
-		Status   alStatus        `json:"status"`
-		Feedback json.RawMessage `json:"feedback"`
-	}
-	if json.Unmarshal(e.Msg, &m) != nil {
-		return
-	}
-	r.mu.Lock()
-	g := r.goals[m.Status.GoalID.ID]
-	r.mu.Unlock()
-	if g != nil && g.feedback != nil {
-		g.feedback(decodeValues(m.Feedback))
-	}
-}
-
-func goalIDMsg(id string) map[string]any {
-	return map[string]any{"stamp": map[string]any{"secs": 0, "nsecs": 0}, "id": id}
-}
-
-// actionlibRun is a long action on a ROS 1 actionlib server, over topics.
-func (a *adapter) actionlibRun(ac ActionConfig, r *actionlibRouter) func(context.Context, *binding.Job) (any, error) {
-	item := "action " + ac.Name
-	cancelTopic, cancelType := r.ns+"/cancel", "actionlib_msgs/GoalID"
-	return func(ctx context.Context, job *binding.Job) (any, error) {
-		conn := a.connection()
-		if conn == nil {
-			return nil, refusal(item, "not_connected", "the adapter has not connected yet, nothing was sent")
-		}
-		id := fmt.Sprintf("mhp-%s-%s-%s", a.cfg.Device.ID, job.ID(), strconv.FormatInt(time.Now().UnixNano(), 36))
-		progress := progressFn(ac, job)
-		g := &alGoal{result: make(chan alResult, 1), feedback: progress}
-		r.add(id, g)
-		defer r.remove(id)
-		goal := map[string]any{"header": map[string]any{}, "goal_id": goalIDMsg(id), "goal": mergeArgs(ac.Args, job.Params())}
-		if err := conn.Publish(ctx, r.ns+"/goal", r.typ+"ActionGoal", goal); err != nil {
-			return nil, classify(item, err)
-		}
-		sendCancel := func() error {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.reqTimeout)
-			defer cancel()
-			return conn.Publish(cctx, cancelTopic, cancelType, goalIDMsg(id))
-		}
-		var res alResult
-		select {
-		case res = <-g.result:
-		case <-ctx.Done():
-			cancelled := job.CancelRequested()
-			cerr := sendCancel()
-			if !cancelled {
-				return nil, fmt.Errorf("%s: no result for actionlib goal %s before the deadline (%v); cancel sent (err %v): outcome unknown", item, id, ctx.Err(), cerr)
-			}
-			wait := seconds(ac.CancelWaitS, 30*time.Second)
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			select {
-			case res = <-g.result:
-			case <-t.C:
-				return nil, fmt.Errorf("%s: cancel of actionlib goal %s sent (err %v), but no result within %v: outcome unknown", item, id, cerr, wait)
-			}
-		}
-		if res.err != nil {
-			go a.retryWhenBack("cancel of actionlib goal "+id, func(ctx context.Context) error {
-				return conn.Publish(ctx, cancelTopic, cancelType, goalIDMsg(id))
-			})
-			return nil, fmt.Errorf("%s: actionlib goal %s: %w: outcome unknown (the goal is cancelled once the link is back)", item, id, res.err)
-		}
-		switch res.status {
-		case ActionlibSucceeded:
-			return res.values, nil
-		case ActionlibPreempted, ActionlibRecalled:
-			return res.values, fmt.Errorf("%w: the robot reports goal %s %s", binding.ErrCancelled, id, ActionlibStatusName(res.status))
-		case ActionlibAborted:
-			return nil, binding.Failed(fmt.Errorf("the robot aborted goal %s: %s", id, res.text),
-				map[string]any{"status": "ABORTED", "text": res.text, "values": res.values})
-		case ActionlibRejected:
-			return nil, refusal(item, "robot_rejected", "the robot rejected goal %s: %s", id, res.text).With("backend_error", res.text)
-		}
-		return nil, fmt.Errorf("%s: actionlib result for goal %s has status %s (%s): outcome unknown", item, id, ActionlibStatusName(res.status), res.text)
-	}
-}
-
-// retryWindow bounds how long a cancel for a goal lost with the link is
-// retried while the link stays down.
-const retryWindow = 10 * time.Minute
-
-// retryWhenBack runs fn until it succeeds or fails for another reason than
-// a link that is down, with backoff, until the adapter closes: a ROS 1 cancel
-// or a ROS 2 cancel-all for a goal whose client vanished (the robot keeps
-// executing it).
-func (a *adapter) retryWhenBack(what string, fn func(ctx context.Context) error) {
-	wait := 50 * time.Millisecond
-	giveUp := time.Now().Add(retryWindow)
-	for {
-		if time.Now().After(giveUp) {
-			a.log.Error("ros2: gave up after " + retryWindow.String() + " without a link: " + what)
-			return
-		}
-		ctx, cancel := context.WithTimeout(a.ctx, a.reqTimeout)
-		err := fn(ctx)
-		cancel()
-		switch {
-		case err == nil:
-			a.log.Warn("ros2: sent after the reconnect: " + what)
-			return
-		case !errors.Is(err, ErrNotConnected) && !errors.Is(err, ErrConnLost) && !errors.Is(err, ErrNoReply):
-			a.log.Error("ros2: failed after the reconnect: "+what, "err", err)
-			return
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-a.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		wait = min(wait*2, 5*time.Second)
-	}
-}
-
 // ---- estop ----
 
 func (a *adapter) estop(ctx context.Context) error {
@@ -927,7 +621,10 @@ func (a *adapter) estop(ctx context.Context) error {
 	if conn == nil {
 		return errors.New("ros2 estop: not connected to the robot")
 	}
-	ctx, cancel := context.WithTimeout(ctx, seconds(e.TimeoutS, 2*time.Second))
+	// The estop has a connection of its own: it never waits behind a goal
+	// or a slow service call (rosbridge handles one connection's ops in
+	// order, one at a time).
+	ctx, cancel := context.WithTimeout(StopPath(ctx), seconds(e.TimeoutS, 2*time.Second))
 	defer cancel()
 	if e.Topic != "" {
 		msg := any(e.Msg)

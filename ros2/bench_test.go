@@ -3,6 +3,7 @@ package ros2
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -125,6 +126,45 @@ func BenchmarkInvokeService(b *testing.B) {
 		<-finished
 	}, func() {
 		if _, err := conn.CallService(ctx, "/home", map[string]any{}); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// BenchmarkSendGoal: a goal through the client, which opens a connection of
+// its own per goal (so nothing waits behind it), vs the same goal written on
+// one already open raw connection.
+func BenchmarkSendGoal(b *testing.B) {
+	srv := rosbridgetest.New(rosbridgetest.Options{})
+	defer srv.Close()
+	srv.AddAction("/fib", "example_interfaces/action/Fibonacci", rosbridgetest.Scripted(rosbridgetest.Script{Result: map[string]any{"sequence": []int{0, 1}}}))
+	ctx := context.Background()
+	c, err := Dial(ctx, srv.URL(), ClientOptions{Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ws, _, err := websocket.Dial(ctx, srv.URL(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.CloseNow()
+	n := 0
+	ratio(b, func() {
+		h, err := c.SendGoal(ctx, GoalRequest{Action: "/fib", Type: "example_interfaces/action/Fibonacci"}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r := <-h.Result; r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}, func() {
+		n++
+		req, _ := json.Marshal(map[string]any{"op": "send_action_goal", "id": "raw-" + strconv.Itoa(n), "action": "/fib", "action_type": "example_interfaces/action/Fibonacci"})
+		if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := ws.Read(ctx); err != nil {
 			b.Fatal(err)
 		}
 	})

@@ -2,8 +2,9 @@ package ros2
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -26,8 +27,8 @@ type ClientOptions struct {
 	// BackoffInitial is the first wait before redialling after a drop;
 	// default 250ms. It doubles up to BackoffMax (default 10s).
 	BackoffInitial, BackoffMax time.Duration
-	// NoReconnect turns reconnecting off: after a drop every call returns
-	// ErrNotConnected.
+	// NoReconnect turns reconnecting off: after a drop of the main
+	// connection every call returns ErrNotConnected.
 	NoReconnect bool
 	// Clock stamps message arrival; default the system clock.
 	Clock clock.Clock
@@ -35,6 +36,13 @@ type ClientOptions struct {
 	Logger *slog.Logger
 	// ReadLimit caps one incoming message; default 64 MiB.
 	ReadLimit int64
+	// OnLink, when set, is called when the main connection comes up (err
+	// nil) and when it goes down or an attempt to bring it up fails (with
+	// the error). It runs on the client's goroutines and must not block.
+	OnLink func(up bool, err error)
+	// MaxIdle is how many idle connections are kept for service calls;
+	// default 2.
+	MaxIdle int
 }
 
 func (o ClientOptions) withDefaults() ClientOptions {
@@ -59,18 +67,41 @@ func (o ClientOptions) withDefaults() ClientOptions {
 	if o.ReadLimit <= 0 {
 		o.ReadLimit = 64 << 20
 	}
+	if o.OnLink == nil {
+		o.OnLink = func(bool, error) {}
+	}
+	if o.MaxIdle <= 0 {
+		o.MaxIdle = 2
+	}
 	return o
 }
 
-// Client is one rosbridge v2 connection to one robot. A single reader
-// goroutine routes service responses and action results by id and topic
-// messages by topic; writes go out directly (coder/websocket serialises
-// them). After a drop it redials with exponential backoff, restores every
-// subscription, and sends cancel_action_goal for each goal that was in flight
-// at the drop (rosbridge does not cancel a disconnected client's goals).
+// Client is a set of rosbridge v2 connections to one robot, laid out so that
+// nothing urgent ever waits behind a goal or a slow service call: rosbridge
+// handles one connection's ops one at a time, in order (its IncomingQueue,
+// with call_services_in_new_thread and send_action_goals_in_new_thread false
+// as shipped), so an op queued behind a running goal waits until the goal
+// ends, and behind a goal or call that never gets an answer, for good.
+//
+//   - the main connection carries only ops rosbridge handles at once:
+//     advertise, publish, subscribe, unsubscribe and cancel_action_goal.
+//     It redials with exponential backoff after a drop, sends the cancels
+//     owed for goals orphaned by a drop first, then restores advertisements
+//     and subscriptions;
+//   - every call_service runs alone on a connection of a small pool; a
+//     call that gets no answer in time takes its connection down with it;
+//   - every goal holds a connection of that pool for its whole life (a new
+//     one when none is idle); its cancel goes over the main connection (rosbridge 2.x keeps goal handles
+//     in one table for all connections, so it reaches the goal);
+//   - the estop path (a context from StopPath) has a connection of its own,
+//     kept warm and re-advertised, that never carries anything else.
+//
+// Goal ids carry a random prefix drawn at Dial, so they are unique across
+// processes and restarts (rosbridge's goal table is shared by every client).
 type Client struct {
-	url  string
-	opts ClientOptions
+	url    string
+	opts   ClientOptions
+	prefix string // random per client: goal ids never collide with another client's
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -78,17 +109,24 @@ type Client struct {
 	redial chan struct{}
 
 	mu         sync.Mutex
-	ws         *websocket.Conn
+	ws         *websocket.Conn // main connection
 	closed     bool
 	seq        uint64
-	pending    map[string]chan reply
-	goals      map[string]*goalState
+	goals      map[string]*goalState // in flight, each on its own side connection
 	subs       map[string]*subState
-	advertised map[string]string // topic -> type, on the current connection
+	advertised map[string]string // topic -> type, on the current main connection
 	adverts    map[string]string // topic -> type, every topic ever advertised: restored on reconnect
-	orphans    []orphan          // goals in flight at a drop, cancelled on reconnect
+	owed       []owedOp          // sent first on the next main connection
 	reconnects int
-	up         chan struct{} // closed while connected
+	everUp     bool
+	ready      bool // the main connection is up and restored
+
+	up          chan struct{} // closed while ready
+	sides       map[*side]bool
+	idle        []*side
+	stop        *side
+	stopAdverts map[string]string
+	stopDialing chan struct{} // closed when the stop connection's dial in progress ends
 }
 
 type reply struct {
@@ -98,9 +136,12 @@ type reply struct {
 }
 
 type goalState struct {
-	action   string
-	result   chan GoalResult
-	feedback func(json.RawMessage)
+	action    string
+	result    chan GoalResult
+	feedback  func(json.RawMessage)
+	side      *side
+	feedbacks int  // action_feedback seen
+	cancelled bool // a cancel was sent before any feedback: re-sent on the first
 }
 
 type subState struct {
@@ -109,36 +150,70 @@ type subState struct {
 	fn func(TopicEvent)
 }
 
-type orphan struct{ action, id string }
+// maxOwed caps the messages owed to a robot that stays away.
+const maxOwed = 256
+
+// owedOp is a message owed to the robot once the main connection is back:
+// the cancel of a goal orphaned by a drop.
+type owedOp struct {
+	what string
+	msg  map[string]any
+	// expires, when set, drops the message from a later reconnect: a cancel
+	// already sent on a main connection that may have been dying.
+	expires time.Time
+}
 
 // Dial connects to a rosbridge server ("ws://robot:9090") and keeps the
 // connection up until Close. The first connection attempt must succeed
 // within ctx and DialTimeout; later drops are redialled in the background.
 func Dial(ctx context.Context, url string, opts ClientOptions) (*Client, error) {
-	opts = opts.withDefaults()
-	c := &Client{
-		url:        url,
-		opts:       opts,
-		redial:     make(chan struct{}, 1),
-		pending:    map[string]chan reply{},
-		goals:      map[string]*goalState{},
-		subs:       map[string]*subState{},
-		advertised: map[string]string{},
-		adverts:    map[string]string{},
-		up:         make(chan struct{}),
-	}
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c := newClient(url, opts)
 	ws, err := c.dial(ctx)
 	if err != nil {
 		c.cancel()
-		return nil, fmt.Errorf("ros2: connect to rosbridge at %s: %w", url, err)
+		err = fmt.Errorf("ros2: connect to rosbridge at %s: %w", url, err)
+		c.opts.OnLink(false, err)
+		return nil, err
 	}
 	c.attach(ws)
-	if !opts.NoReconnect {
+	if !c.opts.NoReconnect {
 		c.wg.Add(1)
 		go c.supervise()
 	}
 	return c, nil
+}
+
+// Connect returns a client at once, with the link down; it dials in the
+// background with backoff until the bridge answers (and after every drop,
+// unless NoReconnect), so a device server can start before its robot.
+// OnLink reports each failed attempt's error and the link coming up.
+func Connect(url string, opts ClientOptions) *Client {
+	c := newClient(url, opts)
+	c.wg.Add(1)
+	go c.supervise()
+	c.redial <- struct{}{}
+	return c
+}
+
+func newClient(url string, opts ClientOptions) *Client {
+	opts = opts.withDefaults()
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	c := &Client{
+		url:         url,
+		opts:        opts,
+		prefix:      "mhp-" + hex.EncodeToString(r[:]),
+		redial:      make(chan struct{}, 1),
+		goals:       map[string]*goalState{},
+		subs:        map[string]*subState{},
+		advertised:  map[string]string{},
+		adverts:     map[string]string{},
+		up:          make(chan struct{}),
+		sides:       map[*side]bool{},
+		stopAdverts: map[string]string{},
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
 }
 
 func (c *Client) dial(ctx context.Context) (*websocket.Conn, error) {
@@ -152,8 +227,9 @@ func (c *Client) dial(ctx context.Context) (*websocket.Conn, error) {
 	return ws, nil
 }
 
-// attach makes ws the current connection: it starts its reader, restores
-// subscriptions and cancels orphaned goals.
+// attach makes ws the main connection: it starts its reader, sends the
+// cancels owed for orphaned goals, then restores advertisements and
+// subscriptions, and reports the link up.
 func (c *Client) attach(ws *websocket.Conn) {
 	c.mu.Lock()
 	if c.closed {
@@ -172,37 +248,73 @@ func (c *Client) attach(ws *websocket.Conn) {
 	for _, s := range c.subs {
 		subs = append(subs, s)
 	}
-	orphans := c.orphans
-	c.orphans = nil
-	close(c.up)
+	now := time.Now()
+	var owed []owedOp
+	for _, o := range c.owed {
+		if o.expires.IsZero() || now.Before(o.expires) {
+			owed = append(owed, o)
+		}
+	}
+	c.owed = nil
+	if c.everUp {
+		c.reconnects++
+	}
+	c.everUp = true
+	c.wg.Add(2) // the reader and the estop warm-up below
 	c.mu.Unlock()
 
-	c.wg.Add(1)
-	go c.readLoop(ws)
+	go c.readLoop(ws, nil)
 
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.RequestTimeout)
 	defer cancel()
-	// Publishers first: on ROS 1 a publish right after its advertise can be
-	// lost while subscribers connect, so an estop or cancel must not be the
-	// first message of a fresh advertise.
+	// Owed cancels first: the robot may still be executing those goals.
+	// A ROS 2 cancel needs no advertise; a ROS 1 actionlib cancel is a
+	// publish, so its topic is advertised right before it.
+	for i, o := range owed {
+		c.opts.Logger.Warn("ros2: sending first after the reconnect: "+o.what, "op", o.msg["op"])
+		if t, _ := o.msg["topic"].(string); t != "" && o.msg["op"] == "publish" {
+			if typ := adverts[t]; typ != "" {
+				_ = c.write(ctx, ws, map[string]any{"op": "advertise", "id": "advertise:" + t, "topic": t, "type": typ})
+			}
+		}
+		if err := c.write(ctx, ws, o.msg); err != nil {
+			c.mu.Lock()
+			c.owed = append(c.owed, owed[i:]...)
+			c.mu.Unlock()
+			c.wg.Done()
+			return
+		}
+	}
 	for topic, typ := range adverts {
 		if err := c.write(ctx, ws, map[string]any{"op": "advertise", "id": "advertise:" + topic, "topic": topic, "type": typ}); err != nil {
+			c.wg.Done()
 			return
 		}
 	}
 	for _, s := range subs {
 		if err := c.write(ctx, ws, subscribeOp(s)); err != nil {
+			c.wg.Done()
 			return // the drop handler takes over; the next attach retries
 		}
 	}
-	for _, o := range orphans {
-		c.opts.Logger.Warn("ros2: cancelling goal left in flight by a dropped connection", "action", o.action, "goal", o.id)
-		if err := c.write(ctx, ws, map[string]any{"op": "cancel_action_goal", "id": o.id, "action": o.action}); err != nil {
-			c.mu.Lock()
-			c.orphans = append(c.orphans, o)
-			c.mu.Unlock()
+	c.mu.Lock()
+	ready := c.ws == ws // not dropped meanwhile
+	c.mu.Unlock()
+	if ready {
+		c.opts.OnLink(true, nil)
+		c.mu.Lock()
+		if c.ws == ws {
+			c.ready = true
+			close(c.up)
 		}
+		c.mu.Unlock()
 	}
+	go func() {
+		defer c.wg.Done()
+		wctx, cancel := context.WithTimeout(c.ctx, c.opts.DialTimeout)
+		defer cancel()
+		_, _ = c.stopSide(wctx) // keep the estop path warm
+	}()
 }
 
 func subscribeOp(s *subState) map[string]any {
@@ -222,6 +334,7 @@ func subscribeOp(s *subState) map[string]any {
 // supervise redials after each drop, with exponential backoff.
 func (c *Client) supervise() {
 	defer c.wg.Done()
+	first := true
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -229,6 +342,9 @@ func (c *Client) supervise() {
 		case <-c.redial:
 		}
 		wait := c.opts.BackoffInitial
+		if first {
+			wait, first = 0, false
+		}
 		for {
 			t := time.NewTimer(wait)
 			select {
@@ -239,35 +355,35 @@ func (c *Client) supervise() {
 			}
 			ws, err := c.dial(c.ctx)
 			if err == nil {
-				c.mu.Lock()
-				c.reconnects++
-				c.mu.Unlock()
-				c.opts.Logger.Info("ros2: reconnected to rosbridge", "url", c.url)
+				c.opts.Logger.Info("ros2: connected to rosbridge", "url", c.url)
 				c.attach(ws)
 				break
 			}
+			c.opts.OnLink(false, fmt.Errorf("ros2: connect to rosbridge at %s: %w", c.url, err))
 			c.opts.Logger.Debug("ros2: redial failed", "url", c.url, "err", err, "next_in", wait)
-			wait *= 2
-			if wait > c.opts.BackoffMax {
-				wait = c.opts.BackoffMax
-			}
+			wait = min(max(wait*2, c.opts.BackoffInitial), c.opts.BackoffMax)
 		}
 	}
 }
 
-func (c *Client) readLoop(ws *websocket.Conn) {
+// readLoop reads one connection: the main one (from nil) or a side one.
+func (c *Client) readLoop(ws *websocket.Conn, from *side) {
 	defer c.wg.Done()
 	frags := map[string][]string{}
 	for {
 		typ, data, err := ws.Read(c.ctx)
 		if err != nil {
-			c.dropped(ws, err)
+			if from != nil {
+				c.sideDropped(from, err)
+			} else {
+				c.dropped(ws, err)
+			}
 			return
 		}
 		if typ != websocket.MessageText {
 			continue // binary frames need cbor compression, which is never requested
 		}
-		c.handle(data, frags)
+		c.handle(data, frags, from)
 	}
 }
 
@@ -288,7 +404,7 @@ type envelope struct {
 	Total   int             `json:"total"`
 }
 
-func (c *Client) handle(data []byte, frags map[string][]string) {
+func (c *Client) handle(data []byte, frags map[string][]string, from *side) {
 	var e envelope
 	if err := json.Unmarshal(data, &e); err != nil {
 		c.opts.Logger.Warn("ros2: unparsable message from rosbridge", "err", err)
@@ -297,20 +413,26 @@ func (c *Client) handle(data []byte, frags map[string][]string) {
 	switch e.Op {
 	case "fragment":
 		var part string
-		if json.Unmarshal(e.Data, &part) != nil || e.Total <= 0 || e.Num < 0 || e.Num >= e.Total {
+		if json.Unmarshal(e.Data, &part) != nil || e.Total <= 0 || e.Num < 0 || e.Num >= e.Total || e.Total > maxFragments {
 			return
 		}
 		parts := frags[e.ID]
 		if len(parts) != e.Total {
+			if len(frags) >= maxFragmentIDs {
+				clear(frags) // a peer that never finishes its fragments cannot grow the map
+			}
 			parts = make([]string, e.Total)
 			frags[e.ID] = parts
 		}
 		parts[e.Num] = part
 		if e.Num == e.Total-1 {
 			delete(frags, e.ID)
-			c.handle([]byte(strings.Join(parts, "")), frags)
+			c.handle([]byte(strings.Join(parts, "")), frags, from)
 		}
 	case "publish":
+		if from != nil {
+			return // side connections subscribe to nothing
+		}
 		now := c.opts.Clock.Now()
 		c.mu.Lock()
 		var fns []func(TopicEvent)
@@ -324,37 +446,64 @@ func (c *Client) handle(data []byte, frags map[string][]string) {
 			fn(TopicEvent{Msg: e.Msg, At: now})
 		}
 	case "service_response":
-		c.mu.Lock()
-		ch := c.pending[e.ID]
-		delete(c.pending, e.ID)
-		c.mu.Unlock()
-		if ch != nil {
-			ch <- reply{values: e.Values, result: e.Result != nil && *e.Result}
+		if from != nil {
+			from.deliver(e.ID, reply{values: e.Values, result: e.Result != nil && *e.Result})
 		}
 	case "action_feedback":
 		c.mu.Lock()
 		g := c.goals[e.ID]
+		if g == nil || g.side != from {
+			c.mu.Unlock()
+			return
+		}
+		g.feedbacks++
+		resend := g.feedbacks == 1 && g.cancelled
 		c.mu.Unlock()
-		if g != nil && g.feedback != nil {
+		if resend {
+			// rosbridge 2.1.0 drops a cancel that arrives before the goal
+			// response; the first feedback proves the goal is known now.
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				ctx, cancel := context.WithTimeout(c.ctx, c.opts.RequestTimeout)
+				defer cancel()
+				_ = c.sendCancel(ctx, g.action, e.ID)
+			}()
+		}
+		if g.feedback != nil {
 			g.feedback(e.Values)
 		}
 	case "action_result":
 		c.mu.Lock()
 		g := c.goals[e.ID]
+		if g == nil || g.side != from {
+			c.mu.Unlock()
+			return
+		}
 		delete(c.goals, e.ID)
 		c.mu.Unlock()
-		if g != nil {
-			var st int
-			_ = json.Unmarshal(e.Status, &st)
-			g.result <- GoalResult{Status: st, Values: e.Values, Result: e.Result != nil && *e.Result}
+		r := GoalResult{Values: e.Values, Result: e.Result != nil && *e.Result}
+		if len(e.Status) == 0 || string(e.Status) == "null" {
+			r.NoStatus = true
+		} else if err := json.Unmarshal(e.Status, &r.Status); err != nil {
+			r.NoStatus = true
 		}
+		g.result <- r
+		c.putSide(from) // the goal is over: its connection is free again
 	case "status":
 		c.opts.Logger.Info("ros2: rosbridge status", "level", e.Level, "id", e.ID, "msg", string(e.Msg))
 	}
 }
 
-// dropped handles the end of connection ws: pending calls and goals learn
-// the link is lost, subscribers get an Err event, and the supervisor redials.
+// Limits on fragment reassembly: a peer cannot make the client hold more.
+const (
+	maxFragments   = 1 << 16
+	maxFragmentIDs = 64
+)
+
+// dropped handles the end of the main connection ws: subscribers get an Err
+// event, OnLink hears of it, and the supervisor redials. Goals and calls on
+// their own connections are not affected by the main connection's drop.
 func (c *Client) dropped(ws *websocket.Conn, cause error) {
 	ws.CloseNow()
 	c.mu.Lock()
@@ -363,39 +512,42 @@ func (c *Client) dropped(ws *websocket.Conn, cause error) {
 		return
 	}
 	c.ws = nil
-	c.up = make(chan struct{})
-	pending := c.pending
-	c.pending = map[string]chan reply{}
-	goals := c.goals
-	c.goals = map[string]*goalState{}
-	for id, g := range goals {
-		c.orphans = append(c.orphans, orphan{action: g.action, id: id})
+	if c.ready {
+		c.up = make(chan struct{})
 	}
+	c.ready = false
 	var fns []func(TopicEvent)
 	for _, s := range c.subs {
 		fns = append(fns, s.fn)
 	}
+	goals := len(c.goals)
 	closed := c.closed
-	c.mu.Unlock()
-
-	if !closed {
-		c.opts.Logger.Warn("ros2: connection to rosbridge lost", "url", c.url, "err", cause, "goals_in_flight", len(goals))
+	// The idle and estop connections most likely went with the main one; a
+	// fresh estop connection comes with the next main connection, rather
+	// than a dead one found only when the estop needs it.
+	spare := c.idle
+	c.idle = nil
+	if c.stop != nil {
+		spare = append(spare, c.stop)
+		c.stop = nil
 	}
+	c.mu.Unlock()
+	for _, s := range spare {
+		s.release()
+	}
+
 	lost := ErrConnLost
 	if closed {
 		lost = ErrClosed
-	}
-	for _, ch := range pending {
-		ch <- reply{err: lost}
-	}
-	for id, g := range goals {
-		g.result <- GoalResult{Err: fmt.Errorf("%w (goal %s on %s)", lost, id, g.action)}
+	} else {
+		c.opts.Logger.Warn("ros2: main connection to rosbridge lost", "url", c.url, "err", cause, "ros2_goals_in_flight", goals)
+		c.opts.OnLink(false, fmt.Errorf("ros2: connection to rosbridge at %s lost: %w", c.url, cause))
 	}
 	now := c.opts.Clock.Now()
 	for _, fn := range fns {
 		fn(TopicEvent{At: now, Err: lost})
 	}
-	if !closed {
+	if !closed && !c.opts.NoReconnect {
 		select {
 		case c.redial <- struct{}{}:
 		default:
@@ -430,6 +582,14 @@ func (c *Client) nextID(kind string) string {
 	return kind + ":" + strconv.FormatUint(c.seq, 10)
 }
 
+// goalID is a goal id no other client of the bridge uses: rosbridge keeps
+// the goal handles of every connection in one table, so a second process
+// (or this one after a restart) counting from 1 would cancel our goals.
+func (c *Client) goalID(action string) string {
+	c.seq++
+	return "send_action_goal:" + action + ":" + c.prefix + "-" + strconv.FormatUint(c.seq, 10)
+}
+
 func (c *Client) current() (*websocket.Conn, error) {
 	if c.closed {
 		return nil, ErrClosed
@@ -447,14 +607,16 @@ func (c *Client) withDeadline(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeout(ctx, c.opts.RequestTimeout)
 }
 
-// Connected reports whether the link is up.
+// Connected reports whether the main connection is up, with its
+// subscriptions restored.
 func (c *Client) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ws != nil
+	return c.ready
 }
 
-// WaitConnected blocks until the link is up or ctx ends.
+// WaitConnected blocks until the main connection is up, with its
+// subscriptions restored, or ctx ends.
 func (c *Client) WaitConnected(ctx context.Context) error {
 	c.mu.Lock()
 	up, closed := c.up, c.closed
@@ -470,210 +632,15 @@ func (c *Client) WaitConnected(ctx context.Context) error {
 	}
 }
 
-// Reconnects counts the successful redials since Dial.
+// Reconnects counts the successful redials after the first connection.
 func (c *Client) Reconnects() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.reconnects
 }
 
-// Subscribe implements Conn.
-func (c *Client) Subscribe(ctx context.Context, sub Subscription, fn func(TopicEvent)) (func(), error) {
-	if sub.Topic == "" || fn == nil {
-		return nil, errors.New("ros2: subscribe needs a topic and a handler")
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
-	}
-	s := &subState{id: c.nextID("subscribe:" + sub.Topic), s: sub, fn: fn}
-	c.subs[s.id] = s
-	ws := c.ws
-	c.mu.Unlock()
-	if ws != nil {
-		ctx, cancel := c.withDeadline(ctx)
-		defer cancel()
-		// A failed write drops the link; the next attach subscribes again.
-		_ = c.write(ctx, ws, subscribeOp(s))
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			c.mu.Lock()
-			delete(c.subs, s.id)
-			ws := c.ws
-			c.mu.Unlock()
-			if ws != nil {
-				ctx, cancel := context.WithTimeout(c.ctx, c.opts.RequestTimeout)
-				defer cancel()
-				_ = c.write(ctx, ws, map[string]any{"op": "unsubscribe", "id": s.id, "topic": sub.Topic})
-			}
-		})
-	}, nil
-}
-
-// Publish implements Conn.
-func (c *Client) Publish(ctx context.Context, topic, typ string, msg any) error {
-	c.mu.Lock()
-	ws, err := c.current()
-	if err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	needAdvertise := typ != "" && c.advertised[topic] != typ
-	var advID string
-	if needAdvertise {
-		c.advertised[topic] = typ
-		c.adverts[topic] = typ
-		advID = c.nextID("advertise:" + topic)
-	}
-	c.mu.Unlock()
-	ctx, cancel := c.withDeadline(ctx)
-	defer cancel()
-	if needAdvertise {
-		if err := c.write(ctx, ws, map[string]any{"op": "advertise", "id": advID, "topic": topic, "type": typ}); err != nil {
-			c.mu.Lock()
-			delete(c.advertised, topic)
-			c.mu.Unlock()
-			if errors.Is(err, ErrNotSent) {
-				return err
-			}
-			return fmt.Errorf("%w (advertise %s failed: %v)", ErrNotConnected, topic, err)
-		}
-	}
-	if msg == nil {
-		msg = map[string]any{}
-	}
-	if err := c.write(ctx, ws, map[string]any{"op": "publish", "topic": topic, "msg": msg}); err != nil {
-		if errors.Is(err, ErrNotSent) {
-			return err
-		}
-		return fmt.Errorf("%w: publish %s: %v", ErrConnLost, topic, err)
-	}
-	return nil
-}
-
-// Advertise announces a topic the client will publish on, now and after
-// every reconnect. Publish advertises by itself; advertising ahead (at
-// start) matters on ROS 1, where a publish right after its advertise can be
-// lost while subscribers connect.
-func (c *Client) Advertise(ctx context.Context, topic, typ string) error {
-	c.mu.Lock()
-	ws, err := c.current()
-	if err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	c.adverts[topic] = typ
-	c.advertised[topic] = typ
-	c.mu.Unlock()
-	if err := c.write(ctx, ws, map[string]any{"op": "advertise", "id": "advertise:" + topic, "topic": topic, "type": typ}); err != nil {
-		return fmt.Errorf("%w: advertise %s: %v", ErrNotConnected, topic, err)
-	}
-	return nil
-}
-
-// CallService implements Conn.
-func (c *Client) CallService(ctx context.Context, service string, args any) (json.RawMessage, error) {
-	ctx, cancel := c.withDeadline(ctx)
-	defer cancel()
-	c.mu.Lock()
-	ws, err := c.current()
-	if err != nil {
-		c.mu.Unlock()
-		return nil, err
-	}
-	id := c.nextID("call_service:" + service)
-	ch := make(chan reply, 1)
-	c.pending[id] = ch
-	c.mu.Unlock()
-	if args == nil {
-		args = map[string]any{}
-	}
-	start := time.Now()
-	if err := c.write(ctx, ws, map[string]any{"op": "call_service", "id": id, "service": service, "args": args}); err != nil {
-		c.forget(id)
-		if errors.Is(err, ErrNotSent) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: call_service %s: %v", ErrConnLost, service, err)
-	}
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("%w: call_service %s", r.err, service)
-		}
-		if !r.result {
-			return nil, &ServiceError{Service: service, Message: valuesText(r.values)}
-		}
-		return r.values, nil
-	case <-ctx.Done():
-		c.forget(id)
-		return nil, fmt.Errorf("%w: call_service %s got no service_response within %v (rosbridge answers nothing for an unknown service or a wrong type)",
-			ErrNoReply, service, time.Since(start).Round(time.Millisecond))
-	}
-}
-
-func (c *Client) forget(id string) {
-	c.mu.Lock()
-	delete(c.pending, id)
-	c.mu.Unlock()
-}
-
-// SendGoal implements Conn.
-func (c *Client) SendGoal(ctx context.Context, req GoalRequest, feedback func(json.RawMessage)) (GoalHandle, error) {
-	ctx, cancel := c.withDeadline(ctx)
-	defer cancel()
-	c.mu.Lock()
-	ws, err := c.current()
-	if err != nil {
-		c.mu.Unlock()
-		return GoalHandle{}, err
-	}
-	id := c.nextID("send_action_goal:" + req.Action)
-	g := &goalState{action: req.Action, result: make(chan GoalResult, 1), feedback: feedback}
-	c.goals[id] = g
-	c.mu.Unlock()
-	args := req.Args
-	if args == nil {
-		args = map[string]any{}
-	}
-	op := map[string]any{"op": "send_action_goal", "id": id, "action": req.Action, "action_type": req.Type, "args": args, "feedback": req.Feedback}
-	// A failed write drops the link: the drop handler then delivers ErrConnLost
-	// on the handle and cancels the goal on reconnect, in case it went out.
-	if err := c.write(ctx, ws, op); errors.Is(err, ErrNotSent) {
-		c.mu.Lock()
-		delete(c.goals, id)
-		c.mu.Unlock()
-		return GoalHandle{}, err
-	}
-	return GoalHandle{ID: id, Result: g.result}, nil
-}
-
-// CancelGoal implements Conn.
-func (c *Client) CancelGoal(ctx context.Context, action, goalID string) error {
-	c.mu.Lock()
-	ws, err := c.current()
-	if err != nil {
-		// The goal, if still in flight, is cancelled on reconnect.
-		c.mu.Unlock()
-		return err
-	}
-	c.mu.Unlock()
-	ctx, cancel := c.withDeadline(ctx)
-	defer cancel()
-	if err := c.write(ctx, ws, map[string]any{"op": "cancel_action_goal", "id": goalID, "action": action}); err != nil {
-		if errors.Is(err, ErrNotSent) {
-			return err
-		}
-		return fmt.Errorf("%w: cancel_action_goal %s: %v", ErrConnLost, goalID, err)
-	}
-	return nil
-}
-
-// Close ends the connection and the reconnect loop. Pending calls and goals
-// get ErrClosed.
+// Close ends every connection and the reconnect loop. Pending calls and
+// goals get ErrClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -682,10 +649,17 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	ws := c.ws
+	sides := make([]*side, 0, len(c.sides))
+	for s := range c.sides {
+		sides = append(sides, s)
+	}
 	c.mu.Unlock()
 	c.cancel()
 	if ws != nil {
 		ws.CloseNow()
+	}
+	for _, s := range sides {
+		s.ws.CloseNow()
 	}
 	c.wg.Wait()
 	return nil

@@ -15,7 +15,7 @@ import (
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
-const wait = 5 * time.Second
+const wait = 15 * time.Second
 
 // quiet discards logs unless ROS2_TEST_LOG is set.
 func quiet() *slog.Logger {
@@ -47,6 +47,13 @@ func newServer(t *testing.T, opts rosbridgetest.Options) *rosbridgetest.Server {
 	opts.Logf = t.Logf
 	srv := rosbridgetest.New(opts)
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, m := range srv.Received() {
+				t.Logf("wire: conn %d %s %s%s%s id=%s", m.Conn, m.Op, m.Topic, m.Service, m.Action, m.ID)
+			}
+		}
+	})
 	return srv
 }
 
@@ -129,7 +136,7 @@ func TestClientThrottleDropsInsideWindow(t *testing.T) {
 }
 
 func TestClientServiceAnswers(t *testing.T) {
-	srv := newServer(t, rosbridgetest.Options{})
+	srv := newServer(t, rosbridgetest.Options{Version: rosbridgetest.Rosbridge011})
 	srv.AddService("/ok", "std_srvs/srv/Trigger", func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
 		return map[string]any{"success": true, "message": "fine"}, nil
 	})
@@ -142,6 +149,15 @@ func TestClientServiceAnswers(t *testing.T) {
 	srv.AddService("/silent", "std_srvs/srv/Trigger", func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
 		return nil, rosbridgetest.NoReply
 	})
+	for name, text := range map[string]string{
+		"/no_field":   "Message type std_srvs/srv/SetBool_Request does not have a field speed",
+		"/no_import":  "Unable to import srv class Foo from package bar",
+		"/not_object": "Expected a JSON object for type std_srvs/srv/SetBool_Request but received a list",
+	} {
+		srv.AddService(name, "std_srvs/srv/SetBool", func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
+			return nil, &rosbridgetest.BadArgsError{Text: text}
+		})
+	}
 	c := dialTest(t, srv, ClientOptions{})
 	ctx := context.Background()
 
@@ -157,6 +173,10 @@ func TestClientServiceAnswers(t *testing.T) {
 		{"/missing", true, "does not exist"},
 		{"/bad", true, "requires a bool"},
 		{"/raises", false, "responded with an error"},
+		// rosbridge 2.x texts for a request it could not build
+		{"/no_field", true, "does not have a field"},
+		{"/no_import", true, "Unable to import"},
+		{"/not_object", true, "Expected a JSON object"},
 	} {
 		_, err := c.CallService(ctx, tc.service, map[string]any{"data": "x"})
 		var se *ServiceError
@@ -193,12 +213,66 @@ func TestClientGoalFeedbackAndResult(t *testing.T) {
 	if r.Err != nil || r.Status != StatusSucceeded || !r.Result {
 		t.Fatalf("result %+v", r)
 	}
-	// A wrong action type: result:false, status 0, with the bridge's text.
-	h, _ = c.SendGoal(context.Background(), GoalRequest{Action: "/fib", Type: "example_interfaces/action/Wrong"}, nil)
-	r = recv(t, h.Result)
-	if r.Result || r.Status != 0 || !strings.Contains(valuesText(r.Values), "does not match") {
-		t.Fatalf("bad type result %+v", r)
+	// Goal ids carry the client's random prefix: unique across processes.
+	other := dialTest(t, srv, ClientOptions{})
+	h2, err := other.SendGoal(context.Background(), GoalRequest{Action: "/fib", Type: "example_interfaces/action/Fibonacci"}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if h2.ID == h.ID || !strings.Contains(h.ID, c.prefix) || c.prefix == other.prefix {
+		t.Fatalf("goal ids %s and %s of two clients", h.ID, h2.ID)
+	}
+	recv(t, h2.Result)
+}
+
+// TestClientNothingWaitsBehindAGoal: rosbridge handles a connection's ops one
+// at a time, so a goal that hangs forever blocks its connection; the client
+// keeps goals, calls and the estop path on connections of their own.
+func TestClientNothingWaitsBehindAGoal(t *testing.T) {
+	srv := newServer(t, rosbridgetest.Options{})
+	srv.AddAction("/hang", "a/action/Hang", rosbridgetest.Scripted(rosbridgetest.Script{Silent: true}))
+	srv.AddService("/slow", "std_srvs/srv/Trigger", func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
+		<-ctx.Done()
+		return nil, rosbridgetest.NoReply
+	})
+	srv.AddService("/stop", "std_srvs/srv/Trigger", func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
+		return map[string]any{"success": true}, nil
+	})
+	srv.AddTopic("/t", "std_msgs/msg/Float64", false)
+	c := dialTest(t, srv, ClientOptions{})
+	events := make(chan TopicEvent, 4)
+	c.Subscribe(context.Background(), Subscription{Topic: "/t", Type: "std_msgs/msg/Float64"}, func(e TopicEvent) { events <- e })
+	h, err := c.SendGoal(context.Background(), GoalRequest{Action: "/hang", Type: "a/action/Hang"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := srv.WaitGoal(wait, "/hang"); !ok {
+		t.Fatal("no goal")
+	}
+	go c.CallService(context.Background(), "/slow", nil)
+	srv.WaitFor(wait, rosbridgetest.Op("call_service", "/slow"))
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := c.CallService(StopPath(ctx), "/stop", nil); err != nil {
+		t.Fatalf("estop call behind a hanging goal and a slow call: %v", err)
+	}
+	if _, err := c.CallService(ctx, "/stop", nil); err != nil {
+		t.Fatalf("a call behind a hanging goal and a slow call: %v", err)
+	}
+	if err := c.CancelGoal(ctx, "/hang", h.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := srv.WaitFor(wait, rosbridgetest.Op("cancel_action_goal", "/hang")); !ok {
+		t.Fatal("the cancel waited behind the goal")
+	}
+	if srv.WaitFor(wait, rosbridgetest.Op("subscribe", "/t")); true {
+		srv.Publish("/t", map[string]any{"data": 1.0})
+	}
+	if e := recv(t, events); e.Err != nil {
+		t.Fatalf("topic while a goal hangs: %+v", e)
+	}
+	h.Release()
+	eventually(t, "the goal's connection to close", func() bool { return srv.Connections() <= 4 })
 }
 
 func TestClientReconnectRestoresSubscriptionsAndCancelsOrphans(t *testing.T) {
@@ -215,6 +289,7 @@ func TestClientReconnectRestoresSubscriptionsAndCancelsOrphans(t *testing.T) {
 	if !ok {
 		t.Fatal("goal never reached the server")
 	}
+	before := srv.Accepted()
 	srv.Refuse(true)
 	srv.Drop()
 	if r := recv(t, h.Result); !errors.Is(r.Err, ErrConnLost) {
@@ -227,11 +302,27 @@ func TestClientReconnectRestoresSubscriptionsAndCancelsOrphans(t *testing.T) {
 		t.Fatalf("publish while down: %v", err)
 	}
 	srv.Refuse(false)
-	if _, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool { return m.Op == "subscribe" && m.Conn == 2 }); !ok {
+	sub, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool { return m.Op == "subscribe" && m.Conn > before })
+	if !ok {
 		t.Fatal("no resubscribe on the new connection")
 	}
-	if _, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool { return m.Op == "cancel_action_goal" && m.ID == h.ID && m.Conn == 2 }); !ok {
+	cancelMsg, ok := srv.WaitFor(wait, func(m rosbridgetest.Message) bool {
+		return m.Op == "cancel_action_goal" && m.ID == h.ID && m.Conn > before
+	})
+	if !ok {
 		t.Fatal("orphaned goal not cancelled after reconnect")
+	}
+	// The cancel goes out first on the new main connection, before the
+	// subscriptions are restored.
+	if cancelMsg.Conn == sub.Conn {
+		for _, m := range srv.Received() {
+			if m.Conn == sub.Conn {
+				if m.Op != "cancel_action_goal" {
+					t.Fatalf("first message on the new connection is %s, want the owed cancel", m.Op)
+				}
+				break
+			}
+		}
 	}
 	select {
 	case <-g.Done():
@@ -268,5 +359,53 @@ func TestClientClose(t *testing.T) {
 	}
 	if _, err := c.CallService(context.Background(), "/silent", nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("call after close: %v", err)
+	}
+}
+
+// TestClientPoolStaysBounded: concurrent calls each get a connection; once
+// answered at most MaxIdle stay open, and a call that got no answer takes
+// its connection down (rosbridge would hold every later op behind it).
+func TestClientPoolStaysBounded(t *testing.T) {
+	srv := newServer(t, rosbridgetest.Options{})
+	release := make(chan struct{})
+	srv.AddService("/slow", "std_srvs/srv/Trigger", func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return map[string]any{"success": true}, nil
+	})
+	srv.AddService("/silent", "std_srvs/srv/Trigger", func(ctx context.Context, c *rosbridgetest.Call) (any, error) {
+		return nil, rosbridgetest.NoReply
+	})
+	c := dialTest(t, srv, ClientOptions{MaxIdle: 2})
+	eventually(t, "the estop connection", func() bool { return srv.Connections() == 2 })
+	const n = 6
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			_, err := c.CallService(context.Background(), "/slow", nil)
+			errs <- err
+		}()
+	}
+	eventually(t, "every call on a connection of its own", func() bool {
+		return srv.Count(rosbridgetest.Op("call_service", "/slow")) == n
+	})
+	close(release)
+	for i := 0; i < n; i++ {
+		if err := recv(t, errs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// main + estop + MaxIdle
+	eventually(t, "the pool to shrink to MaxIdle", func() bool { return srv.Connections() == 4 })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.CallService(ctx, "/silent", nil); !errors.Is(err, ErrNoReply) {
+		t.Fatalf("silent: %v", err)
+	}
+	eventually(t, "the unanswered call's connection to close", func() bool { return srv.Connections() == 3 })
+	if _, err := c.CallService(context.Background(), "/rosapi/topics", nil); err != nil {
+		t.Fatalf("a call after an unanswered one: %v", err)
 	}
 }

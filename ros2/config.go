@@ -34,11 +34,25 @@ type Config struct {
 	// RequestTimeoutS is the deadline of service calls and settings without
 	// their own; default 5.
 	RequestTimeoutS float64 `yaml:"request_timeout_s,omitempty"`
-	// ConnectTimeoutS bounds the first connection at start; default 10.
+	// ConnectTimeoutS bounds the first connection attempt at start;
+	// default 10. Without FailFast the device starts anyway when it fails.
 	ConnectTimeoutS float64 `yaml:"connect_timeout_s,omitempty"`
-	// CheckTypes asks /rosapi at start for the type of every configured
-	// topic and service and refuses to start on a mismatch (rosbridge itself
-	// drops wrongly typed requests silently). Needs rosapi on the robot.
+	// FailFast refuses to start when the bridge cannot be reached within
+	// connect_timeout_s (the old behaviour). By default the start waits at
+	// most 2 s (or connect_timeout_s if shorter) for the bridge, then the
+	// device serves with the backend link down (ping and describe say so,
+	// reads are unavailable, writes and invokes are refused as
+	// not_started), dials with backoff, and works once the bridge answers.
+	FailFast bool `yaml:"fail_fast,omitempty"`
+	// CheckTypes asks /rosapi for the type of every configured topic, the
+	// ROS version of the bridge and the type of every action server, and
+	// refuses a mismatch (rosbridge itself drops wrongly typed requests
+	// silently): a type spelt for the other ROS version
+	// ("std_msgs/msg/Float64" on ROS 1), a topic or action server of
+	// another type, a ROS 2 action on a ROS 1 bridge. With the bridge up at
+	// start a mismatch fails the start; found later (the bridge came up
+	// after the device), it keeps the backend link reported down with the
+	// mismatch as its error. Needs rosapi on the robot.
 	CheckTypes bool            `yaml:"check_types,omitempty"`
 	Signals    []SignalConfig  `yaml:"signals,omitempty"`
 	Settings   []SettingConfig `yaml:"settings,omitempty"`
@@ -132,14 +146,26 @@ type ActionConfig struct {
 	// CancelWaitS is how long to wait for the robot's final status after a
 	// cancel; default 30.
 	CancelWaitS float64 `yaml:"cancel_wait_s,omitempty"`
+	// FirstResponseS (ROS 2 actions and ROS 1 actionlib) bounds the wait for
+	// the first sign that the action server took the goal: an
+	// action_feedback or action_result (ROS 2), the goal listed in
+	// <ns>/status or any feedback or result (actionlib). rosbridge answers
+	// nothing to a rejected goal, a goal for a missing server or of a wrong
+	// type, and rosbridge older than 2.0 has no action ops at all, so
+	// without this bound such a goal would run until TimeoutS. Default 30;
+	// set it to TimeoutS for an action server that sends no feedback.
+	FirstResponseS float64 `yaml:"first_response_s,omitempty"`
 	// FaultOnFailure latches the device in fault when the robot reports a
 	// failure (ABORTED, success:false).
 	FaultOnFailure bool `yaml:"fault_on_failure,omitempty"`
 	// CancelAllOnReconnect (ROS 2 actions) also calls the action server's
 	// own <action>/_action/cancel_goal with a zero goal id once the link is
 	// back after a drop: it cancels every goal of that server, other
-	// clients' too, but reaches goals whose rosbridge handle died with the
-	// old connection. Use it when MHP is the robot's only client.
+	// clients' too, and reaches goals whose rosbridge handle is gone (the
+	// bridge itself restarted). The cancel_action_goal the adapter sends
+	// for each orphaned goal reaches it as long as the bridge process lives
+	// (rosbridge 2.x keeps goal handles for all connections). Use it when
+	// MHP is the robot's only client.
 	CancelAllOnReconnect bool `yaml:"cancel_all_on_reconnect,omitempty"`
 }
 
@@ -235,8 +261,8 @@ func (c *Config) Validate() error {
 		if _, err := parsePath(a.ProgressField); err != nil {
 			return fmt.Errorf("ros2: action %q progress_field: %w", a.Name, err)
 		}
-		if a.TimeoutS < 0 || a.CancelWaitS < 0 || a.ProgressMax < 0 {
-			return fmt.Errorf("ros2: action %q: negative timeout_s, cancel_wait_s or progress_max", a.Name)
+		if a.TimeoutS < 0 || a.CancelWaitS < 0 || a.ProgressMax < 0 || a.FirstResponseS < 0 {
+			return fmt.Errorf("ros2: action %q: negative timeout_s, cancel_wait_s, first_response_s or progress_max", a.Name)
 		}
 	}
 	if e := c.EStop; e != nil {
@@ -319,6 +345,14 @@ func getPath(v any, path []pathStep) (any, error) {
 			continue
 		}
 		a, ok := v.([]any)
+		if str, isStr := v.(string); isStr {
+			// uint8[] and char[] arrive as base64 strings.
+			b, err := bytesField(str)
+			if err != nil {
+				return nil, fmt.Errorf("no element [%d]: %v", st.index, err)
+			}
+			a, ok = b, true
+		}
 		if !ok || st.index >= len(a) {
 			return nil, fmt.Errorf("no element [%d]", st.index)
 		}

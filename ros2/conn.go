@@ -73,6 +73,10 @@ type GoalRequest struct {
 type GoalHandle struct {
 	ID     string
 	Result <-chan GoalResult
+	// Release, when not nil, is called once the caller stops waiting for
+	// the result without having received it (a deadline, an abandoned
+	// goal): the Conn forgets the goal and frees what it held for it.
+	Release func()
 }
 
 // GoalResult is a goal's end as rosbridge reported it.
@@ -85,6 +89,10 @@ type GoalResult struct {
 	Result bool
 	// Err is set when no result can come: the link dropped.
 	Err error
+	// NoStatus is set when the action_result carried no top-level status,
+	// as rosbridge builds from Nov 2023 to Oct 2024 sent it: Status is then
+	// meaningless and the outcome cannot be read from it.
+	NoStatus bool
 }
 
 // ROS 2 action_msgs/GoalStatus codes.
@@ -163,8 +171,16 @@ func (e *ServiceError) Error() string {
 // fit. A raised handler ("responded with an error") or any other message may
 // have acted.
 func (e *ServiceError) NothingExecuted() bool {
-	m := e.Message
-	return containsAny(m, "does not exist", "message requires", "but got", "unknown service", "not available", "Unable to load")
+	return bridgeRefused(e.Message) || containsAny(e.Message, "does not exist", "unknown service", "not available")
+}
+
+// bridgeRefused reports whether a rosbridge error text says the bridge
+// could not build the request from the JSON, so nothing reached the robot:
+// rosbridge 2.x "Unable to import ...", "Message type X does not have a
+// field Y", "Expected a JSON object for type ...", and 0.11's "... message
+// requires a bool for field data, but got a ...".
+func bridgeRefused(m string) bool {
+	return containsAny(m, "Unable to import", "Unable to load", "does not have a field", "Expected a JSON object", "message requires", "but got a")
 }
 
 func containsAny(s string, subs ...string) bool {

@@ -124,3 +124,39 @@ func TestExampleRobot(t *testing.T) {
 		t.Fatalf("estop %+v %v", e, err)
 	}
 }
+
+// TestExampleRobotBridgeDown: `mhp serve` of the example config with the
+// arm's bridge down (built through the registry, as the CLI does) starts,
+// reports the backend down, and works once the bridge answers.
+func TestExampleRobotBridgeDown(t *testing.T) {
+	srv := newServer(t, rosbridgetest.Options{})
+	srv.Refuse(true)
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(data), "ws://arm-01.lab.local:9090", srv.URL(), 1)
+	text = strings.Replace(text, "check_types: true", "check_types: false", 1)
+	text = strings.Replace(text, "reconnect: {initial_s: 0.5, max_s: 10}", "reconnect: {initial_s: 0.01, max_s: 0.1}", 1)
+	src := adapters.Source{Path: examplePath, Dir: filepath.Dir(examplePath), Data: []byte(text)}
+	d, err := Factory(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatalf("start with the bridge down: %v", err)
+	}
+	defer d.Close()
+	dev := mhp.AsSession(d, "test")
+	desc, err := dev.Describe(ctx, mhp.DescribeRequest{})
+	if err != nil || desc.Backend == nil || desc.Backend.Connected {
+		t.Fatalf("describe while down: %+v %v", desc.Backend, err)
+	}
+	srv.Refuse(false)
+	eventually(t, "the backend to come up", func() bool {
+		p, _ := dev.Ping(ctx)
+		return p.Backend != nil && p.Backend.Connected
+	})
+}

@@ -23,9 +23,14 @@ func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) 
 	if err := src.Decode(&cfg); err != nil {
 		return nil, err
 	}
-	_, bc, err := newAdapter(cfg, Options{})
+	a, bc, err := newAdapter(cfg, Options{})
 	if err != nil {
 		return nil, err
 	}
-	return src.NewDriver(bc)
+	d, err := src.NewDriver(bc)
+	if err != nil {
+		return nil, err
+	}
+	a.bind(d)
+	return d, nil
 }

@@ -44,6 +44,7 @@ func newRig(t testing.TB, srv *rosbridgetest.Server, cfg Config, clk clock.Clock
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.bind(d)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := d.Start(ctx); err != nil {

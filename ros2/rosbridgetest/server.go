@@ -26,17 +26,28 @@
 //     optional latching (a new subscriber gets the last message);
 //   - services: call_service answered by a ServiceFunc; result:false with
 //     rosbridge's strings for a missing service, bad arguments (BadArgs) and a
-//     raising handler; NoReply for silence; Drop to cut the link after the
-//     call reached the robot; /rosapi/topic_type, /rosapi/service_type and
-//     /rosapi/topics are built in;
+//     raising handler (0.11 only; rosbridge on ROS 2 answers nothing); NoReply
+//     for silence; Drop to cut the link after the call reached the robot;
+//     rosapi's topics, topic_type, service_type, get_ros_version and
+//     action_servers are built in (see Version);
 //   - ROS 2 actions: send_action_goal, action_feedback, action_result with
-//     any status, cancel_action_goal (no reply; the ActionFunc decides
-//     whether to honour it), result:false/status 0 for a wrong action type;
-//     goals survive a dropped client like on the real bridge, and their later
-//     results are lost; Options.PerConnectionGoals makes a cancel from another
-//     connection miss, as rosbridge 2.x keeps goal handles per client; an
-//     action's hidden <action>/_action/cancel_goal service with a zero goal
-//     id cancels all of its goals;
+//     any status (Options.ResultWithoutStatus: without it),
+//     cancel_action_goal (no reply; the ActionFunc decides whether to
+//     honour it; Options.DropEarlyCancel drops one that arrives before the
+//     goal was accepted, as 2.1.0 does); silence, as rosbridge 2.x, for a
+//     goal to an unknown action server, of another action type, or
+//     rejected; goal handles shared by every connection (a cancel from
+//     another connection reaches the goal, a reused id replaces the older
+//     handle); goals survive a dropped client like on the real bridge, and
+//     their later results are lost; an action's hidden
+//     <action>/_action/cancel_goal service with a zero goal id cancels all
+//     of its goals;
+//   - one op at a time per connection (default; Options.Concurrent for the
+//     new-thread settings): a goal or a service call blocks the ops behind
+//     it until it ends, for good when it never gets an answer;
+//   - versions (Options.Version): rosbridge 2.x and 1.x on ROS 2, 0.11 on
+//     ROS 1, with their rosapi, type spellings, action ops and answers to a
+//     raising service handler;
 //   - ROS 1 actionlib over topics (AddActionlib): <ns>/goal, /cancel,
 //     /status, /feedback, /result with actionlib GoalStatus codes;
 //   - faults: Drop (cut every connection), Refuse (refuse new connections),
@@ -91,8 +102,63 @@ const (
 	ActionlibLost      = 9
 )
 
-// Options tune the server.
+// Version is the rosbridge_suite release the fake behaves as.
+type Version int
+
+// Versions the fake can play.
+const (
+	// Rosbridge2 is rosbridge_suite 2.0.0/2.1.0 on ROS 2 (humble, jazzy,
+	// rolling): action ops, rosapi /rosapi/get_ros_version and
+	// /rosapi/action_servers, both type spellings ("std_msgs/Float64" and
+	// "std_msgs/msg/Float64"), a raising service handler gets no reply.
+	Rosbridge2 Version = iota
+	// Rosbridge1 is rosbridge_suite 1.x on ROS 2 (humble 1.3.x): as
+	// Rosbridge2 but without action ops (send_action_goal and
+	// cancel_action_goal are logged as unknown operations, no reply). Its
+	// rosapi looks like 2.x's: nothing tells the two apart before a goal.
+	Rosbridge1
+	// Rosbridge011 is rosbridge_suite 0.11.17 on ROS 1 (noetic): no action
+	// ops, no /rosapi/get_ros_version, only "pkg/Type" spellings (an advertise
+	// or subscribe with "pkg/msg/Type" is dropped silently), every service
+	// call runs in its own thread and a raising handler answers result:false
+	// "service [name] responded with an error: ...".
+	Rosbridge011
+)
+
+// String names the release.
+func (v Version) String() string {
+	switch v {
+	case Rosbridge1:
+		return "rosbridge 1.x (ROS 2)"
+	case Rosbridge011:
+		return "rosbridge 0.11 (ROS 1)"
+	}
+	return "rosbridge 2.x (ROS 2)"
+}
+
+// Options tune the server. The zero value is rosbridge 2.x on ROS 2 with the
+// server's default settings.
 type Options struct {
+	// Version is the release the fake plays; default Rosbridge2.
+	Version Version
+	// Concurrent runs every call_service and send_action_goal in its own
+	// goroutine, as rosbridge does with call_services_in_new_thread and
+	// send_action_goals_in_new_thread set true. By default (both false, as
+	// shipped) one connection's ops are handled one at a time in order, as
+	// rosbridge's IncomingQueue does: while a goal runs or a service call
+	// waits for its answer, every later op of that connection (a cancel, a
+	// publish, an estop) waits, and a goal or call that never gets an answer
+	// (rejected goal, unknown action server, wrong action type, raising ROS 2
+	// service handler) blocks the connection until it closes. Version
+	// Rosbridge011 always runs service calls in their own thread.
+	Concurrent bool
+	// DropEarlyCancel drops a cancel_action_goal that arrives before the
+	// action server accepted the goal, as rosbridge 2.1.0 does (the goal
+	// handle is stored only once the goal response arrives).
+	DropEarlyCancel bool
+	// ResultWithoutStatus sends action_result without a top-level status,
+	// as rosbridge builds between Nov 2023 and Oct 2024 did.
+	ResultWithoutStatus bool
 	// FragmentSize, when positive, splits every outgoing message longer than
 	// this many bytes into "fragment" ops, as rosbridge does for a client
 	// that asked for fragment_size.
@@ -100,10 +166,6 @@ type Options struct {
 	// ROS1Quirks makes the server write like rosbridge 0.11 (ROS 1): `/`
 	// escaped as `\/` in strings. NaN and Inf always go out as null.
 	ROS1Quirks bool
-	// PerConnectionGoals makes cancel_action_goal find only goals sent on
-	// the same connection, as rosbridge 2.x keeps goal handles per client:
-	// a cancel sent after a reconnect then reaches nothing.
-	PerConnectionGoals bool
 	// Logf, when set, receives what the real server would only log (bad ops,
 	// type conflicts, unknown topics). Pass t.Logf.
 	Logf func(format string, args ...any)
@@ -131,6 +193,7 @@ type Server struct {
 	mu       sync.Mutex
 	conns    map[*conn]bool
 	nconn    int
+	drops    int // Drop calls: a connection accepted across one is cut too
 	refuse   bool
 	topics   map[string]*topic
 	services map[string]*service
@@ -188,10 +251,12 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-// Drop cuts every open connection at once, as a network failure would.
+// Drop cuts every open connection at once, as a network failure would,
+// including one whose handshake is under way.
 // Goals keep running; their results are lost.
 func (s *Server) Drop() {
 	s.mu.Lock()
+	s.drops++
 	cs := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		cs = append(cs, c)
@@ -216,7 +281,8 @@ func (s *Server) Connections() int {
 	return len(s.conns)
 }
 
-// Accepted is the number of connections accepted since New.
+// Accepted is the number of connections accepted (or being accepted) since
+// New: every connection made later has a higher Message.Conn.
 func (s *Server) Accepted() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -276,96 +342,6 @@ func Op(op, name string) func(Message) bool {
 	}
 }
 
-// AddTopic declares a topic of a type, as if a node on the robot published
-// or subscribed it. A latched topic sends its last message to each new
-// subscriber (transient local durability).
-func (s *Server) AddTopic(name, typ string, latch bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.topicLocked(name, typ)
-	t.typ, t.latch = typ, latch
-}
-
-func (s *Server) topicLocked(name, typ string) *topic {
-	t, ok := s.topics[name]
-	if !ok {
-		t = &topic{name: name, typ: typ}
-		s.topics[name] = t
-	}
-	return t
-}
-
-// TopicType returns a topic's type, "" when it does not exist.
-func (s *Server) TopicType(name string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.topics[name]; ok {
-		return t.typ
-	}
-	return ""
-}
-
-// Publish publishes msg on a topic from the robot's side: every subscribed
-// connection gets it, subject to its throttle and queue. The topic is
-// created (untyped) if it does not exist.
-func (s *Server) Publish(topicName string, msg any) {
-	raw, err := marshal(msg)
-	if err != nil {
-		panic(fmt.Sprintf("rosbridgetest: Publish %s: %v", topicName, err))
-	}
-	s.mu.Lock()
-	t := s.topicLocked(topicName, "")
-	t.last = raw
-	cs := s.connList()
-	s.mu.Unlock()
-	for _, c := range cs {
-		c.deliver(topicName, raw)
-	}
-}
-
-func (s *Server) connList() []*conn {
-	cs := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		cs = append(cs, c)
-	}
-	return cs
-}
-
-// Published returns the messages clients published on a topic, in order.
-func (s *Server) Published(topicName string) []json.RawMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.topics[topicName]; ok {
-		return append([]json.RawMessage(nil), t.published...)
-	}
-	return nil
-}
-
-// OnPublish calls fn (on the connection's reader goroutine) with each message
-// a client publishes on the topic, after rosbridge would have accepted it.
-func (s *Server) OnPublish(topicName string, fn func(msg json.RawMessage)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.topicLocked(topicName, "")
-	t.observers = append(t.observers, fn)
-}
-
-// Subscribers is how many connections subscribe to the topic.
-func (s *Server) Subscribers(topicName string) int {
-	s.mu.Lock()
-	cs := s.connList()
-	s.mu.Unlock()
-	n := 0
-	for _, c := range cs {
-		c.mu.Lock()
-		if len(c.subs[topicName]) > 0 {
-			n++
-		}
-		c.mu.Unlock()
-	}
-	return n
-}
-
 // Call is one call_service request.
 type Call struct {
 	ID      string
@@ -379,11 +355,15 @@ type Call struct {
 // Decode decodes the call's arguments into v.
 func (c *Call) Decode(v any) error { return json.Unmarshal(c.Args, v) }
 
-// ServiceFunc answers a service call. It runs in its own goroutine; ctx ends
-// when the calling connection closes. Return the response's values, or an
-// error: BadArgs (result:false, nothing executed), NoReply (silence),
-// Drop (cut the connection without answering), any other error (result:false
-// "service [name] responded with an error: ..." - the handler ran).
+// ServiceFunc answers a service call. It runs in the connection's worker
+// (the connection's later ops wait for it), or in its own goroutine with
+// Options.Concurrent or Version Rosbridge011; ctx ends when the calling
+// connection closes. Return the response's values, or an error: BadArgs
+// (result:false, nothing executed), NoReply (silence; a sequential
+// connection stays blocked), Drop (cut the connection without answering),
+// any other error: a raising handler (Rosbridge011: result:false "service
+// [name] responded with an error: ..."; ROS 2 versions: silence, like
+// NoReply).
 type ServiceFunc func(ctx context.Context, call *Call) (values any, err error)
 
 // Sentinel errors of a ServiceFunc.
@@ -421,309 +401,6 @@ func (s *Server) RemoveService(name string) {
 	delete(s.services, name)
 }
 
-// ActionFunc executes one goal, in its own goroutine. It reports feedback and
-// ends the goal with Finish (or FailBridge); if it returns without either,
-// the goal never gets a result (like a rejected goal on the real bridge).
-type ActionFunc func(g *Goal)
-
-// AddAction declares a ROS 2 action server of an action type.
-func (s *Server) AddAction(name, typ string, fn ActionFunc) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.actions[name] = &action{name: name, typ: typ, fn: fn}
-}
-
-// Goal is one goal at the fake robot, ROS 2 or ROS 1 actionlib.
-type Goal struct {
-	// ID is the goal id: the client's send_action_goal id (ROS 2) or
-	// goal_id.id (ROS 1).
-	ID     string
-	Action string
-	Type   string
-	Args   json.RawMessage
-	// ROS1 is true for an actionlib goal (status codes are actionlib's).
-	ROS1 bool
-
-	s        *Server
-	c        *conn
-	feedback bool
-
-	mu        sync.Mutex
-	cancels   int
-	cancel    chan struct{}
-	done      chan struct{}
-	status    int
-	finished  bool
-	delivered bool
-}
-
-// Decode decodes the goal's arguments into v.
-func (g *Goal) Decode(v any) error { return json.Unmarshal(g.Args, v) }
-
-// CancelRequested is closed when the first cancel request for the goal arrives.
-func (g *Goal) CancelRequested() <-chan struct{} { return g.cancel }
-
-// Cancels is how many cancel requests arrived for the goal.
-func (g *Goal) Cancels() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.cancels
-}
-
-// Done is closed once the goal finished.
-func (g *Goal) Done() <-chan struct{} { return g.done }
-
-// Status is the terminal status the goal finished with (0 before).
-func (g *Goal) Status() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.status
-}
-
-// Delivered reports whether the goal's result reached an open connection.
-func (g *Goal) Delivered() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.delivered
-}
-
-func (g *Goal) requestCancel() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.cancels++
-	if g.cancels == 1 {
-		close(g.cancel)
-	}
-}
-
-// Feedback sends feedback values (when the client asked for feedback).
-func (g *Goal) Feedback(values any) {
-	if g.ROS1 {
-		g.s.Publish(g.Action+"/feedback", map[string]any{
-			"header": header(), "status": g.ros1Status(ActionlibActive, ""), "feedback": values})
-		return
-	}
-	if !g.feedback {
-		return
-	}
-	g.c.send(map[string]any{"op": "action_feedback", "id": g.ID, "action": g.Action, "values": values})
-}
-
-func (g *Goal) ros1Status(status int, text string) map[string]any {
-	return map[string]any{"goal_id": map[string]any{"stamp": map[string]any{"secs": 0, "nsecs": 0}, "id": g.ID}, "status": status, "text": text}
-}
-
-// Finish ends the goal with a terminal status and result values. A ROS 2
-// result goes out as action_result with result:true (as rosbridge 2.x
-// does for every status); a ROS 1 result on <ns>/result with status.text
-// set to text. Later calls do nothing.
-func (g *Goal) Finish(status int, values any, text string) {
-	g.mu.Lock()
-	if g.finished {
-		g.mu.Unlock()
-		return
-	}
-	g.finished, g.status = true, status
-	g.mu.Unlock()
-	var ok bool
-	if g.ROS1 {
-		g.s.publishStatus(g, status, text)
-		g.s.Publish(g.Action+"/result", map[string]any{"header": header(), "status": g.ros1Status(status, text), "result": values})
-		ok = true
-	} else {
-		ok = g.c.send(map[string]any{"op": "action_result", "id": g.ID, "action": g.Action, "values": values, "status": status, "result": true})
-	}
-	g.s.mu.Lock()
-	delete(g.s.goals, g.ID)
-	g.s.mu.Unlock()
-	g.mu.Lock()
-	g.delivered = ok
-	g.mu.Unlock()
-	close(g.done)
-}
-
-// FailBridge ends a ROS 2 goal the way rosbridge reports its own failure:
-// action_result with result:false, status 0 and the error string as values.
-func (g *Goal) FailBridge(text string) {
-	g.mu.Lock()
-	if g.finished {
-		g.mu.Unlock()
-		return
-	}
-	g.finished = true
-	g.mu.Unlock()
-	ok := g.c.send(map[string]any{"op": "action_result", "id": g.ID, "action": g.Action, "values": text, "status": 0, "result": false})
-	g.s.mu.Lock()
-	delete(g.s.goals, g.ID)
-	g.s.mu.Unlock()
-	g.mu.Lock()
-	g.delivered = ok
-	g.mu.Unlock()
-	close(g.done)
-}
-
-// Goals returns the ROS 2 and ROS 1 goals still running.
-func (s *Server) Goals() []*Goal {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*Goal, 0, len(s.goals))
-	for _, g := range s.goals {
-		out = append(out, g)
-	}
-	return out
-}
-
-// WaitGoal waits until a goal of the action is running and returns it.
-func (s *Server) WaitGoal(timeout time.Duration, actionName string) (*Goal, bool) {
-	deadline := time.Now().Add(timeout)
-	for {
-		s.mu.Lock()
-		for _, g := range s.goals {
-			if g.Action == actionName {
-				s.mu.Unlock()
-				return g, true
-			}
-		}
-		ch := s.changed
-		s.mu.Unlock()
-		left := time.Until(deadline)
-		if left <= 0 {
-			return nil, false
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// Script is a scripted action: feedback, then a terminal status.
-type Script struct {
-	// Feedback values are sent in order when the goal starts.
-	Feedback []any
-	// Release, when not nil, holds the goal after its feedback until it is
-	// closed (or a cancel is honoured).
-	Release <-chan struct{}
-	// Status is the terminal status once released; 0 means SUCCEEDED
-	// (ActionlibSucceeded for a ROS 1 goal).
-	Status int
-	// Result is the result values; Text the ROS 1 status text.
-	Result any
-	Text   string
-	// OnCancel is the status reported when a cancel arrives while held: 0
-	// means CANCELED (ActionlibPreempted for ROS 1); IgnoreCancel refuses
-	// the cancel and runs on until Release.
-	OnCancel int
-	// Silent never answers the goal (a rejected goal on rosbridge 2.x).
-	Silent bool
-}
-
-// IgnoreCancel as Script.OnCancel refuses cancel requests.
-const IgnoreCancel = -1
-
-// Scripted returns an ActionFunc playing the script.
-func Scripted(sc Script) ActionFunc {
-	return func(g *Goal) {
-		if sc.Silent {
-			return
-		}
-		for _, f := range sc.Feedback {
-			g.Feedback(f)
-		}
-		status, onCancel := sc.Status, sc.OnCancel
-		if status == 0 {
-			status = StatusSucceeded
-			if g.ROS1 {
-				status = ActionlibSucceeded
-			}
-		}
-		if onCancel == 0 {
-			onCancel = StatusCanceled
-			if g.ROS1 {
-				onCancel = ActionlibPreempted
-			}
-		}
-		if sc.Release != nil {
-			cancel := g.CancelRequested()
-			if onCancel == IgnoreCancel {
-				cancel = nil
-			}
-			select {
-			case <-sc.Release:
-			case <-cancel:
-				g.Finish(onCancel, map[string]any{}, "cancelled on request")
-				return
-			}
-		}
-		g.Finish(status, sc.Result, sc.Text)
-	}
-}
-
-// AddActionlib declares a ROS 1 actionlib server in namespace ns ("/arm/move")
-// for action type typ ("arm_msgs/Move"): the topics <ns>/goal
-// (typActionGoal), <ns>/cancel (actionlib_msgs/GoalID), <ns>/status
-// (actionlib_msgs/GoalStatusArray), <ns>/feedback and <ns>/result. A goal
-// published on <ns>/goal runs fn; a GoalID on <ns>/cancel cancels the goal
-// with that id (an empty id cancels all of the namespace's goals).
-func (s *Server) AddActionlib(ns, typ string, fn ActionFunc) {
-	s.AddTopic(ns+"/goal", typ+"ActionGoal", false)
-	s.AddTopic(ns+"/cancel", "actionlib_msgs/GoalID", false)
-	s.AddTopic(ns+"/status", "actionlib_msgs/GoalStatusArray", false)
-	s.AddTopic(ns+"/feedback", typ+"ActionFeedback", false)
-	s.AddTopic(ns+"/result", typ+"ActionResult", false)
-	s.OnPublish(ns+"/goal", func(msg json.RawMessage) {
-		var m struct {
-			GoalID struct {
-				ID string `json:"id"`
-			} `json:"goal_id"`
-			Goal json.RawMessage `json:"goal"`
-		}
-		if json.Unmarshal(msg, &m) != nil {
-			s.logf("actionlib %s: bad goal message", ns)
-			return
-		}
-		id := m.GoalID.ID
-		if id == "" {
-			id = "goal-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		}
-		g := &Goal{ID: id, Action: ns, Type: typ, Args: m.Goal, ROS1: true, s: s, cancel: make(chan struct{}), done: make(chan struct{})}
-		s.mu.Lock()
-		s.goals[id] = g
-		s.notifyLocked()
-		s.mu.Unlock()
-		s.publishStatus(g, ActionlibActive, "")
-		go fn(g)
-	})
-	s.OnPublish(ns+"/cancel", func(msg json.RawMessage) {
-		var m struct {
-			ID string `json:"id"`
-		}
-		_ = json.Unmarshal(msg, &m)
-		s.mu.Lock()
-		var hit []*Goal
-		for _, g := range s.goals {
-			if g.ROS1 && g.Action == ns && (m.ID == "" || m.ID == g.ID) {
-				hit = append(hit, g)
-			}
-		}
-		s.mu.Unlock()
-		for _, g := range hit {
-			g.requestCancel()
-		}
-	})
-}
-
-func (s *Server) publishStatus(g *Goal, status int, text string) {
-	s.Publish(g.Action+"/status", map[string]any{"header": header(), "status_list": []any{g.ros1Status(status, text)}})
-}
-
-func header() map[string]any {
-	now := time.Now()
-	return map[string]any{"seq": 0, "stamp": map[string]any{"secs": now.Unix(), "nsecs": now.Nanosecond()}, "frame_id": ""}
-}
-
 func (s *Server) notifyLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -737,6 +414,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "rosbridgetest: refusing connections", http.StatusServiceUnavailable)
 		return
 	}
+	// Numbered before the handshake completes: connections are numbered in
+	// the order the clients dialled them.
+	s.mu.Lock()
+	s.nconn++
+	n, gen := s.nconn, s.drops
+	s.mu.Unlock()
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return
@@ -744,13 +427,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(64 << 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{s: s, ws: ws, ctx: ctx, cancel: cancel, subs: map[string]map[string]subOpts{},
-		advertised: map[string]string{}, conflicts: map[string]bool{}, streams: map[string]*stream{}}
+		advertised: map[string]string{}, conflicts: map[string]bool{}, streams: map[string]*stream{}, n: n}
 	s.mu.Lock()
-	s.nconn++
-	c.n = s.nconn
 	s.conns[c] = true
+	dropped := s.drops != gen // a Drop came during the handshake: it cuts this one too
 	s.notifyLocked()
 	s.mu.Unlock()
+	if dropped {
+		c.close()
+	}
 	defer func() {
 		c.close()
 		s.mu.Lock()
@@ -758,18 +443,51 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.notifyLocked()
 		s.mu.Unlock()
 	}()
-	for {
-		typ, data, err := ws.Read(ctx)
-		if err != nil {
-			return
+	// One reader fills the connection's queue; one worker handles it in
+	// order, like rosbridge's IncomingQueue: a blocked op blocks the ops
+	// behind it, not the reading (so a close is still seen).
+	queue := make(chan []byte, 1024)
+	go func() {
+		defer close(queue)
+		for {
+			typ, data, err := ws.Read(ctx)
+			if err != nil {
+				c.close()
+				return
+			}
+			if typ != websocket.MessageText {
+				s.logf("binary message ignored")
+				continue
+			}
+			select {
+			case queue <- data:
+			case <-ctx.Done():
+				return
+			}
 		}
-		if typ != websocket.MessageText {
-			s.logf("binary message ignored")
+	}()
+	for data := range queue {
+		if c.closed() {
 			continue
 		}
-		c.handle(data)
+		if run := c.handle(data); run != nil {
+			run()
+		}
 	}
 }
+
+// inline reports whether a handler runs in the connection's worker (the
+// shipped thread settings) rather than in its own goroutine.
+func (s *Server) inline(isService bool) bool {
+	if s.opts.Concurrent {
+		return false
+	}
+	return !(isService && s.opts.Version == Rosbridge011)
+}
+
+// blockUntilClosed is what a sequential connection does for a request that
+// never gets an answer: it waits, and every later op waits behind it.
+func (c *conn) blockUntilClosed() { <-c.ctx.Done() }
 
 // marshal encodes v as rosbridge would: NaN and Inf become null.
 func marshal(v any) (json.RawMessage, error) {
@@ -904,71 +622,6 @@ func (c *conn) send(v any) bool {
 	return true
 }
 
-// deliver sends a topic message subject to the connection's merged throttle
-// and queue for the topic.
-func (c *conn) deliver(topicName string, raw json.RawMessage) {
-	c.mu.Lock()
-	subs := c.subs[topicName]
-	if len(subs) == 0 {
-		c.mu.Unlock()
-		return
-	}
-	throttle, queue := time.Duration(-1), 0
-	for _, o := range subs {
-		if throttle < 0 || o.throttle < throttle {
-			throttle = o.throttle
-		}
-		queue = max(queue, o.queue)
-	}
-	st := c.streams[topicName]
-	if st == nil {
-		st = &stream{}
-		c.streams[topicName] = st
-	}
-	now := time.Now()
-	msg := map[string]any{"op": "publish", "topic": topicName, "msg": raw}
-	if throttle <= 0 || (now.Sub(st.last) >= throttle && len(st.queue) == 0) {
-		st.last = now
-		c.mu.Unlock()
-		c.send(msg)
-		return
-	}
-	if queue == 0 {
-		c.mu.Unlock() // rosbridge drops messages inside the throttle window
-		return
-	}
-	st.queue = append(st.queue, raw)
-	if len(st.queue) > queue {
-		st.queue = st.queue[len(st.queue)-queue:] // the oldest go first
-	}
-	if st.timer == nil {
-		st.timer = time.AfterFunc(throttle-now.Sub(st.last), func() { c.flush(topicName, throttle) })
-	}
-	c.mu.Unlock()
-}
-
-func (c *conn) flush(topicName string, throttle time.Duration) {
-	c.mu.Lock()
-	st := c.streams[topicName]
-	if st == nil || len(st.queue) == 0 || c.closed() {
-		if st != nil {
-			st.timer = nil
-		}
-		c.mu.Unlock()
-		return
-	}
-	raw := st.queue[0]
-	st.queue = st.queue[1:]
-	st.last = time.Now()
-	if len(st.queue) > 0 {
-		st.timer = time.AfterFunc(throttle, func() { c.flush(topicName, throttle) })
-	} else {
-		st.timer = nil
-	}
-	c.mu.Unlock()
-	c.send(map[string]any{"op": "publish", "topic": topicName, "msg": raw})
-}
-
 type clientMsg struct {
 	Op           string          `json:"op"`
 	ID           string          `json:"id"`
@@ -984,17 +637,21 @@ type clientMsg struct {
 	Feedback     bool            `json:"feedback"`
 }
 
-func (c *conn) handle(data []byte) {
+// handle handles one op. A returned func is the op's long work (a service
+// handler, a goal): the caller runs it in the worker (sequential) or the
+// handle arranged a goroutine for it (Concurrent).
+func (c *conn) handle(data []byte) (inlineRun func()) {
 	var m clientMsg
 	if err := json.Unmarshal(data, &m); err != nil {
 		c.s.logf("unparsable message: %v", err) // rosbridge only logs it
-		return
+		return nil
 	}
 	s := c.s
 	// Recorded once handled, so a test that saw a subscribe in WaitFor can
 	// publish and reach it; work that answers (a service handler, a goal)
 	// starts only after the record.
 	var after func()
+	inline := false
 	defer func() {
 		typ := m.Type
 		if m.Op == "send_action_goal" {
@@ -1005,10 +662,23 @@ func (c *conn) handle(data []byte) {
 			Raw: append(json.RawMessage(nil), data...), Conn: c.n})
 		s.notifyLocked()
 		s.mu.Unlock()
-		if after != nil {
+		switch {
+		case after == nil:
+		case inline:
+			inlineRun = after
+		default:
 			go after()
 		}
 	}()
+	ros1 := s.opts.Version == Rosbridge011
+	if ros1 && (m.Op == "advertise" || m.Op == "subscribe") && strings.Count(m.Type, "/") == 2 {
+		s.logf("%s %s: type %s cannot be loaded on ROS 1 (dropped silently)", m.Op, m.Topic, m.Type)
+		return nil
+	}
+	if s.opts.Version != Rosbridge2 && (m.Op == "send_action_goal" || m.Op == "cancel_action_goal") {
+		s.logf("unknown operation %q on %s (no reply)", m.Op, s.opts.Version)
+		return nil
+	}
 
 	switch m.Op {
 	case "advertise":
@@ -1020,7 +690,7 @@ func (c *conn) handle(data []byte) {
 			c.mu.Lock()
 			c.conflicts[m.Topic] = true
 			c.mu.Unlock()
-			return
+			return nil
 		}
 		t = s.topicLocked(m.Topic, m.Type)
 		if t.typ == "" {
@@ -1045,7 +715,7 @@ func (c *conn) handle(data []byte) {
 		if conflict || (!adv && (!exists || t.typ == "")) {
 			s.mu.Unlock()
 			s.logf("publish on %s dropped silently (not advertised or type conflict)", m.Topic)
-			return
+			return nil
 		}
 		t.published = append(t.published, m.Msg)
 		t.last = m.Msg
@@ -1065,11 +735,11 @@ func (c *conn) handle(data []byte) {
 		case !ok && m.Type == "":
 			s.mu.Unlock()
 			s.logf("subscribe %s: unknown topic and no type (dropped silently)", m.Topic)
-			return
+			return nil
 		case ok && m.Type != "" && t.typ != "" && !sameType(t.typ, m.Type):
 			s.mu.Unlock()
 			s.logf("subscribe %s as %s: topic has type %s (dropped silently)", m.Topic, m.Type, t.typ)
-			return
+			return nil
 		case !ok:
 			t = s.topicLocked(m.Topic, m.Type)
 		}
@@ -1099,77 +769,17 @@ func (c *conn) handle(data []byte) {
 		}
 		c.mu.Unlock()
 	case "call_service":
-		after = c.callService(m)
+		inline = s.inline(true)
+		after = c.callService(m, inline)
 	case "send_action_goal":
-		s.mu.Lock()
-		a, ok := s.actions[m.Action]
-		s.mu.Unlock()
-		if !ok {
-			s.logf("send_action_goal %s: no such action server (no reply)", m.Action)
-			return
-		}
-		if !sameType(a.typ, m.ActionType) {
-			c.send(map[string]any{"op": "action_result", "id": m.ID, "action": m.Action, "status": 0, "result": false,
-				"values": fmt.Sprintf("Action type %s does not match the type %s of action server %s", m.ActionType, a.typ, m.Action)})
-			return
-		}
-		g := &Goal{ID: m.ID, Action: m.Action, Type: a.typ, Args: m.Args, s: s, c: c, feedback: m.Feedback,
-			cancel: make(chan struct{}), done: make(chan struct{})}
-		s.mu.Lock()
-		s.goals[m.ID] = g
-		s.notifyLocked()
-		s.mu.Unlock()
-		after = func() { a.fn(g) }
+		inline = s.inline(false)
+		after = c.sendGoal(m, inline)
 	case "cancel_action_goal":
-		s.mu.Lock()
-		g, ok := s.goals[m.ID]
-		s.mu.Unlock()
-		if ok && !g.ROS1 && (!s.opts.PerConnectionGoals || g.c == c) {
-			g.requestCancel()
-		} else {
-			s.logf("cancel_action_goal %s: no such goal (no reply)", m.ID)
-		}
+		s.cancelGoal(m.ID)
 	default:
 		s.logf("unknown op %q (no reply)", m.Op)
 	}
-}
-
-// cancelGoalService serves an action server's hidden
-// <action>/_action/cancel_goal (action_msgs/srv/CancelGoal) for a zero goal
-// id and stamp: cancel every goal of the action. It reports how many goals
-// got the request, and whether the action exists.
-func (s *Server) cancelGoalService(actionName string, args json.RawMessage) ([]string, bool) {
-	s.mu.Lock()
-	_, exists := s.actions[actionName]
-	var hit []*Goal
-	for _, g := range s.goals {
-		if !g.ROS1 && g.Action == actionName {
-			hit = append(hit, g)
-		}
-	}
-	s.mu.Unlock()
-	if !exists {
-		return nil, false
-	}
-	var a struct {
-		GoalInfo struct {
-			GoalID struct {
-				UUID []int `json:"uuid"`
-			} `json:"goal_id"`
-		} `json:"goal_info"`
-	}
-	_ = json.Unmarshal(args, &a)
-	for _, b := range a.GoalInfo.GoalID.UUID {
-		if b != 0 {
-			return []string{}, true // one goal by UUID: rosbridge never tells clients the UUIDs
-		}
-	}
-	ids := []string{}
-	for _, g := range hit {
-		g.requestCancel()
-		ids = append(ids, g.ID)
-	}
-	return ids, true
+	return nil
 }
 
 // sameType compares ROS type names, treating "pkg/msg/T", "pkg/srv/T" and
@@ -1187,41 +797,12 @@ func sameType(a, b string) bool {
 
 // callService answers built-in services at once and returns the handler
 // run of a declared one (nil when answered).
-func (c *conn) callService(m clientMsg) func() {
+func (c *conn) callService(m clientMsg, inline bool) func() {
 	s := c.s
 	reply := func(values any, ok bool) {
 		c.send(map[string]any{"op": "service_response", "id": m.ID, "service": m.Service, "values": values, "result": ok})
 	}
-	switch m.Service {
-	case "/rosapi/topic_type", "/rosapi/service_type", "/rosapi/topics":
-		var a struct {
-			Topic   string `json:"topic"`
-			Service string `json:"service"`
-		}
-		_ = json.Unmarshal(m.Args, &a)
-		s.mu.Lock()
-		var values any
-		switch m.Service {
-		case "/rosapi/topic_type":
-			t := ""
-			if tp, ok := s.topics[a.Topic]; ok {
-				t = tp.typ
-			}
-			values = map[string]any{"type": t}
-		case "/rosapi/service_type":
-			t := ""
-			if sv, ok := s.services[a.Service]; ok {
-				t = sv.typ
-			}
-			values = map[string]any{"type": t}
-		default:
-			var names, types []string
-			for n, t := range s.topics {
-				names, types = append(names, n), append(types, t.typ)
-			}
-			values = map[string]any{"topics": names, "types": types}
-		}
-		s.mu.Unlock()
+	if values, ok := s.rosapi(m.Service, m.Args); ok {
 		reply(values, true)
 		return nil
 	}
@@ -1239,6 +820,11 @@ func (c *conn) callService(m clientMsg) func() {
 		return nil
 	}
 	call := &Call{ID: m.ID, Service: m.Service, Args: m.Args, Conn: c.n, c: c}
+	silent := func() {
+		if inline {
+			c.blockUntilClosed()
+		}
+	}
 	return func() {
 		values, err := sv.fn(c.ctx, call)
 		var bad *BadArgsError
@@ -1246,12 +832,18 @@ func (c *conn) callService(m clientMsg) func() {
 		case err == nil:
 			reply(values, true)
 		case errors.Is(err, NoReply):
+			silent()
 		case errors.Is(err, Drop):
 			c.close()
 		case errors.As(err, &bad):
 			reply(bad.Text, false)
-		default:
+		case s.opts.Version == Rosbridge011:
 			reply(fmt.Sprintf("service [%s] responded with an error: %v", m.Service, err), false)
+		default:
+			// rosbridge 2.x on ROS 2: the handler's exception never
+			// reaches the caller and there is no timeout.
+			s.logf("service %s: handler raised %v (no reply)", m.Service, err)
+			silent()
 		}
 	}
 }
