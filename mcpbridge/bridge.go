@@ -211,7 +211,7 @@ func (b *Bridge) device(ctx context.Context, id string) (*client.Device, error) 
 	}
 	d, err := b.cfg.Dial(ctx, res.Target)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s at %s: %w", id, res.Target, err)
+		return nil, fmt.Errorf("connecting to %s at %s: %w", mhp.Truncate(id, 120), mhp.Truncate(res.Target, 120), err)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -293,7 +293,7 @@ func (n *Named) Search(ctx context.Context, q directory.Query) ([]directory.Resu
 			cancel()
 			idx.Add(card)
 		}
-		dir, err := directory.New(directory.Config{Index: idx, Pinger: directory.PingerFunc(func(ctx context.Context, target string) (mhp.DeviceState, error) {
+		dir, err := directory.New(directory.Config{Index: idx, PingStdio: true /* the operator's own targets */, Pinger: directory.PingerFunc(func(ctx context.Context, target string) (mhp.DeviceState, error) {
 			for name, t := range n.Targets {
 				if t == target {
 					d, err := n.lab.Device(ctx, name)

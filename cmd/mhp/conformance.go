@@ -116,7 +116,7 @@ type wireCheck struct {
 // runWireChecks connects, fetches the full descriptor, and runs every check.
 // The error is for a target that cannot be reached at all.
 func runWireChecks(ctx context.Context, target, token string, timeout time.Duration, stderr io.Writer, log *slog.Logger) ([]checkResult, error) {
-	opts := client.Options{ClientName: "mhp-conformance", Token: token, Timeout: timeout, Plain: true, Stderr: stderr, Logger: log}
+	opts := client.Options{ClientName: "mhp-conformance", Token: token, Timeout: timeout, Plain: true, Stderr: stderr, Logger: log, AllowStdio: true}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	dev, err := client.Dial(dctx, target, opts)
 	cancel()

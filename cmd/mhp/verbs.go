@@ -44,7 +44,7 @@ func (a *app) deviceCmd(ctx context.Context, target string, args []string) int {
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	d, err := client.Dial(dctx, target, client.Options{ClientName: "mhp-cli", Token: token, Timeout: timeout,
+	d, err := client.Dial(dctx, target, client.Options{ClientName: "mhp-cli", Token: token, Timeout: timeout, AllowStdio: true, // the operator typed it
 		Stderr: a.stderr, Logger: a.quietLogger()})
 	if err != nil {
 		return a.fail(err, p.has("json"))
