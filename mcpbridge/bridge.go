@@ -73,6 +73,8 @@ type Bridge struct {
 	closed  bool
 	secret  [32]byte
 	pending map[string]time.Time // confirmation nonces not yet answered, with expiry
+
+	runner *script.Runner // mhp_run: concurrency cap, memory budget, bounded timeouts
 }
 
 type update struct {
@@ -108,6 +110,7 @@ func New(cfg Config) (*Bridge, error) {
 		cfg.Version = "0.1.0"
 	}
 	b := &Bridge{cfg: cfg, devices: map[string]*client.Device{}, stops: map[string]func(){}, pending: map[string]time.Time{}}
+	b.runner = script.NewRunner(cfg.Script)
 	if _, err := rand.Read(b.secret[:]); err != nil {
 		return nil, err
 	}

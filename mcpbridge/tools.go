@@ -12,7 +12,6 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/directory"
-	"github.com/openmhp/mhp-go/script"
 )
 
 // ToolNames are the bridge's tools, the same for 2 devices or 2,000.
@@ -62,7 +61,12 @@ func (b *Bridge) Server() *mcp.Server {
 				}
 				// The model never approves: only a person, through elicitation, can.
 				delete(args, "approved")
-				ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout)
+				timeout := b.cfg.CallTimeout
+				if t.name == "mhp_run" {
+					// A run has its own time budget, bounded by script.Options.MaxTimeout; add its clean-up.
+					timeout = b.runner.MaxTimeout() + 10*time.Second
+				}
+				ctx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
 				out, err := t.handle(ctx, req, normalize(args).(map[string]any))
 				if err != nil {
@@ -428,15 +432,17 @@ func (b *Bridge) estop(ctx context.Context, _ *mcp.CallToolRequest, args map[str
 }
 
 func (b *Bridge) run(ctx context.Context, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
-	opts := b.cfg.Script
-	if t := argFloat(args, "timeout_s", 0); t > 0 {
-		opts.Timeout = time.Duration(t * float64(time.Second))
+	timeout, err := b.runner.Timeout(argFloat(args, "timeout_s", 0), "timeout_s")
+	if err != nil {
+		return nil, err
 	}
 	src := argString(args, "script")
 	if src == "" {
 		return nil, mhp.Errorf(mhp.CodeInvalidParams, "mhp_run needs a script").With("field", "script")
 	}
-	res, err := script.Run(context.WithoutCancel(ctx), src, b, opts)
+	// The run ends with the request: a cancelled call stops the script at
+	// its next step and in any wait.
+	res, err := b.runner.Run(ctx, src, b, timeout)
 	if err != nil {
 		return nil, err
 	}

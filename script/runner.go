@@ -23,6 +23,9 @@ func NewRunner(opts Options) *Runner {
 	return &Runner{opts: opts, slots: make(chan struct{}, opts.MaxRuns)}
 }
 
+// MaxTimeout is the longest time budget a run may have.
+func (r *Runner) MaxTimeout() time.Duration { return r.opts.MaxTimeout }
+
 // Active is how many runs are in progress.
 func (r *Runner) Active() int { return len(r.slots) }
 
