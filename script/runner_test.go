@@ -150,9 +150,9 @@ func TestScriptSecondsAreRangeChecked(t *testing.T) {
 	h := newHostLab(t)
 	for src, want := range map[string]string{
 		"t = lab['tc']\nt.wait(t.invoke('hold'), timeout=1e10)\n": "timeout 1e+10 s is above the maximum",
-		"lab['tc'].acquire(1e15)\n":                                "ttl 1e+15 s is above the maximum of 86400 s",
-		"lab['tc'].acquire(-5)\n":                                  "ttl -5 s must be above 0",
-		"sleep(float('nan'))\n":                                    "outside 0..3600",
+		"lab['tc'].acquire(1e15)\n":                               "ttl 1e+15 s is above the maximum of 86400 s",
+		"lab['tc'].acquire(-5)\n":                                 "ttl -5 s must be above 0",
+		"sleep(float('nan'))\n":                                   "outside 0..3600",
 	} {
 		res, _ := script.Run(context.Background(), src, h.lab(), script.Options{})
 		if !strings.Contains(res.Error, want) {
