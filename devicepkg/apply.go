@@ -46,6 +46,9 @@ func (p *Package) Apply(cfg *binding.Config) error {
 		m.add(CardFile, "id", "missing: the card needs the device id")
 	}
 	cfg.Device = p.Card.DeviceInfo
+	// Validate refuses a description of MaxDescription characters or more; a
+	// package served unvalidated is cut (a character is at most 4 bytes).
+	cfg.Device.Description = mhp.Truncate(cfg.Device.Description, 4*MaxDescription)
 	if p.Instructions != "" {
 		cfg.Instructions = mhp.Truncate(p.Instructions, MaxInstructions)
 	}

@@ -144,6 +144,26 @@ func TestPackageTextIsBounded(t *testing.T) {
 	if len(desc.Instructions) > MaxInstructions || len(desc.Notes) > MaxNotes {
 		t.Fatalf("describe returned %d bytes of instructions and %d of notes", len(desc.Instructions), len(desc.Notes))
 	}
+
+	// A long description in the card is cut too.
+	dir = hostilePkg(t, "Fine.\n", "")
+	card := "---\nid: tc-7\nclass: thermocycler\ndescription: " + strings.Repeat("d", 100<<10) + "\ndriver: sim:thermocycler\n---\nFine.\n"
+	if err := os.WriteFile(filepath.Join(dir, CardFile), []byte(card), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	dev2, err := Build(p2, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev2.Close()
+	if c, _ := dev2.Describe(context.Background(), mhp.DescribeRequest{Detail: mhp.DetailCard}); len(c.Description) > 4*MaxDescription {
+		t.Fatalf("describe card returned a %d-byte description", len(c.Description))
+	}
 }
 
 func TestInvalidUTF8BodyIsReported(t *testing.T) {
