@@ -180,7 +180,8 @@ func binarySize(op syntax.Token, x, y starlark.Value) int64 {
 			if t, ok := y.(starlark.Tuple); ok {
 				return add(int64(len(s)), argsReprSize(t, nil))
 			}
-			return add(int64(len(s)), strSize(y))
+			// A mapping's values may be named many times ("%(a)s%(a)s").
+			return add(int64(len(s)), mul(int64(strings.Count(string(s), "%")), strSize(y)))
 		}
 	case syntax.PIPE:
 		if _, ok := x.(*starlark.Dict); ok {
@@ -306,6 +307,17 @@ func methodSize(recv starlark.Value, name string, args starlark.Tuple, kwargs []
 		case "keys", "values":
 			return mul(slotBytes, int64(recv.Len()))
 		}
+	case *starlark.Set:
+		switch name {
+		case "add":
+			return entryBytes
+		case "union", "update", "difference", "intersection", "symmetric_difference":
+			total := int64(recv.Len())
+			for _, a := range args {
+				total += max(length(a), 0)
+			}
+			return mul(entryBytes, total)
+		}
 	case starlark.String:
 		s := string(recv)
 		switch name {
@@ -320,7 +332,15 @@ func methodSize(recv starlark.Value, name string, args starlark.Tuple, kwargs []
 			}
 			return add(int64(len(s)), mul(n, int64(len(repl))))
 		case "format":
-			return add(int64(len(s)), argsReprSize(args, kwargs))
+			// Each {} may repeat an argument ("{0}{0}{0}"): bound by the largest.
+			largest := int64(0)
+			for _, a := range args {
+				largest = max(largest, strSize(a))
+			}
+			for _, kv := range kwargs {
+				largest = max(largest, strSize(kv[1]))
+			}
+			return add(int64(len(s)), mul(int64(strings.Count(s, "{")), largest))
 		case "upper", "lower", "title", "capitalize", "strip", "lstrip", "rstrip", "removeprefix", "removesuffix",
 			"partition", "rpartition":
 			return int64(len(s)) + 3*strBytes

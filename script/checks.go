@@ -9,9 +9,10 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// fileOptions are the Starlark dialect of lab scripts: while loops and
-// top-level control flow, no recursion, no sets, no load.
-var fileOptions = syntax.FileOptions{While: true, Recursion: false, TopLevelControl: true}
+// fileOptions are the Starlark dialect of lab scripts (the one `mhp
+// validate` parses a package's scripts/*.star with): while loops, top-level
+// control flow and reassigned globals, sets; no recursion, no load.
+var fileOptions = syntax.FileOptions{Set: true, While: true, TopLevelControl: true, GlobalReassign: true, Recursion: false}
 
 // execRewritten parses src, routes its growth operations through the
 // memory checks (rewrite.go), then compiles and runs it.
@@ -73,6 +74,22 @@ func (r *runner) addChecks(predeclared starlark.StringDict) {
 		}
 		return starlark.Call(thread, fn, rest, kwargs)
 	})
+	predeclared[rwAttr] = starlark.NewBuiltin("attr", func(_ *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, _ []starlark.Tuple) (starlark.Value, error) {
+		return r.chargedAttr(args[0], string(args[1].(starlark.String)))
+	})
+	// getattr(x, "join") is x.join: charged the same way.
+	predeclared["getattr"] = starlark.NewBuiltin("getattr", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if len(args) >= 2 && len(kwargs) == 0 {
+			if name, ok := args[1].(starlark.String); ok && growthMethods[string(name)] {
+				if _, ok := args[0].(starlark.HasAttrs); ok {
+					if v, err := r.chargedAttr(args[0], string(name)); err == nil || len(args) == 2 {
+						return v, err
+					}
+				}
+			}
+		}
+		return starlark.Call(thread, starlark.Universe["getattr"], args, kwargs)
+	})
 	for _, name := range append(chargedBuiltins, "print") {
 		orig := starlark.Universe[name]
 		if orig == nil {
@@ -85,6 +102,21 @@ func (r *runner) addChecks(predeclared starlark.StringDict) {
 			return starlark.Call(thread, orig, args, kwargs)
 		})
 	}
+}
+
+// chargedAttr is x.name for a growth method: a builtin that charges each
+// call as $method does.
+func (r *runner) chargedAttr(recv starlark.Value, name string) (starlark.Value, error) {
+	fn, err := getattr(recv, name)
+	if err != nil {
+		return nil, err
+	}
+	return starlark.NewBuiltin(name, func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if err := r.mem.charge(recv.Type()+"."+name, methodSize(recv, name, args, kwargs)); err != nil {
+			return nil, err
+		}
+		return starlark.Call(thread, fn, args, kwargs)
+	}), nil
 }
 
 // getattr is x.name as the interpreter resolves it.

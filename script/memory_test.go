@@ -40,6 +40,10 @@ func TestMemoryBudgetRefusesBeforeAllocating(t *testing.T) {
 		{"split", "s = 'a ' * 10000000\nl = s.split()\n", 0},
 		{"big int squaring", "x = 1 << 500\nfor i in range(40):\n    x = x * x\n", 0},
 		{"device argument", "a = [1] * 10\nfor i in range(30):\n    a = [a] * 10\nlab['tc'].write('sp', a)\n", 0},
+		{"format repeating an argument", "s = 'x' * 1000000\nf = '{0}' * 1000\nr = f.format(s)\n", 0},
+		{"percent repeating a key", "s = 'x' * 1000000\nf = '%(a)s' * 1000\nr = f % {'a': s}\n", 0},
+		{"method taken as a value", "s = 'x' * 10000000\nj = ','.join\nr = j([s] * 100)\n", 0},
+		{"method through getattr", "s = 'x' * 10000000\nr = getattr(',', 'join')([s] * 100)\n", 0},
 		{"list comprehension", `l = [i for i in range(100000000)]`, 1 << 20},
 		{"dict comprehension", `d = {i: i for i in range(100000000)}`, 1 << 20},
 		{"append loop", "l = []\nfor i in range(100000000):\n    l.append(i)\n", 1 << 20},
@@ -119,6 +123,8 @@ def main():
     def g(*args, **kw):
         return len(args) + len(kw)
     print(g(*[1, 2], **{"z": 3}), str(1.5), repr("q"))
+    j = "-".join
+    print(j(["a", "b"]), getattr("x,y", "split")(","), getattr([], "nope", 7), "%(k)s=%(k)s" % {"k": 1})
 
 main()
 `
@@ -134,6 +140,7 @@ main()
 a,b ["a", "b"] zyx 6 ab
 [0, 1, 2] [1, 2, 3] {"a": 1} (1, 2) 9 {"a": 1, "b": 2}
 3 1.5 "q"
+a-b ["x", "y"] 7 1=1
 `
 	if res.Output != want {
 		t.Fatalf("output:\n%s\nwant:\n%s", res.Output, want)

@@ -14,6 +14,7 @@ import (
 //	x += y (and *=, %=, |=)      ->  x += $+=(x, y)   (checks, returns y)
 //	x[lo:hi:step]                ->  $slice(x, lo, hi, step)
 //	s.join(l), l.extend(m), ...  ->  $method(s, "join", l), ...
+//	f = s.join                   ->  f = $attr(s, "join")   (a charged method value)
 //	[e for ...], {k: v for ...}  ->  [$elem(e) for ...], {k: $entry(v) for ...}
 //
 // The injected names start with '$', which no script can write, so a script
@@ -24,6 +25,7 @@ import (
 // Names of the injected builtins.
 const (
 	rwMethod = "$method"
+	rwAttr   = "$attr"
 	rwSlice  = "$slice"
 	rwElem   = "$elem"
 	rwEntry  = "$entry"
@@ -37,7 +39,8 @@ var augOps = map[syntax.Token]syntax.Token{syntax.PLUS_EQ: syntax.PLUS, syntax.S
 	syntax.PERCENT_EQ: syntax.PERCENT, syntax.PIPE_EQ: syntax.PIPE}
 
 // growthMethods are the methods of built-in types that allocate in proportion to their arguments.
-var growthMethods = map[string]bool{"append": true, "insert": true, "extend": true, "update": true, "setdefault": true,
+var growthMethods = map[string]bool{"add": true, "union": true, "difference": true, "intersection": true,
+	"symmetric_difference": true, "append": true, "insert": true, "extend": true, "update": true, "setdefault": true,
 	"items": true, "keys": true, "values": true, "join": true, "replace": true, "format": true, "upper": true,
 	"lower": true, "title": true, "capitalize": true, "strip": true, "lstrip": true, "rstrip": true,
 	"removeprefix": true, "removesuffix": true, "split": true, "rsplit": true, "splitlines": true,
@@ -227,6 +230,11 @@ func (w *rewriter) expr(e syntax.Expr) syntax.Expr {
 		e.Fn = w.expr(e.Fn)
 	case *syntax.DotExpr:
 		e.X = w.expr(e.X)
+		if growthMethods[e.Name.Name] {
+			// A growth method taken as a value (f = s.join) is charged when called.
+			name := &syntax.Literal{Token: syntax.STRING, TokenPos: e.NamePos, Raw: strconv.Quote(e.Name.Name), Value: e.Name.Name}
+			return call(rwAttr, e.NamePos, e.X, name)
+		}
 	case *syntax.IndexExpr:
 		e.X = w.expr(e.X)
 		e.Y = w.expr(e.Y)

@@ -325,6 +325,17 @@ func (d *deviceValue) Attr(name string) (starlark.Value, error) {
 	default:
 		return nil, nil
 	}
+	if name != "estop" { // estop always goes through
+		call := fn
+		fn = func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			// The interpreter sees a cancel at its next step; a device call
+			// already under way must not start after it either.
+			if err := d.r.ctx.Err(); err != nil {
+				return nil, fmt.Errorf("%s: run ended: %w", b.Name(), context.Cause(d.r.ctx))
+			}
+			return call(t, b, args, kwargs)
+		}
+	}
 	return starlark.NewBuiltin(d.name+"."+name, fn), nil
 }
 
