@@ -422,6 +422,13 @@ func builtinSize(name string, args starlark.Tuple, kwargs []starlark.Tuple) int6
 		return mul(slotBytes*int64(len(args)+2), max(n, 0))
 	case "str", "repr", "print", "fail":
 		return argsReprSize(args, kwargs)
+	case "int":
+		// Parsing decimal digits costs time more than linear in their count.
+		if len(args) > 0 {
+			if s, ok := args[0].(starlark.String); ok && int64(len(s)) > MaxIntBits/3 {
+				return huge
+			}
+		}
 	case "bytes":
 		if len(args) > 0 {
 			if s, ok := args[0].(starlark.String); ok {
@@ -434,7 +441,7 @@ func builtinSize(name string, args starlark.Tuple, kwargs []starlark.Tuple) int6
 }
 
 // chargedBuiltins are the universe builtins a run sees through the budget.
-var chargedBuiltins = []string{"list", "tuple", "sorted", "reversed", "enumerate", "dict", "set", "zip", "str", "repr", "fail", "bytes"}
+var chargedBuiltins = []string{"int", "list", "tuple", "sorted", "reversed", "enumerate", "dict", "set", "zip", "str", "repr", "fail", "bytes"}
 
 // sliceOf is x[lo:hi:step] with Starlark's semantics, charged before the
 // copy is made.
@@ -492,10 +499,12 @@ func (m *memBudget) sliceOf(x, lo, hi, step starlark.Value) (starlark.Value, err
 	if elems < 0 {
 		elems = -elems
 	}
-	size := elems + 1
+	size := int64(0) // a range's slice is another range
 	switch x.(type) {
+	case starlark.String, starlark.Bytes:
+		size = elems + 1
 	case *starlark.List, starlark.Tuple:
-		size = mul(size, slotBytes)
+		size = mul(elems+1, slotBytes)
 	}
 	if err := m.charge("slice", size); err != nil {
 		return nil, err

@@ -44,6 +44,7 @@ func TestMemoryBudgetRefusesBeforeAllocating(t *testing.T) {
 		{"percent repeating a key", "s = 'x' * 1000000\nf = '%(a)s' * 1000\nr = f % {'a': s}\n", 0},
 		{"method taken as a value", "s = 'x' * 10000000\nj = ','.join\nr = j([s] * 100)\n", 0},
 		{"method through getattr", "s = 'x' * 10000000\nr = getattr(',', 'join')([s] * 100)\n", 0},
+		{"int of a huge numeral", "s = '9' * 10000000\nx = int(s)\n", 0},
 		{"list comprehension", `l = [i for i in range(100000000)]`, 1 << 20},
 		{"dict comprehension", `d = {i: i for i in range(100000000)}`, 1 << 20},
 		{"append loop", "l = []\nfor i in range(100000000):\n    l.append(i)\n", 1 << 20},
@@ -123,6 +124,7 @@ def main():
     def g(*args, **kw):
         return len(args) + len(kw)
     print(g(*[1, 2], **{"z": 3}), str(1.5), repr("q"))
+    print(len(range(1000000000)[::2]), int("42"), int("ff", 16))
     j = "-".join
     print(j(["a", "b"]), getattr("x,y", "split")(","), getattr([], "nope", 7), "%(k)s=%(k)s" % {"k": 1})
 
@@ -140,6 +142,7 @@ main()
 a,b ["a", "b"] zyx 6 ab
 [0, 1, 2] [1, 2, 3] {"a": 1} (1, 2) 9 {"a": 1, "b": 2}
 3 1.5 "q"
+500000000 42 255
 a-b ["x", "y"] 7 1=1
 `
 	if res.Output != want {

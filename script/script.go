@@ -2,7 +2,11 @@
 // (go.starlark.net) that see the same devices as any client, so every call
 // passes the same safety gates, and that return only what they print, capped.
 // Scripts are sandboxed by construction: Starlark has no file, network or
-// process access, and each run has a step budget and a time budget.
+// process access, and each run has a step budget, a time budget and a
+// memory budget (every operator, method and builtin that grows a value is
+// checked before it allocates; see Options.MaxMemory). A run ends with its
+// context. Runner adds what a host taking scripts from a model needs: a cap
+// on concurrent runs and timeouts bounded by the operator's maximum.
 //
 //	t = lab["thermocycler-01"]
 //	t.acquire(60)
