@@ -3,6 +3,7 @@ package mcpbridge_test
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -133,4 +134,28 @@ func TestRunKeepsTheBridgesLease(t *testing.T) {
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// Three scripts of "x" * 1e9 took mhp-mcp to 8.8 GB; each is now refused at
+// once by the run's memory budget and the heap stays near its baseline.
+func TestRunMemoryBudget(t *testing.T) {
+	l, _ := countingBridge(t, func(int64) {})
+	cs := connect(t, l, nil)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 3; i++ {
+		res, body := call(t, cs, "mhp_run", map[string]any{"script": `s = "x" * 1000000000` + "\nprint(len(s))"})
+		if res.IsError || !strings.Contains(jsonString(body), "memory budget of 64.0 MiB per run exceeded") {
+			t.Fatalf("run %d: %v", i, body)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 64<<20 {
+		t.Fatalf("heap grew %d MiB over three refused runs", grew>>20)
+	}
+	if total := after.TotalAlloc - before.TotalAlloc; total > 256<<20 {
+		t.Fatalf("%d MiB allocated for three refused runs", total>>20)
+	}
 }
