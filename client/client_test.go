@@ -155,7 +155,7 @@ func TestDialTargets(t *testing.T) {
 	if _, err := client.Dial(ctx, "stdio:", client.Options{}); err == nil {
 		t.Fatal("an empty stdio command dialled")
 	}
-	if _, err := client.Dial(ctx, "stdio:/no/such/binary", client.Options{}); err == nil {
+	if _, err := client.Dial(ctx, "stdio:/no/such/binary", client.Options{AllowStdio: true}); err == nil {
 		t.Fatal("a missing binary dialled")
 	}
 	_, err := client.Dial(ctx, "http://127.0.0.1:1", client.Options{Timeout: time.Second})
@@ -166,7 +166,7 @@ func TestDialTargets(t *testing.T) {
 
 func TestDialStdioProcess(t *testing.T) {
 	ctx := ctxT(t)
-	d, err := client.Dial(ctx, "stdio:"+os.Args[0]+" "+serveStdioArg, client.Options{ClientName: "proc"})
+	d, err := client.Dial(ctx, "stdio:"+os.Args[0]+" "+serveStdioArg, client.Options{ClientName: "proc", AllowStdio: true})
 	if err != nil {
 		t.Fatal(err)
 	}

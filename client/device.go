@@ -57,6 +57,10 @@ type Options struct {
 	Stderr io.Writer
 	// Logger receives heartbeat and reconnect logs; default slog.Default().
 	Logger *slog.Logger
+	// AllowStdio lets Dial start the process of a "stdio:" target. Set it only
+	// for targets the operator gave (command line, config); the default
+	// refuses them, so a target from a directory or the network never runs.
+	AllowStdio bool
 }
 
 func (o Options) withDefaults() Options {
@@ -115,6 +119,7 @@ var _ mhp.Device = (*Device)(nil)
 //   - "stdio:<command line>": starts the command (split on spaces, with
 //     '…' and "…" quoting) and speaks over its stdin and stdout; Close
 //     closes its stdin and kills it if it has not exited within a second.
+//     Refused unless Options.AllowStdio (see ErrCommandTarget).
 //
 // For an in-process device use Connect.
 func Dial(ctx context.Context, target string, opts Options) (*Device, error) {
@@ -132,7 +137,10 @@ func Dial(ctx context.Context, target string, opts Options) (*Device, error) {
 		}
 		hc.startEvents()
 		return d, nil
-	case strings.HasPrefix(target, "stdio:"):
+	case IsCommandTarget(target):
+		if !opts.AllowStdio {
+			return nil, ErrCommandTarget(target)
+		}
 		return dialCommand(ctx, strings.TrimPrefix(target, "stdio:"), opts)
 	}
 	return nil, fmt.Errorf("client: target %q is not http://host:port or stdio:<command>", target)

@@ -46,12 +46,15 @@ func (p *Package) Apply(cfg *binding.Config) error {
 		m.add(CardFile, "id", "missing: the card needs the device id")
 	}
 	cfg.Device = p.Card.DeviceInfo
+	// Validate refuses a description of MaxDescription characters or more; a
+	// package served unvalidated is cut (a character is at most 4 bytes).
+	cfg.Device.Description = mhp.Truncate(cfg.Device.Description, 4*MaxDescription)
 	if p.Instructions != "" {
-		cfg.Instructions = p.Instructions
+		cfg.Instructions = mhp.Truncate(p.Instructions, MaxInstructions)
 	}
 	d := p.Descriptor
 	if d.Device.Notes != "" {
-		cfg.Notes = strings.TrimSpace(d.Device.Notes)
+		cfg.Notes = boundNotes(d.Device.Notes)
 	}
 	if d.Physical != nil {
 		cfg.Physical = d.Physical
@@ -77,7 +80,7 @@ func (p *Package) Apply(cfg *binding.Config) error {
 		spec := &cfg.Signals[i].Spec
 		m.typeUnit(field, spec.Type, ref.Type, &spec.Unit, ref.Unit)
 		if ref.Notes != "" {
-			spec.Notes = strings.TrimSpace(ref.Notes)
+			spec.Notes = boundNotes(ref.Notes)
 		}
 	}
 	for _, ref := range d.Settings {
@@ -106,7 +109,7 @@ func (p *Package) Apply(cfg *binding.Config) error {
 			}
 		}
 		if ref.Notes != "" {
-			spec.Notes = strings.TrimSpace(ref.Notes)
+			spec.Notes = boundNotes(ref.Notes)
 		}
 	}
 	for _, ref := range d.Actions {
@@ -146,7 +149,7 @@ func (p *Package) Apply(cfg *binding.Config) error {
 			}
 		}
 		if s.Notes != "" {
-			cfg.Safety.Notes = strings.TrimSpace(s.Notes)
+			cfg.Safety.Notes = boundNotes(s.Notes)
 		}
 	}
 	if len(m.probs) > 0 {
@@ -196,7 +199,7 @@ func (m *merger) action(field string, spec *mhp.Action, ref ActionRef, checkLock
 	flag("pausable", &spec.Pausable, ref.Pausable)
 	flag("cancellable", &spec.Cancellable, ref.Cancellable)
 	if ref.Notes != "" {
-		spec.Notes = strings.TrimSpace(ref.Notes)
+		spec.Notes = boundNotes(ref.Notes)
 	}
 	for i, ex := range ref.Examples {
 		if _, e := spec.Params.Check(spec.Name, ex); e != nil {
@@ -258,7 +261,7 @@ func (m *merger) shape(field string, bound, ref *mhp.Shape) *mhp.Shape {
 	}
 	m.typeUnit(field, "", "", &out.Unit, ref.Unit)
 	if ref.Notes != "" {
-		out.Notes = strings.TrimSpace(ref.Notes)
+		out.Notes = boundNotes(ref.Notes)
 	}
 	out.Limits = m.narrow(field+".limits", bound.Limits, ref.Limits)
 	if ref.Items != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"strings"
 	"unicode/utf8"
@@ -97,24 +96,22 @@ func (p *Package) ReadResource(name string) (*mhp.Resource, error) {
 		return nil, mhp.Errorf(mhp.CodeUnknownName, "resources/read: no resource %q (resources/list names them)", name).
 			With("kind", "resource").With("name", name)
 	}
-	f, err := p.fsys.Open(clean)
+	buf, err := p.readResourceFile(clean)
 	if err != nil {
 		// Listed at load, gone or redirected since: a symlink swapped in that
-		// leaves the package fails here, inside os.Root.
+		// leaves the package fails here, inside os.Root; a FIFO or a folder
+		// swapped in is refused before it is opened (or, in a race, before
+		// it is read).
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, mhp.Errorf(mhp.CodeUnknownName, "resources/read: %q no longer exists", name).
 				With("kind", "resource").With("name", name)
 		}
+		var nr *notRegularError
+		if errors.As(err, &nr) {
+			return nil, mhp.Errorf(mhp.CodeUnknownName, "resources/read: %s", nr.Error()).With("kind", "resource").With("name", name)
+		}
 		return nil, mhp.Errorf(mhp.CodeInvalidParams, "resources/read: %q cannot be read inside the package: %v", name, err).
 			With("field", "path").With("reason", "outside_package")
-	}
-	defer f.Close()
-	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "resources/read: %q is not a file", name).With("kind", "resource").With("name", name)
-	}
-	buf, err := io.ReadAll(io.LimitReader(f, MaxResourceBytes+1))
-	if err != nil {
-		return nil, mhp.Errorf(mhp.CodeInternal, "resources/read: %q: %v", name, err)
 	}
 	truncated := len(buf) > MaxResourceBytes
 	if truncated {

@@ -126,6 +126,7 @@ type Package struct {
 
 	descBroken bool // descriptor.yaml did not decode
 	fsys       fs.FS
+	root       opener // the package folder (nil for an fs.FS)
 	resources  []string
 	lines      map[string]int // "settings.target_temperature" -> line in descriptor.yaml
 	closer     func() error
@@ -171,7 +172,7 @@ func Load(dir string) (*Package, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device package %s: %w", dir, err)
 	}
-	p, probs := parse(root.FS())
+	p, probs := parse(root.FS(), root)
 	if len(probs) > 0 {
 		root.Close()
 		return nil, fmt.Errorf("device package %s:\n%w", dir, probs)
@@ -182,7 +183,7 @@ func Load(dir string) (*Package, error) {
 
 // LoadFS reads a package from a file system (an embedded package).
 func LoadFS(fsys fs.FS) (*Package, error) {
-	p, probs := parse(fsys)
+	p, probs := parse(fsys, nil)
 	if len(probs) > 0 {
 		return nil, probs
 	}
@@ -205,12 +206,15 @@ func (p *Package) Resources() []string { return append([]string(nil), p.resource
 func (p *Package) FS() fs.FS { return p.fsys }
 
 // parse reads and decodes the package; problems are the ones that stop a load.
-func parse(fsys fs.FS) (*Package, Problems) {
-	p := &Package{fsys: fsys, lines: map[string]int{}}
+func parse(fsys fs.FS, root opener) (*Package, Problems) {
+	p := &Package{fsys: fsys, root: root, lines: map[string]int{}}
 	var probs Problems
-	card, err := fs.ReadFile(fsys, CardFile)
-	if err != nil {
+	card, err := readRegular(fsys, root, CardFile, MaxCardBytes)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, Problems{{File: CardFile, Message: "missing: every package needs DEVICE.md with the card in its front matter"}}
+	}
+	if err != nil {
+		return nil, Problems{{File: CardFile, Message: err.Error()}}
 	}
 	front, body, ferr := splitFrontMatter(card)
 	if ferr != nil {
@@ -221,7 +225,7 @@ func parse(fsys fs.FS) (*Package, Problems) {
 	}
 	p.Instructions = strings.TrimSpace(body)
 
-	desc, err := fs.ReadFile(fsys, DescriptorFile)
+	desc, err := readRegular(fsys, root, DescriptorFile, MaxDescriptorBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:

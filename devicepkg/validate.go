@@ -60,12 +60,14 @@ func Validate(dir string) []Problem {
 		return []Problem{{File: dir, Message: err.Error()}}
 	}
 	defer root.Close()
-	return ValidateFS(root.FS())
+	return validate(root.FS(), root)
 }
 
 // ValidateFS is Validate over a file system.
-func ValidateFS(fsys fs.FS) []Problem {
-	p, probs := parse(fsys)
+func ValidateFS(fsys fs.FS) []Problem { return validate(fsys, nil) }
+
+func validate(fsys fs.FS, root opener) []Problem {
+	p, probs := parse(fsys, root)
 	if p == nil {
 		return probs
 	}
@@ -73,6 +75,7 @@ func ValidateFS(fsys fs.FS) []Problem {
 	v.card()
 	if !p.descBroken {
 		v.descriptor()
+		v.notes()
 	}
 	v.files()
 	return v.probs
@@ -124,8 +127,14 @@ func (v *validator) card() {
 			v.add(CardFile, fmt.Sprintf("tags[%d]", i), "empty tag")
 		}
 	}
-	if v.p.Instructions == "" {
+	switch body := v.p.Instructions; {
+	case body == "":
 		v.add(CardFile, "body", "empty: write the operating instructions below the front matter")
+	case !utf8.ValidString(body):
+		v.add(CardFile, "body", "not valid UTF-8 (first bad byte at offset %d of the body)", firstInvalid(body))
+	case len(body) > MaxInstructions:
+		v.add(CardFile, "body", "%d bytes of instructions, above the limit of %d (devicepkg.MaxInstructions): "+
+			"move detail into references/ files, which are read on demand", len(body), MaxInstructions)
 	}
 }
 
@@ -270,6 +279,44 @@ func (v *validator) shape(field string, s *mhp.Shape) {
 		if s.Properties != nil && s.Properties[r] == nil {
 			v.add(DescriptorFile, field+".required", "%q is not a property", r)
 		}
+	}
+}
+
+// firstInvalid is the offset of the first byte of s that is not valid UTF-8.
+func firstInvalid(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return i
+			}
+		}
+	}
+	return len(s)
+}
+
+// notes checks the size of every notes field.
+func (v *validator) notes() {
+	d := v.p.Descriptor
+	check := func(field, text string) {
+		if len(text) > MaxNotes {
+			v.add(DescriptorFile, field, "%d bytes of notes, above the limit of %d (devicepkg.MaxNotes)", len(text), MaxNotes)
+		}
+		if !utf8.ValidString(text) {
+			v.add(DescriptorFile, field, "not valid UTF-8")
+		}
+	}
+	check("device.notes", d.Device.Notes)
+	for _, s := range d.Signals {
+		check("signals."+s.Name+".notes", s.Notes)
+	}
+	for _, s := range d.Settings {
+		check("settings."+s.Name+".notes", s.Notes)
+	}
+	for _, a := range d.Actions {
+		check("actions."+a.Name+".notes", a.Notes)
+	}
+	if d.Safety != nil {
+		check("safety.notes", d.Safety.Notes)
 	}
 }
 

@@ -3,11 +3,15 @@ package directory
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/openmhp/mhp-go"
 )
+
+// maxEchoedID caps an id echoed back in an error.
+const maxEchoedID = 256
 
 // Pinger asks a device for its live state.
 type Pinger interface {
@@ -36,6 +40,23 @@ type Config struct {
 	MaxPings int
 	// DefaultLimit is the result count when a query gives none; default 5. MaxLimit caps it; default 50.
 	DefaultLimit, MaxLimit int
+	// PingStdio lets the Pinger see "stdio:" targets. Leave it false unless
+	// every card's target is the operator's own (a name=target map): pinging
+	// a stdio target starts its command, and a directory built from a
+	// manifest, probes or the network must never run one. Without it such
+	// cards are answered unreachable without a ping (see NotPinged).
+	PingStdio bool
+}
+
+// NotPinged is the error of a stdio: card a directory does not ping: it would
+// have to start the card's command on the directory's host.
+const NotPinged = "not pinged: its target is a stdio: command, which a directory never starts; " +
+	"only the operator who runs that command can reach the device"
+
+// IsCommandTarget reports whether a target is a command line ("stdio:…"):
+// reaching it means starting a process on the host that dials it.
+func IsCommandTarget(target string) bool {
+	return strings.HasPrefix(strings.TrimSpace(target), "stdio:")
 }
 
 // Validate reports a missing index.
@@ -156,7 +177,8 @@ func (d *Directory) Search(ctx context.Context, q Query) ([]Result, error) {
 func (d *Directory) Get(ctx context.Context, id string) (*Result, error) {
 	c, ok := d.cfg.Index.Card(id)
 	if !ok {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "no device %q in the directory", id).With("kind", "device").With("name", id)
+		short := mhp.Truncate(id, maxEchoedID)
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "no device %q in the directory", short).With("kind", "device").With("name", short)
 	}
 	if d.cfg.Pinger == nil {
 		return &Result{Card: c}, nil
@@ -171,6 +193,10 @@ func (d *Directory) pingAll(ctx context.Context, cards []Scored) []Result {
 	var wg sync.WaitGroup
 	for i, s := range cards {
 		out[i] = Result{Card: s.Card, Score: s.Score}
+		if !d.cfg.PingStdio && IsCommandTarget(s.Card.Target) {
+			out[i].State, out[i].Error = mhp.StateUnreachable, NotPinged
+			continue
+		}
 		wg.Add(1)
 		go func(r *Result) {
 			defer wg.Done()

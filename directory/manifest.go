@@ -70,7 +70,8 @@ type CrawlResult struct {
 }
 
 // Crawl asks each target for its card in parallel (bounded by ctx) and adds
-// the answers to the index; targets that do not answer are reported, not indexed.
+// the answers to the index; targets that do not answer are reported, not
+// indexed. A stdio: target is never started: it is reported, not crawled.
 func Crawl(ctx context.Context, x *Index, d Describer, targets []string) []CrawlResult {
 	out := make([]CrawlResult, len(targets))
 	var wg sync.WaitGroup
@@ -81,6 +82,10 @@ func Crawl(ctx context.Context, x *Index, d Describer, targets []string) []Crawl
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if IsCommandTarget(t) {
+				out[i] = CrawlResult{Target: t, Err: fmt.Errorf("not crawled: a stdio: target is a command, and a directory never starts one (list the device under devices: with its card instead)")}
+				return
+			}
 			desc, err := d.DescribeCard(ctx, t)
 			out[i] = CrawlResult{Target: t, Err: err}
 			if err == nil {

@@ -104,6 +104,8 @@ type Bridge struct {
 	closed   bool
 	secret   [32]byte
 	pending  map[string]time.Time // confirmation nonces not yet answered, with expiry
+
+	runner *script.Runner // mhp_run: concurrency cap, memory budget, bounded timeouts
 }
 
 // New validates cfg and makes a bridge; nothing is connected yet.
@@ -143,6 +145,7 @@ func New(cfg Config) (*Bridge, error) {
 		b.policy = *cfg.Policy
 	}
 	b.local = newSession(b)
+	b.runner = script.NewRunner(cfg.Script)
 	if _, err := rand.Read(b.secret[:]); err != nil {
 		return nil, err
 	}

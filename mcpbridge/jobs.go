@@ -12,7 +12,6 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
-	"github.com/openmhp/mhp-go/script"
 )
 
 // defaultJobWait is mhp_job op=wait's wait without wait_s, in seconds.
@@ -223,15 +222,17 @@ func (b *Bridge) estopTimeout() time.Duration {
 // (syntax, fail(), a budget, a refused call) is an isError result carrying
 // what it printed.
 func (b *Bridge) run(ctx context.Context, s *session, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
-	opts := b.cfg.Script
-	if t := argFloat(args, "timeout_s", 0); t > 0 {
-		opts.Timeout = time.Duration(t * float64(time.Second))
+	// The runner bounds the timeout (refused above its maximum, naming it),
+	// the runs at once and each run's memory.
+	timeout, err := b.runner.Timeout(argFloat(args, "timeout_s", 0), "timeout_s")
+	if err != nil {
+		return nil, err
 	}
 	src := argString(args, "script")
 	if src == "" {
 		return nil, mhp.Errorf(mhp.CodeInvalidParams, "mhp_run needs a script").With("field", "script")
 	}
-	res, err := script.Run(ctx, src, s, opts)
+	res, err := b.runner.Run(ctx, src, s, timeout)
 	if err != nil {
 		return nil, err
 	}

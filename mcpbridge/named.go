@@ -81,7 +81,7 @@ func (n *Named) Search(ctx context.Context, q directory.Query) ([]directory.Resu
 			n.idx.Add(directory.Card{DeviceInfo: mhp.DeviceInfo{ID: name}, Target: target})
 			n.pending[name] = &cardRetry{}
 		}
-		dir, err := directory.New(directory.Config{Index: n.idx, Pinger: directory.PingerFunc(n.ping)})
+		dir, err := directory.New(directory.Config{Index: n.idx, PingStdio: true /* the operator's own targets */, Pinger: directory.PingerFunc(n.ping)})
 		if err != nil {
 			return nil, err
 		}

@@ -131,6 +131,9 @@ func (s *session) Device(ctx context.Context, name string) (mhp.Device, error) {
 // after an estop is a person's decision, in a script as in mhp_lab.
 type noReset struct{ mhp.Device }
 
+// Unwrap returns the device (mhp.Unwrapper), so its own interfaces stay findable.
+func (n noReset) Unwrap() mhp.Device { return n.Device }
+
 func (noReset) Reset(context.Context) (*mhp.ResetResult, error) {
 	return nil, forbidden("operator_tools", "reset (a person's decision)")
 }
@@ -199,7 +202,7 @@ func (s *session) device(ctx context.Context, id string) (*client.Device, error)
 	}
 	d, err := s.b.cfg.Dial(ctx, res.Target)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s at %s: %w", id, res.Target, err)
+		return nil, fmt.Errorf("connecting to %s at %s: %w", mhp.Truncate(id, 120), mhp.Truncate(res.Target, 120), err)
 	}
 	sim := simulated(d.Info().Device)
 	if !sim && len(d.Info().Device.Tags) == 0 {

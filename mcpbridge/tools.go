@@ -62,10 +62,6 @@ func namesProp() map[string]any {
 // maxWait is the largest wait_s and timeout_s the schemas allow.
 const maxWait = 3600
 
-// scriptDefaultTimeout is script.Options' default Timeout: the call's
-// deadline must not cut a script short of its own budget.
-const scriptDefaultTimeout = 5 * time.Minute
-
 // Server returns the MCP server with the bridge's tools. One server serves
 // many MCP sessions; each session has its own device connections.
 func (b *Bridge) Server() *mcp.Server {
@@ -138,11 +134,10 @@ func (b *Bridge) call(ctx context.Context, t tool, req *mcp.CallToolRequest) *mc
 	if t.name == "mhp_job" && argString(args, "op") == "wait" && args["wait_s"] == nil {
 		extra = defaultJobWait
 	}
-	if t.name == "mhp_run" && extra == 0 {
-		extra = b.cfg.Script.Timeout.Seconds()
-		if extra == 0 {
-			extra = scriptDefaultTimeout.Seconds()
-		}
+	if t.name == "mhp_run" {
+		// A run has its own time budget, bounded by the runner's maximum; the
+		// call's deadline leaves room for it and its clean-up.
+		extra = b.runner.MaxTimeout().Seconds() + 10
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.CallTimeout+time.Duration(extra*float64(time.Second)))
 	defer cancel()

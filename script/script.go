@@ -2,7 +2,11 @@
 // (go.starlark.net) that see the same devices as any client, so every call
 // passes the same safety gates, and that return only what they print, capped.
 // Scripts are sandboxed by construction: Starlark has no file, network or
-// process access, and each run has a step budget and a time budget.
+// process access, and each run has a step budget, a time budget and a
+// memory budget (every operator, method and builtin that grows a value is
+// checked before it allocates; see Options.MaxMemory). A run ends with its
+// context. Runner adds what a host taking scripts from a model needs: a cap
+// on concurrent runs and timeouts bounded by the operator's maximum.
 //
 //	t = lab["thermocycler-01"]
 //	t.acquire(60)
@@ -25,7 +29,6 @@ import (
 	"time"
 
 	"go.starlark.net/starlark"
-	"go.starlark.net/syntax"
 
 	"github.com/openmhp/mhp-go"
 )
@@ -54,6 +57,15 @@ type Options struct {
 	MaxOutput int
 	// PollInterval is how often a job is polled when the device cannot wait on notifications; default 200ms.
 	PollInterval time.Duration
+	// MaxMemory is the memory budget of a run, in bytes: what its string,
+	// list, dict, slice and formatting operations allocate, counted
+	// cumulatively and checked before each allocation; default 64 MiB.
+	MaxMemory int64
+	// MaxTimeout is the longest time budget a caller may ask for (a model's
+	// timeout_s through the bridge); longer ones are refused; default 1 hour.
+	MaxTimeout time.Duration
+	// MaxRuns caps the runs a Runner has in progress at once; default 4.
+	MaxRuns int
 }
 
 func (o Options) withDefaults() Options {
@@ -72,6 +84,15 @@ func (o Options) withDefaults() Options {
 	if o.PollInterval <= 0 {
 		o.PollInterval = 200 * time.Millisecond
 	}
+	if o.MaxMemory <= 0 {
+		o.MaxMemory = 64 << 20
+	}
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = time.Hour
+	}
+	if o.MaxRuns <= 0 {
+		o.MaxRuns = 4
+	}
 	return o
 }
 
@@ -84,6 +105,8 @@ type Result struct {
 	// or a refused device call (MHP carries the structured refusal).
 	Error string     `json:"error,omitempty"`
 	MHP   *mhp.Error `json:"mhpError,omitempty"`
+	// Memory is what the run's growth operations allocated, in bytes (see Options.MaxMemory).
+	Memory int64 `json:"memory"`
 }
 
 // Run executes src against the lab. Leases the script acquired are released
@@ -98,7 +121,7 @@ func Run(ctx context.Context, src string, lab Lab, opts Options) (*Result, error
 	defer cancel()
 
 	out := &capped{max: opts.MaxOutput}
-	r := &runner{ctx: ctx, lab: lab, opts: opts, devices: map[string]*deviceValue{}}
+	r := &runner{ctx: ctx, lab: lab, opts: opts, devices: map[string]*deviceValue{}, mem: &memBudget{max: opts.MaxMemory}}
 	thread := &starlark.Thread{
 		Name:  "mhp-run",
 		Print: func(_ *starlark.Thread, msg string) { out.line(msg) },
@@ -107,18 +130,24 @@ func Run(ctx context.Context, src string, lab Lab, opts Options) (*Result, error
 		},
 	}
 	thread.SetMaxExecutionSteps(opts.MaxSteps)
-	stop := context.AfterFunc(ctx, func() { thread.Cancel("time budget of " + opts.Timeout.String() + " exhausted or run cancelled") })
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			thread.Cancel("time budget of " + opts.Timeout.String() + " exhausted")
+		} else {
+			thread.Cancel("run cancelled: " + context.Cause(ctx).Error())
+		}
+	})
 	defer stop()
 
 	predeclared := starlark.StringDict{
 		"lab":   &labValue{r: r},
 		"sleep": starlark.NewBuiltin("sleep", r.sleep),
-		"sum":   starlark.NewBuiltin("sum", sum),
+		"sum":   starlark.NewBuiltin("sum", r.sum),
 	}
-	_, err := starlark.ExecFileOptions(&syntax.FileOptions{While: true, Recursion: false, TopLevelControl: true},
-		thread, opts.Filename, src, predeclared)
+	r.addChecks(predeclared)
+	err := execRewritten(thread, opts.Filename, src, predeclared)
 	r.releaseAll()
-	res := &Result{Output: out.String(), Truncated: out.truncated, Steps: thread.ExecutionSteps()}
+	res := &Result{Output: out.String(), Truncated: out.truncated, Steps: thread.ExecutionSteps(), Memory: r.mem.used}
 	if err != nil {
 		res.Error = err.Error()
 		var ee *starlark.EvalError
@@ -170,6 +199,7 @@ type runner struct {
 	mu      sync.Mutex
 	devices map[string]*deviceValue
 	leased  []*deviceValue
+	mem     *memBudget
 }
 
 func (r *runner) device(name string) (*deviceValue, error) {
@@ -204,7 +234,7 @@ func (r *runner) sleep(thread *starlark.Thread, b *starlark.Builtin, args starla
 	if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &secs); err != nil {
 		return nil, err
 	}
-	if secs < 0 || secs > 3600 {
+	if secs < 0 || secs > 3600 || secs != secs {
 		return nil, fmt.Errorf("sleep: %g s is outside 0..3600", secs)
 	}
 	t := time.NewTimer(time.Duration(float64(secs) * float64(time.Second)))
@@ -299,6 +329,17 @@ func (d *deviceValue) Attr(name string) (starlark.Value, error) {
 	default:
 		return nil, nil
 	}
+	if name != "estop" { // estop always goes through
+		call := fn
+		fn = func(t *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			// The interpreter sees a cancel at its next step; a device call
+			// already under way must not start after it either.
+			if err := d.r.ctx.Err(); err != nil {
+				return nil, fmt.Errorf("%s: run ended: %w", b.Name(), context.Cause(d.r.ctx))
+			}
+			return call(t, b, args, kwargs)
+		}
+	}
 	return starlark.NewBuiltin(d.name+"."+name, fn), nil
 }
 
@@ -340,6 +381,9 @@ func (d *deviceValue) write(_ *starlark.Thread, b *starlark.Builtin, args starla
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "value", &value, "dry_run?", &dry); err != nil {
 		return nil, err
 	}
+	if err := d.r.mem.charge(b.Name()+" value", reprSize(value, huge)); err != nil {
+		return nil, err
+	}
 	v, err := fromStarlark(value)
 	if err != nil {
 		return nil, err
@@ -364,6 +408,9 @@ func (d *deviceValue) invoke(_ *starlark.Thread, b *starlark.Builtin, args starl
 		k := string(kv[0].(starlark.String))
 		if k == "approved" {
 			return nil, mhp.Errorf(mhp.CodeApprovalRequired, "scripts cannot approve: %s needs a person's confirmation through the host", name)
+		}
+		if err := d.r.mem.charge(b.Name()+" "+k, reprSize(kv[1], huge)); err != nil {
+			return nil, err
 		}
 		v, err := fromStarlark(kv[1])
 		if err != nil {
@@ -402,9 +449,14 @@ func (d *deviceValue) wait(_ *starlark.Thread, b *starlark.Builtin, args starlar
 		return nil, fmt.Errorf("%s: %w", b.Name(), err)
 	}
 	ctx := d.r.ctx
-	if timeout > 0 {
+	if timeout != 0 {
+		// Above the run's own budget a timeout changes nothing: the run ends first.
+		dur, err := seconds("timeout", float64(timeout), max(d.r.opts.MaxTimeout, d.r.opts.Timeout))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", b.Name(), err)
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(float64(timeout)*float64(time.Second)))
+		ctx, cancel = context.WithTimeout(ctx, dur)
 		defer cancel()
 	}
 	job, err := WaitJob(ctx, d.dev, id, d.r.opts.PollInterval)
@@ -510,13 +562,26 @@ func (d *deviceValue) acquire(_ *starlark.Thread, b *starlark.Builtin, args star
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "ttl?", &ttl); err != nil {
 		return nil, err
 	}
-	l, err := d.dev.Acquire(d.r.ctx, time.Duration(float64(ttl)*float64(time.Second)))
+	dur, err := seconds("ttl", float64(ttl), maxLeaseTTL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.Name(), err)
+	}
+	// A lease the connection already held (the bridge's, an earlier run's
+	// that is still going) is renewed, not taken over: the run's clean-up
+	// releases only leases the run itself acquired.
+	held := false
+	if h, ok := mhp.Find[interface{ HoldsLease() bool }](d.dev); ok {
+		held = h.HoldsLease()
+	}
+	l, err := d.dev.Acquire(d.r.ctx, dur)
 	if err != nil {
 		return nil, err
 	}
-	d.r.mu.Lock()
-	d.r.leased = append(d.r.leased, d)
-	d.r.mu.Unlock()
+	if !held {
+		d.r.mu.Lock()
+		d.r.leased = append(d.r.leased, d)
+		d.r.mu.Unlock()
+	}
 	return toStarlark(l)
 }
 
@@ -549,27 +614,6 @@ func (m Devices) Names() []string {
 		out = append(out, n)
 	}
 	return out
-}
-
-// sum adds the numbers of an iterable (Starlark has no sum of its own).
-func sum(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var it starlark.Iterable
-	var start starlark.Value = starlark.MakeInt(0)
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "iterable", &it, "start?", &start); err != nil {
-		return nil, err
-	}
-	iter := it.Iterate()
-	defer iter.Done()
-	acc := start
-	var x starlark.Value
-	for iter.Next(&x) {
-		v, err := starlark.Binary(syntax.PLUS, acc, x)
-		if err != nil {
-			return nil, fmt.Errorf("sum: %w", err)
-		}
-		acc = v
-	}
-	return acc, nil
 }
 
 // number unpacks an int or a float argument.

@@ -122,6 +122,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if *dirURL != "" {
 		finder = &directory.Remote{URL: strings.TrimRight(*dirURL, "/")}
 	} else {
+		// Named targets are the operator's own command line: stdio: may start
+		// their processes. A directory's targets never do (client default).
+		copts.AllowStdio = true
 		n := &mcpbridge.Named{Targets: named, Client: copts}
 		defer n.Close()
 		finder = n

@@ -49,23 +49,36 @@ func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
 		}
 		targets = append(targets, m.Targets...)
 	}
-	if hosts := p.flags["probe"]; hosts != "" {
-		for _, c := range directory.Probe(ctx, strings.Split(hosts, ","), directory.Ports(), time.Second) {
-			idx.Add(c)
+	// Probing, browsing and crawling run in the background, so the directory
+	// listens at once; cards appear as devices answer (a slow target delays
+	// only its own card). Targets from a manifest, probes or mDNS are never
+	// started as commands (directory.Crawl refuses stdio:).
+	var crawl sync.WaitGroup
+	defer crawl.Wait()
+	cctx, stopCrawl := context.WithCancel(ctx)
+	defer stopCrawl()
+	pending := len(targets)
+	crawl.Add(1)
+	go func() {
+		defer crawl.Done()
+		if hosts := p.flags["probe"]; hosts != "" {
+			for _, c := range directory.Probe(cctx, strings.Split(hosts, ","), directory.Ports(), time.Second) {
+				idx.Add(c)
+			}
 		}
-	}
-	if p.has("browse") {
-		found, err := directory.Browse(ctx, 2*time.Second)
-		if err != nil {
-			fmt.Fprintf(a.stderr, "mhp serve-directory: mDNS browse: %v\n", err)
+		if p.has("browse") {
+			found, err := directory.Browse(cctx, 2*time.Second)
+			if err != nil {
+				fmt.Fprintf(a.stderr, "mhp serve-directory: mDNS browse: %v\n", err)
+			}
+			targets = append(targets, found...)
 		}
-		targets = append(targets, found...)
-	}
-	for _, r := range directory.Crawl(ctx, idx, pool, targets) {
-		if r.Err != nil {
-			fmt.Fprintf(a.stderr, "mhp serve-directory: %s: not indexed: %v\n", r.Target, r.Err)
+		for _, r := range directory.Crawl(cctx, idx, pool, targets) {
+			if r.Err != nil {
+				fmt.Fprintf(a.stderr, "mhp serve-directory: %s: not indexed: %v\n", mhp.Truncate(r.Target, 200), r.Err)
+			}
 		}
-	}
+	}()
 	dir, err := directory.New(directory.Config{Index: idx, Pinger: pool})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
@@ -81,7 +94,7 @@ func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
 		return exitNoPeer
 	}
 	url := "http://" + ln.Addr().String()
-	fmt.Fprintf(a.stderr, "mhp: directory of %d devices on %s (POST /rpc: directory/search, directory/get)\n", idx.Len(), url)
+	fmt.Fprintf(a.stderr, "mhp: directory of %d devices on %s (POST /rpc: directory/search, directory/get); %d manifest targets being crawled\n", idx.Len(), url, pending)
 	if a.ready != nil {
 		a.ready([]string{url})
 	}

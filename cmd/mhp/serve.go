@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -239,15 +238,15 @@ func buildPackage(ctx context.Context, pkg *devicepkg.Package, simOpts sim.Optio
 		cfg.Logger = log
 		return devicepkg.Build(pkg, cfg)
 	}
-	if d == "" || filepath.IsAbs(d) || strings.Contains(filepath.ToSlash(d), "..") {
-		return nil, fmt.Errorf("%s: driver %q: want sim:thermocycler, sim:arm or an adapter config file inside the package",
-			filepath.Join(pkg.Dir, devicepkg.CardFile), d)
+	file, err := pkg.DriverFile() // inside the package, no symlink out
+	if err != nil {
+		return nil, err
 	}
 	reg, err := newRegistry()
 	if err != nil {
 		return nil, err
 	}
-	drv, err := reg.OpenRefined(ctx, filepath.Join(pkg.Dir, d), func(cfg *binding.Config) error {
+	drv, err := reg.OpenRefined(ctx, file, func(cfg *binding.Config) error {
 		cfg.Logger = log
 		return pkg.Apply(cfg)
 	})

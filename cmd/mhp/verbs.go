@@ -45,7 +45,8 @@ func (a *app) deviceCmd(ctx context.Context, target string, args []string) int {
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	d, err := client.Dial(dctx, target, client.Options{ClientName: "mhp-cli", ClientID: a.clientID(), Token: token,
-		Timeout: timeout, Stderr: a.stderr, Logger: a.quietLogger()})
+		Timeout: timeout, AllowStdio: true, // the operator typed the target
+		Stderr: a.stderr, Logger: a.quietLogger()})
 	if err != nil {
 		return a.fail(err, p.has("json"))
 	}
