@@ -29,6 +29,9 @@ type Options struct {
 	ClientID string
 	// Token is the bearer token of an HTTP server.
 	Token string
+	// OperatorToken is the operator's own token (the Mhp-Operator header),
+	// for operator methods such as permits/issue. Never give it to an agent.
+	OperatorToken string
 	// Timeout bounds each request; default 30s.
 	Timeout time.Duration
 	// HeartbeatEvery overrides the lease heartbeat interval (default

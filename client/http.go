@@ -25,6 +25,7 @@ type httpConn struct {
 	base   string // http://host:port, no trailing slash
 	hc     *http.Client
 	token  string
+	opTok  string // Options.OperatorToken
 	name   string
 	ls     *listeners
 	nextID atomic.Uint64
@@ -52,7 +53,7 @@ func newHTTPConn(base string, opts Options, ls *listeners) *httpConn {
 		}}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &httpConn{base: strings.TrimRight(base, "/"), hc: hc, token: opts.Token, name: opts.ClientID, ls: ls,
+	return &httpConn{base: strings.TrimRight(base, "/"), hc: hc, token: opts.Token, opTok: opts.OperatorToken, name: opts.ClientID, ls: ls,
 		ctx: ctx, cancel: cancel, evDone: make(chan struct{})}
 }
 
@@ -74,6 +75,9 @@ func (c *httpConn) setSession(id string) {
 func (c *httpConn) headers(h http.Header) {
 	if c.token != "" {
 		h.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.opTok != "" {
+		h.Set(transport.HeaderOperator, c.opTok)
 	}
 	if c.name != "" {
 		h.Set(transport.HeaderClient, c.name)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -70,6 +72,7 @@ func (a *app) demoCmd(ctx context.Context, args []string) int {
 	if lab.note != "" {
 		fmt.Fprintf(a.stdout, "  (%s)\n", lab.note)
 	}
+	fmt.Fprintf(a.stdout, "  evidence: %s (mhp evidence verify %s)\n", lab.evidence, filepath.Join(lab.evidence, demoTC))
 	if a.ready != nil {
 		a.ready([]string{lab.urls[demoTC], lab.urls[demoArm]})
 	}
@@ -99,7 +102,9 @@ func (a *app) demoCmd(ctx context.Context, args []string) int {
 type demoLab struct {
 	urls map[string]string
 	note string
-	stop func()
+	// evidence is the folder of the devices' evidence chains (one sub-folder each).
+	evidence string
+	stop     func()
 }
 
 // startDemoLab builds both packages (embedded) on one simulated cell and
@@ -111,6 +116,13 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 	var wg sync.WaitGroup
 	var closers []func()
 	lab := &demoLab{urls: map[string]string{}}
+	// The demo keeps evidence (receipts in a hash chain) in a fresh folder.
+	evDir, err := os.MkdirTemp("", "mhp-demo-evidence-")
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	lab.evidence = evDir
 	lab.stop = func() {
 		cancel()
 		wg.Wait()
@@ -145,8 +157,14 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 			lab.stop()
 			return nil, err
 		}
-		srv := transport.NewServer(dev, transport.Options{Logger: log})
-		closers = append(closers, func() { srv.Close(); dev.Close() })
+		served, unwrap, err := wrapDevice(ctx, dev, guardOptions{EvidenceDir: filepath.Join(evDir, name), Methods: methodsFS(fsys, log)}, log)
+		if err != nil {
+			dev.Close()
+			lab.stop()
+			return nil, err
+		}
+		srv := transport.NewServer(served, transport.Options{Logger: log})
+		closers = append(closers, func() { srv.Close(); unwrap(); dev.Close() })
 		p := 0
 		if port != 0 {
 			p = port + i

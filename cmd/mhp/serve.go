@@ -22,8 +22,19 @@ import (
 // DefaultAddr is where `mhp serve` listens without --http.
 const DefaultAddr = "127.0.0.1:18921"
 
-var serveFlags = flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true,
-	"advertise": false, "insecure": false, "strict-sessions": false, "allow-host": true}
+var serveFlags = mergeFlags(flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true,
+	"advertise": false, "insecure": false, "strict-sessions": false, "allow-host": true}, guardFlags)
+
+func mergeFlags(a, b flagSpec) flagSpec {
+	out := flagSpec{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
 
 // serveCmd runs `mhp serve TARGET [--http ADDR | --stdio]`.
 //
@@ -51,6 +62,10 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.usageError("serve: %v", err)
 	}
+	gopts, err := parseGuardFlags(p)
+	if err != nil {
+		return a.usageError("serve: %v", err)
+	}
 	// Over stdio the parent reads our stderr: warnings only.
 	level := slog.LevelInfo
 	if p.has("stdio") {
@@ -63,8 +78,15 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 		return exitNoPeer
 	}
 	defer closeDev()
+	gopts.Methods = methodsFor(p.args[0], log)
+	dev, unwrap, err := wrapDevice(ctx, dev, gopts, log)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
+		return exitUsage
+	}
+	defer unwrap()
 	opts := transport.Options{Token: token, PublicDescriptor: p.has("public-descriptor"), Logger: log,
-		StrictSessions: p.has("strict-sessions"), AllowedHosts: splitList(p.flags["allow-host"])}
+		StrictSessions: p.has("strict-sessions"), AllowedHosts: splitList(p.flags["allow-host"]), OperatorToken: gopts.OperatorToken}
 	srv := transport.NewServer(dev, opts)
 	defer srv.Close()
 	id := describeID(ctx, dev)
