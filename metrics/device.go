@@ -2,6 +2,10 @@ package metrics
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/openmhp/mhp-go"
@@ -16,6 +20,7 @@ type Device struct {
 	m       *Metrics
 	adapter string
 	stop    func()
+	once    sync.Once
 }
 
 // resourceDevice keeps the inner device's mhp.ResourceProvider visible to
@@ -26,10 +31,10 @@ type resourceDevice struct {
 }
 
 // Device wraps dev. adapter labels the backend link metrics ("sim",
-// "opcua", ...). The result implements mhp.ResourceProvider when dev does,
-// and Unwrap for mhp.Find. Close (on the *Device from Unwrapped) stops the
-// Listen feed; it does not close dev.
-func (m *Metrics) Device(dev mhp.Device, adapter string) mhp.Device {
+// "opcua", ...; see AdapterLabel). The result implements
+// mhp.ResourceProvider when dev does, and Unwrap for mhp.Find. stop ends
+// the notification feed; it does not close dev.
+func (m *Metrics) Device(dev mhp.Device, adapter string) (wrapped mhp.Device, stop func()) {
 	d := &Device{Device: dev, m: m, adapter: adapter}
 	link := m.backendUp.WithLabelValues(adapter)
 	if desc, err := dev.Describe(context.Background(), mhp.DescribeRequest{Detail: mhp.DetailCard}); err == nil && desc.Backend != nil {
@@ -54,9 +59,29 @@ func (m *Metrics) Device(dev mhp.Device, adapter string) mhp.Device {
 		}
 	})
 	if rp, ok := dev.(mhp.ResourceProvider); ok {
-		return &resourceDevice{Device: d, ResourceProvider: rp}
+		return &resourceDevice{Device: d, ResourceProvider: rp}, d.Close
 	}
-	return d
+	return d, d.Close
+}
+
+// AdapterLabel is the adapter label of a serve target: "sim" for
+// sim:thermocycler, "package" for a folder, else the config file's base
+// name without extension (opcua.yaml: "opcua").
+func AdapterLabel(target string) string {
+	if strings.HasPrefix(target, "sim:") {
+		return "sim"
+	}
+	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
+		return "package"
+	}
+	base := filepath.Base(target)
+	if i := strings.IndexByte(base, '.'); i > 0 {
+		base = base[:i]
+	}
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	return base
 }
 
 func linkConnected(v any) bool {
@@ -82,8 +107,8 @@ func b2f(b bool) float64 {
 // Unwrap returns the decorated device.
 func (d *Device) Unwrap() mhp.Device { return d.Device }
 
-// Close stops collecting notifications.
-func (d *Device) Close() { d.stop() }
+// Close stops collecting notifications; it does not close the device.
+func (d *Device) Close() { d.once.Do(d.stop) }
 
 // observe records a call's latency and, when it was refused, its gate.
 func (d *Device) observe(kind string, start time.Time, err error) {

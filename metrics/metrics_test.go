@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
@@ -37,7 +37,8 @@ func serve(t *testing.T, token string) (*httptest.Server, *metrics.Metrics) {
 	}
 	t.Cleanup(func() { drv.Close() })
 	m := metrics.New(metrics.Config{})
-	dev := m.Device(drv, "sim")
+	dev, stop := m.Device(drv, "sim")
+	t.Cleanup(stop)
 	srv := transport.NewServer(dev, transport.Options{Token: token})
 	t.Cleanup(func() { srv.Close() })
 	mux := http.NewServeMux()

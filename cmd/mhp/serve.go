@@ -16,6 +16,7 @@ import (
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/metrics"
 	"github.com/openmhp/mhp-go/mqtt/fleet"
 	"github.com/openmhp/mhp-go/transport"
 )
@@ -23,7 +24,7 @@ import (
 // DefaultAddr is where `mhp serve` listens without --http.
 const DefaultAddr = "127.0.0.1:18921"
 
-var serveFlags = flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true, "advertise": false}
+var serveFlags = flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true, "advertise": false, "log-format": true}
 
 // serveCmd runs `mhp serve TARGET [--http ADDR | --stdio]`.
 func (a *app) serveCmd(ctx context.Context, args []string) int {
@@ -50,13 +51,19 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if p.has("stdio") {
 		level = slog.LevelWarn
 	}
-	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(a.stderr, p, level)
+	if err != nil {
+		return a.usageError("serve: %v", err)
+	}
 	dev, closeDev, err := openTarget(ctx, p.args[0], sim.Options{Speed: speed}, log)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitNoPeer
 	}
 	defer closeDev()
+	mx := metrics.New(metrics.Config{})
+	dev, stopMx := mx.Device(dev, metrics.AdapterLabel(p.args[0]))
+	defer stopMx()
 	opts := transport.Options{Token: token, PublicDescriptor: p.has("public-descriptor"), Logger: log}
 	srv := transport.NewServer(dev, opts)
 	defer srv.Close()
@@ -109,7 +116,7 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if a.ready != nil {
 		a.ready([]string{url})
 	}
-	if err := transport.ServeHTTP(ctx, ln, srv); err != nil && !errors.Is(err, context.Canceled) {
+	if err := serveDeviceConsole(ctx, ln, srv, mx, token, addr); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitNoPeer
 	}
