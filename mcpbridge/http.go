@@ -15,12 +15,15 @@ type HTTPOptions struct {
 	// AllowedOrigins lists the browser origins allowed to call (403 for any
 	// other Origin header); requests without an Origin (non-browser clients) pass.
 	AllowedOrigins []string
+	// Middleware is added to the MCP server's receiving side (e.g. metrics).
+	Middleware []mcp.Middleware
 }
 
 // HTTPHandler serves the bridge over MCP Streamable HTTP, behind the bearer
 // token and the Origin allow-list.
 func (b *Bridge) HTTPHandler(opts HTTPOptions) http.Handler {
 	srv := b.Server()
+	srv.AddReceivingMiddleware(opts.Middleware...)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	return guard(opts, h)
 }

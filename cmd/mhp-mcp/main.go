@@ -25,6 +25,7 @@ import (
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/mcpbridge"
+	"github.com/openmhp/mhp-go/metrics"
 )
 
 func main() {
@@ -48,6 +49,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(url st
 	dirURL := fs.String("directory", "", "directory server URL (directory/search finds devices)")
 	httpAddr := fs.String("http", "", "serve MCP Streamable HTTP on this address (default: stdio); a bare port binds 127.0.0.1")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token HTTP clients must send (and MHP devices are sent)")
+	logFormat := fs.String("log-format", "text", "log format on stderr: text or json (for log collectors)")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
 	fs.Usage = func() {
@@ -56,6 +58,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(url st
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *logFormat != "text" && *logFormat != "json" {
+		return fmt.Errorf("--log-format %q: want text or json", *logFormat)
 	}
 	named := map[string]string{}
 	for _, a := range fs.Args() {
@@ -107,11 +112,17 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(url st
 	if err != nil {
 		return err
 	}
+	mx := metrics.New(metrics.Config{})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.HTTPHandler(mcpbridge.HTTPOptions{Token: token, AllowedOrigins: allow}))
+	mux.Handle("/mcp", b.HTTPHandler(mcpbridge.HTTPOptions{Token: token, AllowedOrigins: allow, Middleware: []mcp.Middleware{mx.MCPMiddleware()}}))
+	mux.Handle("GET /metrics", mx.Handler(token))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String() + "/mcp"
-	slog.New(slog.NewTextHandler(stderr, nil)).Info("mhp-mcp serving", "url", url, "token", token != "")
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if *logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(stderr, nil))
+	}
+	log.Info("mhp-mcp serving", "url", url, "metrics", "http://"+ln.Addr().String()+"/metrics", "token", token != "")
 	if ready != nil {
 		ready(url)
 	}
