@@ -15,6 +15,7 @@ import (
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/examples/devices"
 	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/metrics"
 	"github.com/openmhp/mhp-go/transport"
 )
 
@@ -145,8 +146,10 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 			lab.stop()
 			return nil, err
 		}
-		srv := transport.NewServer(dev, transport.Options{Logger: log})
-		closers = append(closers, func() { srv.Close(); dev.Close() })
+		mx := metrics.New(metrics.Config{})
+		mdev, stopMx := mx.Device(dev, "sim")
+		srv := transport.NewServer(mdev, transport.Options{Logger: log})
+		closers = append(closers, func() { srv.Close(); stopMx(); dev.Close() })
 		p := 0
 		if port != 0 {
 			p = port + i
@@ -164,7 +167,7 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = transport.ServeHTTP(sctx, ln, srv)
+			_ = serveDeviceConsole(sctx, ln, srv, mx, "", host)
 		}()
 	}
 	return lab, nil

@@ -261,8 +261,17 @@
         el('td', { class: 'mono' }, j.id), el('td', {}, j.action), el('td', { class: 'jstate' }),
         el('td', {}, el('span', { class: 'bar' }, el('span', {})), ' ', el('span', { class: 'pct' })),
         el('td', { class: 'msg' }), el('td', { class: 'ops' }));
-      $('jobs').querySelector('tbody').prepend(row);
       e = { job: j, row };
+      // Newest first (a job not started yet counts as newest), whatever
+      // order the list and the notifications arrive in.
+      const key = (x) => x.started || Infinity;
+      const body = $('jobs').querySelector('tbody');
+      let before = null;
+      for (const r of body.children) {
+        const o = st.jobs.get(r.dataset.job);
+        if (o && key(o.job) < key(j)) { before = r; break; }
+      }
+      body.insertBefore(row, before);
       st.jobs.set(j.id, e);
       while (st.jobs.size > MAX_JOBS) {
         const oldest = [...st.jobs.keys()].find((id) => isTerminal(st.jobs.get(id).job.state));
@@ -299,8 +308,9 @@
 
   async function loadJobs() {
     const list = await rpc('jobs/list', {});
-    const jobs = Array.isArray(list) ? list : (list && list.jobs) || [];
-    for (const j of jobs.slice(-MAX_JOBS)) upsertJob(j);
+    const jobs = (Array.isArray(list) ? list : (list && list.jobs) || []).slice();
+    jobs.sort((a, b) => (b.started || Infinity) - (a.started || Infinity));
+    for (const j of jobs.slice(0, MAX_JOBS)) upsertJob(j);
   }
 
   // ---- lease ----
@@ -344,7 +354,8 @@
       const n = r.notes || {};
       renderLease(n.leaseHeldBy ? 'held by ' + n.leaseHeldBy : n.needsLease ? 'free (writes need it)' : 'free');
     } catch (e) {
-      if (e.data && e.data.holder) renderLease('held by ' + e.data.holder);
+      // A dry run refused for another reason (an interlock, estop) says nothing of the lease.
+      renderLease(e.data && e.data.holder ? 'held by ' + e.data.holder : 'not held by this page');
     }
   }
 
