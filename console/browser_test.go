@@ -91,7 +91,7 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 }
 
 // simDevice starts a simulated device served with the console.
-func simDevice(t *testing.T, driver, id, token string) (*httptest.Server, *binding.Driver) {
+func simDevice(t *testing.T, driver, id, token string, wrap ...func(mhp.Device) mhp.Device) (*httptest.Server, *binding.Driver) {
 	t.Helper()
 	cfg, err := sim.Config(driver, sim.Options{Speed: 10, ID: id})
 	if err != nil {
@@ -106,7 +106,11 @@ func simDevice(t *testing.T, driver, id, token string) (*httptest.Server, *bindi
 	}
 	t.Cleanup(func() { drv.Close() })
 	mx := metrics.New(metrics.Config{NoRuntime: true})
-	dev, stop := mx.Device(drv, "sim")
+	var inner mhp.Device = drv
+	for _, w := range wrap {
+		inner = w(inner)
+	}
+	dev, stop := mx.Device(inner, "sim")
 	t.Cleanup(stop)
 	srv := transport.NewServer(dev, transport.Options{Token: token})
 	t.Cleanup(func() { srv.Close() })
@@ -305,4 +309,8 @@ func TestForeignOriginStillRefused(t *testing.T) {
 			t.Errorf("Host %s Origin %s: HTTP %d, want %d", c.host, c.origin, resp.StatusCode, c.want)
 		}
 	}
+}
+
+func chromedpNavigate(ctx context.Context, url string) error {
+	return chromedp.Do(ctx, chromedp.Navigate(url))
 }

@@ -1,0 +1,128 @@
+package console_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/openmhp/mhp-go"
+)
+
+// troubled is a device whose backend link, freshness and fault a test
+// controls, to see the page's states; everything else is the real device.
+type troubled struct {
+	mhp.Device
+	mu        sync.Mutex
+	down      string // backend link error; "" = up
+	stale     bool   // values carry a source time two minutes old
+	fault     string // fault reason; "" = none
+	listeners map[int]func(mhp.Notification)
+	next      int
+}
+
+func (d *troubled) Unwrap() mhp.Device { return d.Device }
+
+func (d *troubled) Ping(ctx context.Context) (*mhp.PingResult, error) {
+	r, err := d.Device.Ping(ctx)
+	if err != nil {
+		return r, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := *r
+	if d.down != "" {
+		out.Backend = &mhp.BackendLink{Connected: false, Error: d.down}
+	}
+	if d.fault != "" {
+		out.State = mhp.StateFault
+	}
+	return &out, nil
+}
+
+func (d *troubled) Read(ctx context.Context, names []string) (*mhp.ReadResult, error) {
+	r, err := d.Device.Read(ctx, names)
+	if err != nil {
+		return r, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stale {
+		r.Times = map[string]float64{}
+		for n := range r.Values {
+			r.Times[n] = r.TS - 120
+		}
+	}
+	return r, nil
+}
+
+func (d *troubled) Listen(fn func(mhp.Notification)) func() {
+	stop := d.Device.Listen(fn)
+	d.mu.Lock()
+	id := d.next
+	d.next++
+	d.listeners[id] = fn
+	d.mu.Unlock()
+	return func() {
+		stop()
+		d.mu.Lock()
+		delete(d.listeners, id)
+		d.mu.Unlock()
+	}
+}
+
+func (d *troubled) set(f func(*troubled)) {
+	d.mu.Lock()
+	f(d)
+	d.mu.Unlock()
+}
+
+func (d *troubled) publish(n mhp.Notification) {
+	d.mu.Lock()
+	fns := make([]func(mhp.Notification), 0, len(d.listeners))
+	for _, fn := range d.listeners {
+		fns = append(fns, fn)
+	}
+	d.mu.Unlock()
+	for _, fn := range fns {
+		fn(n)
+	}
+}
+
+func TestDevicePageStates(t *testing.T) {
+	ctx := browser(t)
+	tr := &troubled{listeners: map[int]func(mhp.Notification){}}
+	hs, _ := simDevice(t, "sim:thermocycler", "tc-states", "", func(d mhp.Device) mhp.Device { tr.Device = d; return tr })
+	dir := artifacts(t)
+	if err := chromedpNavigate(ctx, hs.URL+"/"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "the page connects", `document.body.dataset.ready === 'true'`)
+	poll(t, ctx, "signals fresh", `document.querySelector('[data-signal="block_temperature"]').dataset.stale === 'false'`)
+
+	// Stale: the values' own timestamps are old although reads succeed.
+	tr.set(func(d *troubled) { d.stale = true })
+	poll(t, ctx, "stale signals marked", `document.querySelector('[data-signal="block_temperature"]').dataset.stale === 'true' && document.querySelector('[data-signal="block_temperature"] .age').textContent.startsWith('stale')`)
+	tr.set(func(d *troubled) { d.stale = false })
+	poll(t, ctx, "fresh again", `document.querySelector('[data-signal="block_temperature"]').dataset.stale === 'false'`)
+
+	// Backend unreachable: ping carries backend {connected:false}.
+	tr.set(func(d *troubled) { d.down = "PLC at 10.0.0.7 does not answer" })
+	poll(t, ctx, "backend banner", `document.getElementById('banner').textContent.includes('Backend unreachable: PLC at 10.0.0.7 does not answer')`)
+	screenshot(t, ctx, dir, "state-backend-down.png")
+	tr.set(func(d *troubled) { d.down = "" })
+	poll(t, ctx, "banner clears", `document.getElementById('banner').hidden`)
+
+	// Fault with its reason.
+	tr.set(func(d *troubled) { d.fault = "block over-temperature" })
+	tr.publish(mhp.Notification{Method: mhp.NotifySafetyFault, Params: map[string]any{"reason": "block over-temperature", "state": "fault"}})
+	poll(t, ctx, "fault with the reason", `document.getElementById('state').dataset.state === 'fault' && document.getElementById('banner').textContent.includes('FAULT: block over-temperature') && !document.getElementById('reset').hidden`)
+	screenshot(t, ctx, dir, "state-fault.png")
+	tr.set(func(d *troubled) { d.fault = "" })
+	poll(t, ctx, "fault clears", `document.getElementById('state').dataset.state === 'idle'`)
+
+	// The server itself goes away.
+	hs.CloseClientConnections()
+	hs.Close()
+	poll(t, ctx, "server unreachable shown", `document.getElementById('banner').textContent.includes('The server does not answer')`)
+	screenshot(t, ctx, dir, "state-server-gone.png")
+}
