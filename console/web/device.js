@@ -363,20 +363,25 @@
   async function refreshReceipts() {
     if (!st.evidence) return;
     try {
-      const page = await rpc('evidence/list', { limit: 10 });
-      const entries = (page && (page.entries || page.items)) || [];
+      // evidence/list pages in chain order from "after": learn the head, then read the last ten.
+      const first = await rpc('evidence/list', { limit: 1 });
+      const head = (first && first.head) || 0;
+      const page = head > 10 ? await rpc('evidence/list', { after: head - 10, limit: 10 }) : await rpc('evidence/list', { limit: 10 });
+      const entries = (page && page.entries) || [];
       const body = $('receipts').querySelector('tbody');
       body.replaceChildren();
-      for (const e of entries.slice(-10).reverse()) {
-        const r = e.receipt || e;
-        body.append(el('tr', {}, el('td', {}, e.seq), el('td', {}, r.ts ? new Date(r.ts * 1000).toLocaleTimeString() : ''),
-          el('td', {}, [r.method, r.name].filter(Boolean).join(' ')), el('td', {}, r.outcome || r.result || '')));
+      for (const e of entries.slice().reverse()) {
+        const what = [e.method, e.name, e.job].filter(Boolean).join(' ');
+        const outcome = (e.outcome || '') + (e.error ? ': ' + (e.error.message || e.error.code) : '') + (e.session ? ' · ' + e.session : '');
+        body.append(el('tr', { 'data-seq': e.seq }, el('td', {}, e.seq), el('td', {}, e.ts ? new Date(e.ts * 1000).toLocaleTimeString() : ''),
+          el('td', {}, what), el('td', {}, outcome)));
       }
       $('receipts-panel').hidden = false;
     } catch (e) {
-      if (e instanceof RPCError && (e.code === -32601 || e.code === -32021 || e.code === -32603)) {
+      if (e instanceof RPCError && (e.code === -32601 || e.code === -32050)) {
         st.evidence = false; // the server keeps no evidence: no panel
         $('receipts-panel').hidden = true;
+        $('receipts-panel').dataset.evidence = 'none';
       }
     }
   }
