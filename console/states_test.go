@@ -2,10 +2,14 @@ package console_test
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/transport"
 )
 
 // troubled is a device whose backend link, freshness and fault a test
@@ -119,6 +123,28 @@ func TestDevicePageStates(t *testing.T) {
 	screenshot(t, ctx, dir, "state-fault.png")
 	tr.set(func(d *troubled) { d.fault = "" })
 	poll(t, ctx, "fault clears", `document.getElementById('state').dataset.state === 'idle'`)
+
+	// The page's session is lost (expiry, server restart): the estop reopens one and still stops.
+	sid, err := chromedp.Run(ctx, chromedp.Evaluate[string](`MHP.session()`))
+	if err != nil || sid == "" {
+		t.Fatalf("page session: %q %v", sid, err)
+	}
+	del, _ := http.NewRequest(http.MethodDelete, hs.URL+"/session", nil)
+	del.Header.Set(transport.HeaderSession, sid)
+	if resp, err := http.DefaultClient.Do(del); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE /session: %v %v", resp, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(`#estop`)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "estop after the session was lost", `document.getElementById('state').dataset.state === 'estop'`)
+	if p, err := tr.Device.Ping(context.Background()); err != nil || p.State != mhp.StateEStop {
+		t.Fatalf("server after estop: %v %v", p, err)
+	}
+	newSid, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`MHP.session()`))
+	if newSid == sid || newSid == "" {
+		t.Errorf("session after reopening: %q (was %q)", newSid, sid)
+	}
 
 	// The server itself goes away.
 	hs.CloseClientConnections()

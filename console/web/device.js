@@ -426,17 +426,26 @@
   }
 
   // ---- connection ----
+  // A lost session (server restart, expiry) is reopened with initialize
+  // alone before the waiting call is retried, so that an estop pressed at
+  // that moment is not held up by the page reloading its tables.
   let reiniting = null;
   function reinit() {
-    if (!reiniting) reiniting = connect().finally(() => { reiniting = null; });
+    if (!reiniting) {
+      reiniting = openSession().then(() => { setup().catch(() => {}); }).finally(() => { reiniting = null; });
+    }
     return reiniting;
   }
   MHP.reinit = reinit;
 
-  async function connect() {
+  async function openSession() {
     st.streamGen++;
     if (st.streamAbort) st.streamAbort.abort();
+    st.leased = false;
     await rpc('initialize', { protocolVersion: MHP.PROTOCOL, clientInfo: { name: 'mhp-console', version: '1' } });
+  }
+
+  async function setup() {
     const d = await rpc('device/describe', { detail: 'full' });
     const first = !st.desc;
     st.desc = d;
@@ -450,8 +459,13 @@
     setState(d.state);
     if (st.signals.size) await rpc('signals/subscribe', { names: [] });
     stream(st.streamGen);
-    st.leased = false;
+    renderLease('not held by this page');
     await Promise.allSettled([readSignals(), loadJobs(), refreshReceipts(), probeLease()]);
+  }
+
+  async function connect() {
+    await openSession();
+    await setup();
   }
 
   async function ping() {
