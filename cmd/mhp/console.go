@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,22 +32,29 @@ func newLogger(w io.Writer, p parsed, level slog.Level) (*slog.Logger, error) {
 }
 
 // consoleHosts are the host names besides loopback under which the
-// console page may call the server: the listen host when it names one.
-func consoleHosts(addr string) []string {
-	host, _, err := net.SplitHostPort(transport.LoopbackDefault(addr))
-	if err != nil || host == "" || net.ParseIP(host) != nil {
-		return nil // an address: loopback is trusted anyway, 0.0.0.0 names no host
+// console page may call the server: the listen host when it names one, and
+// the comma-separated --console-host names (e.g. the name a lab PC is
+// reached by when serving on 0.0.0.0).
+func consoleHosts(addr, extra string) []string {
+	var out []string
+	if host, _, err := net.SplitHostPort(transport.LoopbackDefault(addr)); err == nil && host != "" && net.ParseIP(host) == nil {
+		out = append(out, host)
 	}
-	return []string{host}
+	for _, h := range strings.Split(extra, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // serveDeviceConsole serves the transport with the device console (GET /)
 // and the metrics (GET /metrics, behind the token) mounted next to it.
-func serveDeviceConsole(ctx context.Context, ln net.Listener, srv *transport.Server, mx *metrics.Metrics, token, addr string) error {
+func serveDeviceConsole(ctx context.Context, ln net.Listener, srv *transport.Server, mx *metrics.Metrics, token, addr, hosts string) error {
 	h, err := console.Device(console.Config{
 		Transport: mx.Middleware(srv.Handler(), srv.Methods()),
 		Metrics:   mx.Handler(token),
-		Hosts:     consoleHosts(addr),
+		Hosts:     consoleHosts(addr, hosts),
 	})
 	if err != nil {
 		return err
@@ -56,7 +64,7 @@ func serveDeviceConsole(ctx context.Context, ln net.Listener, srv *transport.Ser
 
 // labHandler is the directory's HTTP face: the lab page, estop-all, the
 // metrics and the directory's JSON-RPC, behind the token.
-func labHandler(dir *directory.Directory, pool *connPool, mx *metrics.Metrics, token, addr string, log *slog.Logger) (http.Handler, error) {
+func labHandler(dir *directory.Directory, pool *connPool, mx *metrics.Metrics, token, addr, hosts string, log *slog.Logger) (http.Handler, error) {
 	return console.Lab(console.LabConfig{
 		Directory: mx.Middleware(dir.Handler(), []string{"initialize", "ping", "directory/search", "directory/get"}),
 		EStopAll: func(ctx context.Context, reason string) []console.EStopAnswer {
@@ -64,7 +72,7 @@ func labHandler(dir *directory.Directory, pool *connPool, mx *metrics.Metrics, t
 		},
 		Token:   token,
 		Metrics: mx.Handler(token),
-		Hosts:   consoleHosts(addr),
+		Hosts:   consoleHosts(addr, hosts),
 	})
 }
 

@@ -94,3 +94,29 @@ func TestServersMountConsoleAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestConsoleHostsAndLogFormat(t *testing.T) {
+	for _, c := range []struct{ addr, extra, want string }{
+		{":18921", "", ""},
+		{"0.0.0.0:18921", "lab-pc, lab-pc.local", "lab-pc,lab-pc.local"},
+		{"bench.local:18921", "", "bench.local"},
+		{"127.0.0.1:0", ",", ""},
+	} {
+		if got := strings.Join(consoleHosts(c.addr, c.extra), ","); got != c.want {
+			t.Errorf("consoleHosts(%q, %q) = %q, want %q", c.addr, c.extra, got, c.want)
+		}
+	}
+	var b strings.Builder
+	log, err := newLogger(&b, parsed{flags: map[string]string{"log-format": "json"}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hello", "k", 1)
+	var line map[string]any
+	if err := json.Unmarshal([]byte(b.String()), &line); err != nil || line["msg"] != "hello" || line["k"] != 1.0 {
+		t.Errorf("--log-format json wrote %q (%v)", b.String(), err)
+	}
+	if _, err := newLogger(&b, parsed{flags: map[string]string{"log-format": "xml"}}, 0); err == nil {
+		t.Error("--log-format xml accepted")
+	}
+}

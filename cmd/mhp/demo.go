@@ -167,7 +167,7 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = serveDeviceConsole(sctx, ln, srv, mx, "", host)
+			_ = serveDeviceConsole(sctx, ln, srv, mx, "", host, "")
 		}()
 	}
 	return lab, nil
