@@ -11,9 +11,9 @@
 // it was not told about (a web page must not drive a device on localhost).
 // The console's own page does carry one, so the console lets through a
 // request whose Origin is exactly the server it was sent to AND whose Host
-// is a loopback address, "localhost" or a name in Config.Hosts. A DNS
-// rebinding page has a Host of the attacker's name, which is in neither,
-// so it is still refused by the transport.
+// is an IP address, "localhost" or a name in Config.Hosts. A DNS rebinding
+// page has a Host of the attacker's name, which is none of these, so it is
+// still refused by the transport.
 //
 // The page holds no secret: GET / and the assets are public; every call it
 // makes needs the server's bearer token when there is one (the page asks
@@ -42,9 +42,9 @@ type Config struct {
 	Transport http.Handler
 	// Metrics, when set, serves GET /metrics (it checks the token itself).
 	Metrics http.Handler
-	// Hosts lists host names, besides loopback addresses and "localhost",
-	// under which the console's page may call the server (e.g. the name a
-	// lab PC is reached by on the LAN when serving on 0.0.0.0).
+	// Hosts lists host names, besides IP addresses and "localhost", under
+	// which the console's page may call the server (e.g. the name a lab PC
+	// is reached by on the LAN when serving on 0.0.0.0).
 	Hosts []string
 }
 
@@ -117,8 +117,8 @@ func sameOrigin(hosts []string, next http.Handler) http.Handler {
 }
 
 // SameOrigin reports whether r carries an Origin that is exactly the server
-// it was sent to, under a trusted host name: a loopback address,
-// "localhost", or one of hosts (compared case-insensitively).
+// it was sent to, under a trusted host: an IP address, "localhost", or one
+// of hosts (compared case-insensitively).
 func SameOrigin(r *http.Request, hosts []string) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" || r.Host == "" {
@@ -134,8 +134,8 @@ func SameOrigin(r *http.Request, hosts []string) bool {
 	return TrustedHost(r.Host, hosts)
 }
 
-// TrustedHost reports whether a Host header names a loopback address,
-// localhost, or one of hosts.
+// TrustedHost reports whether a Host header is an IP address, localhost, or
+// one of hosts: a name a rebinding attacker cannot have chosen.
 func TrustedHost(hostport string, hosts []string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
@@ -145,7 +145,9 @@ func TrustedHost(hostport string, hosts []string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if net.ParseIP(host) != nil {
+		// An address, never a name: DNS rebinding needs a name it controls,
+		// and Origin == Host on an address is a page of this very server.
 		return true
 	}
 	for _, h := range hosts {

@@ -119,7 +119,7 @@ func TestLabEStopAllGuards(t *testing.T) {
 func TestTrustedHost(t *testing.T) {
 	for host, want := range map[string]bool{
 		"127.0.0.1:80": true, "[::1]:8080": true, "localhost:1": true, "LOCALHOST.": true, "127.1.2.3": true,
-		"lab-pc:18921": true, "evil.example:18921": false, "10.0.0.5:18921": false, "": false, "localhost.evil.example": false,
+		"lab-pc:18921": true, "evil.example:18921": false, "10.0.0.5:18921": true, "[fe80::1]:1": true, "": false, "localhost.evil.example": false,
 	} {
 		if got := console.TrustedHost(host, []string{"lab-pc"}); got != want {
 			t.Errorf("TrustedHost(%q) = %v, want %v", host, got, want)

@@ -54,10 +54,10 @@ const usage = `mhp: the Model Hardware Protocol command line
 
 Serve a device:
   mhp serve TARGET [--http ADDR | --stdio] [--token-file F] [--speed N] [--public-descriptor]
-            [--publish mqtt://BROKER:1883/PREFIX] [--advertise] [--log-format text|json] [--console-host NAME,...]
+            [--publish mqtt://BROKER:1883/PREFIX] [--advertise] [--log-format text|json] [--allow-host NAME,...]
       TARGET is a device package folder, sim:thermocycler, sim:arm, or an adapter config file.
       --http defaults to 127.0.0.1:18921 (a bare :PORT binds loopback). GET / is the operator console
-      (reachable as localhost or a --console-host name), GET /metrics the Prometheus metrics (token-guarded).
+      (reachable by IP, localhost or an --allow-host name), GET /metrics the Prometheus metrics (token-guarded).
 
 Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
   mhp TARGET describe [card|summary|full]     the descriptor (default summary)
@@ -79,7 +79,7 @@ Other:
   mhp conformance TARGET [--actuate]           wire checks citing the spec (MUST fails, SHOULD warns);
                                                --actuate adds estop checks (stop, then reset, the device)
   mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
-  mhp serve-directory [MANIFEST] [--http ADDR] [--probe HOST,...] [--browse] [--log-format F] [--console-host N]
+  mhp serve-directory [MANIFEST] [--http ADDR] [--probe HOST,...] [--browse] [--log-format F] [--allow-host N]
       a directory of devices (directory/search, directory/get); --http defaults to 127.0.0.1:18900;
       GET / is the lab page (search, live state, estop-all), GET /metrics the metrics
   mhp sila discover [--timeout D]              SiLA 2 servers announced by mDNS

@@ -31,9 +31,9 @@ func newLogger(w io.Writer, p parsed, level slog.Level) (*slog.Logger, error) {
 	}
 }
 
-// consoleHosts are the host names besides loopback under which the
+// consoleHosts are the host names besides IP addresses and localhost under which the
 // console page may call the server: the listen host when it names one, and
-// the comma-separated --console-host names (e.g. the name a lab PC is
+// the comma-separated --allow-host names (e.g. the name a lab PC is
 // reached by when serving on 0.0.0.0).
 func consoleHosts(addr, extra string) []string {
 	var out []string

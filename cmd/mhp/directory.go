@@ -21,7 +21,7 @@ import (
 // DefaultDirectoryAddr is where `mhp serve-directory` listens without --http.
 const DefaultDirectoryAddr = "127.0.0.1:18900"
 
-var directoryFlags = flagSpec{"http": true, "probe": true, "browse": false, "log-format": true, "console-host": true}
+var directoryFlags = flagSpec{"http": true, "probe": true, "browse": false, "log-format": true, "allow-host": true}
 
 // serveDirectoryCmd runs `mhp serve-directory MANIFEST [--http ADDR] [--probe HOST,...] [--browse]`.
 func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
@@ -91,7 +91,7 @@ func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.usageError("serve-directory: %v", err)
 	}
-	h, err := labHandler(dir, pool, metrics.New(metrics.Config{}), token, addr, p.flags["console-host"], log)
+	h, err := labHandler(dir, pool, metrics.New(metrics.Config{}), token, addr, p.flags["allow-host"], log)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
 		return exitUsage

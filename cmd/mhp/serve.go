@@ -24,7 +24,7 @@ import (
 // DefaultAddr is where `mhp serve` listens without --http.
 const DefaultAddr = "127.0.0.1:18921"
 
-var serveFlags = flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true, "advertise": false, "log-format": true, "console-host": true}
+var serveFlags = flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true, "advertise": false, "log-format": true, "allow-host": true}
 
 // serveCmd runs `mhp serve TARGET [--http ADDR | --stdio]`.
 func (a *app) serveCmd(ctx context.Context, args []string) int {
@@ -116,7 +116,7 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if a.ready != nil {
 		a.ready([]string{url})
 	}
-	if err := serveDeviceConsole(ctx, ln, srv, mx, token, addr, p.flags["console-host"]); err != nil && !errors.Is(err, context.Canceled) {
+	if err := serveDeviceConsole(ctx, ln, srv, mx, token, addr, p.flags["allow-host"]); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitNoPeer
 	}
