@@ -99,6 +99,11 @@ func TestBackendLinkAndReconnects(t *testing.T) {
 	if got := value(scrape(t, hs.URL, ""), "mhp_evidence_chain_length", nil); got != 42 {
 		t.Errorf("mhp_evidence_chain_length = %v, want 42", got)
 	}
+	m.SessionsFrom(func() int { return 7 })
+	if got := value(scrape(t, hs.URL, ""), "mhp_sessions", nil); got != 7 {
+		t.Errorf("mhp_sessions from the server's count = %v, want 7", got)
+	}
+	m.SessionsFrom(nil)
 
 	// SSE subscribers: an open GET /events counts while it is open.
 	resp, err := http.Post(hs.URL+"/rpc", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mhp.ProtocolVersion+`"}}`))

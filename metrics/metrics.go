@@ -69,8 +69,9 @@ type Metrics struct {
 	sse          prometheus.Gauge
 	toolCalls    *prometheus.CounterVec
 
-	mu       sync.Mutex
-	sessions map[string]struct{}
+	mu         sync.Mutex
+	sessions   map[string]struct{}
+	sessionsFn func() int
 }
 
 // New makes a Metrics set with its own registry.
@@ -101,10 +102,15 @@ func New(cfg Config) *Metrics {
 	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "mcp_tool_calls_total",
 		Help: "MCP tool calls, by tool and outcome (ok, error, refused)."}, []string{"tool", "outcome"})
 	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "sessions",
-		Help: "Live HTTP sessions (opened by initialize, not yet ended)."}, func() float64 {
+		Help: "Live sessions (opened by initialize, not yet ended)."}, func() float64 {
 		m.mu.Lock()
-		defer m.mu.Unlock()
-		return float64(len(m.sessions))
+		fn := m.sessionsFn
+		n := len(m.sessions)
+		m.mu.Unlock()
+		if fn != nil {
+			return float64(fn())
+		}
+		return float64(n)
 	})
 	m.reg.MustRegister(m.requests, m.refusals, m.jobs, m.estops, m.estopLatency, m.hookLatency,
 		m.backendUp, m.reconnects, m.sse, m.toolCalls, sessions)
@@ -122,6 +128,15 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 func (m *Metrics) EvidenceLength(fn func() float64) error {
 	return m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: m.cfg.Namespace, Name: "evidence_chain_length",
 		Help: "Entries in the evidence chain (receipts appended)."}, fn))
+}
+
+// SessionsFrom makes the sessions gauge read fn (a server's own count, such
+// as a transport's live sessions, stdio included) instead of the sessions
+// the middleware saw open and the decorator saw end.
+func (m *Metrics) SessionsFrom(fn func() int) {
+	m.mu.Lock()
+	m.sessionsFn = fn
+	m.mu.Unlock()
 }
 
 // ObserveToolCall counts one MCP tool call.
