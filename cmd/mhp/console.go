@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/console"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/metrics"
@@ -99,7 +100,7 @@ func (p *connPool) estopAll(ctx context.Context, idx *directory.Index, reason st
 					p.drop(c.Target, d)
 					err = eerr
 				} else {
-					a.State, a.Stopped, a.Cancel, a.Error = string(res.State), res.Stopped, res.Cancelled, res.StopError
+					a.State, a.Stopped, a.Cancel, a.Error = string(res.State), res.Stopped, client.EStopJobs(res), res.StopError
 				}
 			}
 			if err != nil {

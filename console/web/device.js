@@ -493,8 +493,9 @@
     try {
       const r = await rpc('safety/estop', { reason: 'operator console' }, { timeout: 5000 });
       setState(r.state);
-      notice('E-STOP: device ' + r.state + (r.stopped ? ', stop confirmed' : ', stop hook failed: ' + (r.stop_error || 'unknown')) +
-        (r.cancelled && r.cancelled.length ? '; cancelling ' + r.cancelled.join(', ') : ''), r.stopped ? 'ok' : 'error');
+      const cancelling = r.cancelling || r.cancelled || [];
+      const how = r.stopped ? ', stop confirmed' : r.stop_pending ? ', stop still pending (the device reports when it ends)' : ', stop hook failed: ' + (r.stop_error || 'unknown');
+      notice('E-STOP: device ' + r.state + how + (cancelling.length ? '; cancelling ' + cancelling.join(', ') : ''), r.stopped || r.stop_pending ? 'ok' : 'error');
     } catch (e) {
       notice('E-STOP NOT CONFIRMED: ' + describeError(e) + ' — use the hardware stop.', 'error');
     } finally {
