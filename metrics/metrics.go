@@ -1,9 +1,22 @@
-// Package metrics exposes the Prometheus metrics of MHP servers: JSON-RPC
-// requests by method and result code, refusals by gate, job outcomes, estops
-// and their answer latency, device call (hook) latency by kind, the backend
-// link, SSE subscribers, sessions, the evidence chain length and MCP tool
-// calls. Names follow the Prometheus conventions: a unit suffix
-// (_seconds), _total on counters, one mhp_ namespace.
+// Package metrics exposes the Prometheus metrics of MHP servers. Names
+// follow the Prometheus conventions: a unit suffix (_seconds), _total on
+// counters, one mhp_ namespace:
+//
+//	mhp_rpc_requests_total{method,code}      JSON-RPC requests; code "ok", "none" (notification) or the error code
+//	mhp_refusals_total{gate}                 device calls refused, by data.gate (state, lease, approval, interlocks, limits, params, other)
+//	mhp_jobs_finished_total{action,state}    jobs that ended (done, failed, cancelled)
+//	mhp_estops_total                         safety/estop calls answered
+//	mhp_estop_duration_seconds               estop answer latency (histogram)
+//	mhp_hook_duration_seconds{kind}          device call time, backend hook included (read, write, invoke, acquire, reset, estop, cancel)
+//	mhp_backend_connected{adapter}           1 while the backend link is up
+//	mhp_backend_reconnects_total{adapter}    link came back after being down
+//	mhp_sse_subscribers                      open GET /events streams
+//	mhp_sessions                             live sessions
+//	mhp_evidence_chain_length                receipts in the evidence chain (when registered)
+//	mhp_mcp_tool_calls_total{tool,outcome}   MCP tool calls (ok, error, invalid)
+//
+// plus the Go runtime and process collectors. Labels are bounded: methods
+// outside the server's table count as "other", unknown tools as "invalid".
 //
 //	m := metrics.New(metrics.Config{})
 //	dev = m.Device(dev, "sim")                    // decorator: refusals, jobs, estops, hook latency
