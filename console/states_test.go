@@ -124,6 +124,23 @@ func TestDevicePageStates(t *testing.T) {
 	tr.set(func(d *troubled) { d.fault = "" })
 	poll(t, ctx, "fault clears", `document.getElementById('state').dataset.state === 'idle'`)
 
+	// An approval dialog makes the page behind it inert: its own E-STOP stops.
+	if err := chromedp.Do(ctx, chromedp.Click(`[data-action="open_lid"] .run`), chromedp.WaitVisible(`#confirm[open]`),
+		chromedp.Click(`#confirm-estop`)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "estop from the dialog", `document.getElementById('state').dataset.state === 'estop' && !document.getElementById('confirm').open`)
+	if p, err := tr.Device.Ping(context.Background()); err != nil || p.State != mhp.StateEStop {
+		t.Fatalf("server after the dialog's estop: %v %v", p, err)
+	}
+	if j, _ := tr.Device.Jobs(context.Background(), mhp.JobsRequest{}); len(j) != 0 {
+		t.Errorf("the dialog's estop also ran the action: %+v", j)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(`#reset`)); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "idle after reset", `document.getElementById('state').dataset.state === 'idle'`)
+
 	// The page's session is lost (expiry, server restart): the estop reopens one and still stops.
 	sid, err := chromedp.Run(ctx, chromedp.Evaluate[string](`MHP.session()`))
 	if err != nil || sid == "" {

@@ -195,7 +195,11 @@
     const dlg = $('confirm');
     $('confirm-text').textContent = text;
     return new Promise((resolve) => {
-      dlg.addEventListener('close', () => resolve(dlg.returnValue === 'yes'), { once: true });
+      dlg.addEventListener('close', () => {
+        // A modal dialog makes the page behind it inert: its own E-STOP stops from here.
+        if (dlg.returnValue === 'estop') estop();
+        resolve(dlg.returnValue === 'yes');
+      }, { once: true });
       dlg.returnValue = '';
       dlg.showModal();
     });
@@ -487,7 +491,9 @@
   }
 
   // ---- estop and reset ----
-  $('estop').addEventListener('click', async () => {
+  $('estop').addEventListener('click', () => estop());
+
+  async function estop() {
     const btn = $('estop');
     btn.disabled = true;
     try {
@@ -502,7 +508,7 @@
       btn.disabled = false;
     }
     refreshReceipts();
-  });
+  }
 
   $('reset').addEventListener('click', async () => {
     try {
