@@ -250,9 +250,13 @@ func TestLabPageInABrowser(t *testing.T) {
 	tc, tcDrv := simDevice(t, "sim:thermocycler", "tc-lab", "")
 	arm, armDrv := simDevice(t, "sim:arm", "arm-lab", "")
 	dir := artifacts(t)
-	lab := labServer(t, map[string]mhp.Device{tc.URL: tcDrv, arm.URL: armDrv})
+	lab := labServer(t, map[string]mhp.Device{tc.URL: tcDrv, arm.URL: armDrv}, "lab-token")
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(lab.URL+"/")); err != nil {
+	// The lab has a token: the page asks once and keeps it for estop-all too.
+	if err := chromedp.Do(ctx, chromedp.Navigate(lab.URL+"/"),
+		chromedp.WaitVisible(`#token-dialog[open]`),
+		chromedp.SendKeys(`#token-input`, "lab-token"),
+		chromedp.Click(`#token-ok`)); err != nil {
 		t.Fatal(err)
 	}
 	poll(t, ctx, "lab ready", `document.body.dataset.ready === 'true'`)

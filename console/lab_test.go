@@ -45,7 +45,7 @@ func (p *wirePool) Ping(ctx context.Context, target string) (mhp.DeviceState, er
 	return r.State, nil
 }
 
-func labServer(t *testing.T, devices map[string]mhp.Device) *httptest.Server {
+func labServer(t *testing.T, devices map[string]mhp.Device, token string) *httptest.Server {
 	t.Helper()
 	idx := directory.NewIndex(nil)
 	for target, d := range devices {
@@ -87,6 +87,7 @@ func labServer(t *testing.T, devices map[string]mhp.Device) *httptest.Server {
 			}
 			return out
 		},
+		Token: token,
 	})
 	if err != nil {
 		t.Fatal(err)
