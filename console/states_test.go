@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/transport"
 )
 
@@ -102,6 +104,21 @@ func TestDevicePageStates(t *testing.T) {
 	}
 	poll(t, ctx, "the page connects", `document.body.dataset.ready === 'true'`)
 	poll(t, ctx, "signals fresh", `document.querySelector('[data-signal="block_temperature"]').dataset.stale === 'false'`)
+
+	// Another client holds the lease: the page says so, and never shows a session id.
+	other, err := client.Dial(context.Background(), hs.URL, client.Options{ClientName: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Acquire(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, ctx, "lease held by another client", `document.getElementById('lease').textContent === 'Lease: held by another client'`)
+	poll(t, ctx, "no session id on the page", `!/s_[0-9a-f]{16,}/i.test(document.body.innerText)`)
+	if err := other.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
 
 	// Stale: the values' own timestamps are old although reads succeed.
 	tr.set(func(d *troubled) { d.stale = true })

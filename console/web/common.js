@@ -179,7 +179,10 @@ const MHP = (() => {
     const d = e.data || {};
     const bits = [];
     for (const k of ['gate', 'reason', 'field', 'interlock', 'holder', 'approval', 'outcome']) {
-      if (d[k] !== undefined) bits.push(k + ': ' + d[k]);
+      if (d[k] === undefined) continue;
+      // A bare session id is a bearer of that session: never shown.
+      const v = k === 'holder' && /^s_[0-9a-f]{16,}$/i.test(String(d[k])) ? 'another client' : d[k];
+      bits.push(k + ': ' + v);
     }
     return e.message + (bits.length ? ' (' + bits.join(', ') + ')' : '') + (typeof e.code === 'number' ? ' [' + e.code + ']' : '');
   }

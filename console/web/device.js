@@ -318,6 +318,14 @@
   }
 
   // ---- lease ----
+  // holderName shows a holder's label; a bare session id (a bearer of that
+  // session on servers that report ids) is never put on the screen.
+  function holderName(h) {
+    if (typeof h !== 'string' || !h) return 'another client';
+    if (h === MHP.session()) return 'this page';
+    return /^s_[0-9a-f]{16,}$/i.test(h) ? 'another client' : h;
+  }
+
   function renderLease(text) {
     $('lease').textContent = 'Lease: ' + text;
     $('acquire').hidden = st.leased;
@@ -328,7 +336,7 @@
     try {
       const l = await rpc('session/acquire', { ttl: 60 });
       st.leased = true;
-      renderLease('held by this page (' + (l.holder || 'you') + ')');
+      renderLease('held by this page');
       clearInterval(st.leaseTimer);
       st.leaseTimer = setInterval(async () => {
         try { await rpc('session/renew', {}); } catch (e) { st.leased = false; clearInterval(st.leaseTimer); renderLease('lost: ' + describeError(e)); }
@@ -356,10 +364,10 @@
     try {
       const r = await rpc('actions/invoke', { name: a.name, params: {}, dryRun: true });
       const n = r.notes || {};
-      renderLease(n.leaseHeldBy ? 'held by ' + n.leaseHeldBy : n.needsLease ? 'free (writes need it)' : 'free');
+      renderLease(n.leaseHeldBy ? 'held by ' + holderName(n.leaseHeldBy) : n.needsLease ? 'free (writes need it)' : 'free');
     } catch (e) {
       // A dry run refused for another reason (an interlock, estop) says nothing of the lease.
-      renderLease(e.data && e.data.holder ? 'held by ' + e.data.holder : 'not held by this page');
+      renderLease(e.data && e.data.holder ? 'held by ' + holderName(e.data.holder) : 'not held by this page');
     }
   }
 
