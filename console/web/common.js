@@ -184,7 +184,11 @@ const MHP = (() => {
       const v = k === 'holder' && /^s_[0-9a-f]{16,}$/i.test(String(d[k])) ? 'another client' : d[k];
       bits.push(k + ': ' + v);
     }
-    return e.message + (bits.length ? ' (' + bits.join(', ') + ')' : '') + (typeof e.code === 'number' ? ' [' + e.code + ']' : '');
+    let hint = '';
+    if (d.reason === 'origin_forbidden' || d.reason === 'host_forbidden') {
+      hint = ' — this page was opened as ' + location.host + ': open it by IP address or localhost, or start the server with --allow-host ' + location.hostname;
+    }
+    return e.message + (bits.length ? ' (' + bits.join(', ') + ')' : '') + (typeof e.code === 'number' ? ' [' + e.code + ']' : '') + hint;
   }
 
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
