@@ -16,8 +16,11 @@ type EStopAnswer struct {
 	Target string `json:"target"`
 	ID     string `json:"id,omitempty"`
 	// State is the device's state after the stop (estop), empty when it did not answer.
-	State   string   `json:"state,omitempty"`
-	Stopped bool     `json:"stopped"`
+	State   string `json:"state,omitempty"`
+	Stopped bool   `json:"stopped"`
+	// Pending says the stop command had not finished within the device's
+	// answer bound (it is in estop; its later notification says how the stop ended).
+	Pending bool     `json:"pending,omitempty"`
 	Cancel  []string `json:"cancelled,omitempty"`
 	// Error says why the device did not confirm the stop (unreachable, refused, stop hook failed).
 	Error string `json:"error,omitempty"`

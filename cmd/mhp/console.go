@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/console"
 	"github.com/openmhp/mhp-go/directory"
@@ -101,6 +103,7 @@ func (p *connPool) estopAll(ctx context.Context, idx *directory.Index, reason st
 					err = eerr
 				} else {
 					a.State, a.Stopped, a.Cancel, a.Error = string(res.State), res.Stopped, client.EStopJobs(res), res.StopError
+					a.Pending = stopPending(res)
 				}
 			}
 			if err != nil {
@@ -113,4 +116,17 @@ func (p *connPool) estopAll(ctx context.Context, idx *directory.Index, reason st
 	}
 	wg.Wait()
 	return out
+}
+
+// stopPending reads stop_pending from an estop answer (servers that bound
+// the stop command's wait report it), whatever the Go type carries.
+func stopPending(res *mhp.EStopResult) bool {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return false
+	}
+	var v struct {
+		StopPending bool `json:"stop_pending"`
+	}
+	return json.Unmarshal(b, &v) == nil && v.StopPending
 }

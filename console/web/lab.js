@@ -59,9 +59,9 @@
       body.replaceChildren();
       let bad = 0;
       for (const a of r.answers) {
-        if (!a.stopped) bad++;
+        if (!a.stopped && !a.pending) bad++;
         body.append(el('tr', { 'data-answer': a.id || a.target, 'data-stopped': String(a.stopped) },
-          el('td', {}, a.id || a.target), el('td', {}, a.state || '—'), el('td', {}, a.stopped ? 'yes' : 'NO'),
+          el('td', {}, a.id || a.target), el('td', {}, a.state || '—'), el('td', {}, a.stopped ? 'yes' : a.pending ? 'pending' : 'NO'),
           el('td', {}, (a.seconds * 1000).toFixed(0) + ' ms'), el('td', {}, a.error || '')));
       }
       $('answers-panel').hidden = false;
