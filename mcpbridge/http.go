@@ -24,6 +24,8 @@ type HTTPOptions struct {
 	// SessionTimeout closes an MCP session idle this long (its MHP sessions
 	// and leases end with it); default 30 minutes.
 	SessionTimeout time.Duration
+	// Middleware is added to the MCP server's receiving side (e.g. metrics).
+	Middleware []mcp.Middleware
 }
 
 // HTTPHandler serves the bridge over MCP Streamable HTTP, behind the bearer
@@ -35,6 +37,7 @@ func (b *Bridge) HTTPHandler(opts HTTPOptions) http.Handler {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
 	}
+	srv.AddReceivingMiddleware(opts.Middleware...)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, MaxRequestBodyBytes: MaxLine})
 	return guard(opts, h)

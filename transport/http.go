@@ -431,7 +431,15 @@ func Listen(addr string) (net.Listener, error) {
 // ReadHeaderTimeout, WriteTimeout per answer, IdleTimeout) and at most
 // MaxConns connections open (see Options.MaxConns).
 func ServeHTTP(ctx context.Context, ln net.Listener, srv *Server) error {
+	return ServeHandler(ctx, ln, srv, srv.Handler())
+}
+
+// ServeHandler is ServeHTTP with h in front (h routes to srv.Handler(), as a
+// console or a metrics middleware does): the same timeouts, connection
+// limit and shutdown.
+func ServeHandler(ctx context.Context, ln net.Listener, srv *Server, h http.Handler) error {
 	hs := srv.HTTPServer(ctx)
+	hs.Handler = h
 	lim := limitConns(ln, srv.opts.MaxConns, srv.log)
 	hs.ConnState = lim.connState
 	hs.ConnContext = withConn

@@ -28,9 +28,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/mcpbridge"
+	"github.com/openmhp/mhp-go/metrics"
 	"github.com/openmhp/mhp-go/transport"
 )
 
@@ -58,6 +61,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	insecure := fs.Bool("insecure", false, "allow --http on a non-loopback address without a token")
 	policyFile := fs.String("policy", "", "host policy JSON {enabled, allow_hardware, operator_tools, allow_external_sessions}; "+
 		"only a JSON true turns a flag on (default: enabled, the rest off)")
+	logFormat := fs.String("log-format", "text", "log format on stderr: text or json (for log collectors)")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
 	fs.Usage = func() {
@@ -66,6 +70,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *logFormat != "text" && *logFormat != "json" {
+		return fmt.Errorf("--log-format %q: want text or json", *logFormat)
 	}
 	named := map[string]string{}
 	for _, a := range fs.Args() {
@@ -141,15 +148,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	mx := metrics.New(metrics.Config{})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.HTTPHandler(mcpbridge.HTTPOptions{Token: token, AllowedOrigins: allow}))
+	mux.Handle("/mcp", b.HTTPHandler(mcpbridge.HTTPOptions{Token: token, AllowedOrigins: allow, Middleware: []mcp.Middleware{mx.MCPMiddleware()}}))
+	mux.Handle("GET /metrics", mx.Handler(token))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String() + "/mcp"
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if *logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(stderr, nil))
+	}
 	if token == "" {
 		log.Warn("mhp-mcp serving HTTP without a token: anyone who reaches the address can drive the lab", "url", url)
 	}
-	log.Info("mhp-mcp serving", "url", url, "token", token != "", "policy", fmt.Sprintf("%+v", policy))
+	log.Info("mhp-mcp serving", "url", url, "metrics", "http://"+ln.Addr().String()+"/metrics", "token", token != "", "policy", fmt.Sprintf("%+v", policy))
 	if ready != nil {
 		ready(url)
 	}

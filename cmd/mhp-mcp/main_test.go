@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/examples/sim"
@@ -83,6 +85,33 @@ func TestBridgeOverStreamableHTTP(t *testing.T) {
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mhp_write", Arguments: map[string]any{"device": "thermo", "name": "target_temperature", "value": 500}})
 	if err != nil || !res.IsError {
 		t.Fatalf("out-of-range write was not refused: %+v %v", res, err)
+	}
+
+	// GET /metrics next to /mcp, behind the token: tool calls by tool and outcome.
+	metricsURL := strings.TrimSuffix(url, "/mcp") + "/metrics"
+	if resp, err := http.Get(metricsURL); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("/metrics without the token: %v %v, want 401", resp, err)
+	}
+	resp, err := (&http.Client{Transport: bearer{"t0ken"}}).Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	got := map[string]float64{}
+	for _, m := range fams["mhp_mcp_tool_calls_total"].GetMetric() {
+		l := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		got[l["tool"]+"/"+l["outcome"]] = m.GetCounter().GetValue()
+	}
+	if got["mhp_find/ok"] != 1 || got["mhp_write/error"] != 1 {
+		t.Errorf("mhp_mcp_tool_calls_total: %v, want mhp_find/ok 1 and mhp_write/error 1", got)
 	}
 }
 

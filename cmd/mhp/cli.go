@@ -54,9 +54,10 @@ const usage = `mhp: the Model Hardware Protocol command line
 
 Serve a device:
   mhp serve TARGET [--http ADDR | --stdio] [--token-file F] [--speed N] [--public-descriptor]
-            [--publish mqtt://BROKER:1883/PREFIX] [--advertise]
+            [--publish mqtt://BROKER:1883/PREFIX] [--advertise] [--log-format text|json] [--allow-host NAME,...]
       TARGET is a device package folder, sim:thermocycler, sim:arm, or an adapter config file.
-      --http defaults to 127.0.0.1:18921 (a bare :PORT binds loopback).
+      --http defaults to 127.0.0.1:18921 (a bare :PORT binds loopback). GET / is the operator console
+      (reachable by IP, localhost or an --allow-host name), GET /metrics the Prometheus metrics (token-guarded).
 
 Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
   mhp TARGET describe [card|summary|full]     the descriptor (default summary)
@@ -78,8 +79,9 @@ Other:
   mhp conformance TARGET [--actuate]           wire checks citing the spec (MUST fails, SHOULD warns);
                                                --actuate adds estop checks (stop, then reset, the device)
   mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
-  mhp serve-directory [MANIFEST] [--http ADDR] [--probe HOST,...] [--browse]
-      a directory of devices (directory/search, directory/get); --http defaults to 127.0.0.1:18900
+  mhp serve-directory [MANIFEST] [--http ADDR] [--probe HOST,...] [--browse] [--log-format F] [--allow-host N]
+      a directory of devices (directory/search, directory/get); --http defaults to 127.0.0.1:18900;
+      GET / is the lab page (search, live state, estop-all), GET /metrics the metrics
   mhp sila discover [--timeout D]              SiLA 2 servers announced by mDNS
   mhp watch mqtt://BROKER:1883/PREFIX          a live fleet view (devices published with serve --publish)
   mhp evidence verify DIR|BUNDLE [--pub F] | export DIR [--session L] [--key F] | keygen PRIV PUB

@@ -196,7 +196,7 @@ func TestInvokeWaitDrawsABarOnATerminal(t *testing.T) {
 	a, out, _ := testApp()
 	a.tty = true
 	code := a.run(context.Background(), []string{url, "invoke", "run_protocol", `{"steps":[{"temp":95,"hold_s":120}],"cycles":2}`, "--wait"})
-	if code != 0 || !strings.Contains(out.String(), "\r\033[K[#") || !strings.Contains(out.String(), "run_protocol: done") {
+	if code != 0 || !strings.Contains(out.String(), "% |") /* the progress bar */ || !strings.Contains(out.String(), "run_protocol: done") {
 		t.Fatalf("exit %d, output %q", code, out.String())
 	}
 }

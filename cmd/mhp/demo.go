@@ -17,6 +17,7 @@ import (
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/examples/devices"
 	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/metrics"
 	"github.com/openmhp/mhp-go/transport"
 )
 
@@ -157,14 +158,18 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 			lab.stop()
 			return nil, err
 		}
-		served, unwrap, err := wrapDevice(ctx, dev, guardOptions{EvidenceDir: filepath.Join(evDir, name), Methods: methodsFS(fsys, log)}, log)
+		wrapped, err := wrapDevice(ctx, dev, guardOptions{EvidenceDir: filepath.Join(evDir, name), Methods: methodsFS(fsys, log)}, log)
 		if err != nil {
 			dev.Close()
 			lab.stop()
 			return nil, err
 		}
-		srv := transport.NewServer(served, transport.Options{Logger: log})
-		closers = append(closers, func() { srv.Close(); unwrap(); dev.Close() })
+		mx := metrics.New(metrics.Config{})
+		mx.EvidenceLength(func() float64 { return float64(wrapped.Log.Head().Seq) })
+		mdev, stopMx := mx.Device(wrapped.Device, "sim")
+		srv := transport.NewServer(mdev, transport.Options{Logger: log})
+		mx.SessionsFrom(srv.Sessions)
+		closers = append(closers, func() { srv.Close(); stopMx(); wrapped.Close(); dev.Close() })
 		p := 0
 		if port != 0 {
 			p = port + i
@@ -182,7 +187,7 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = transport.ServeHTTP(sctx, ln, srv)
+			_ = serveDeviceConsole(sctx, ln, srv, mx, "", host, "")
 		}()
 	}
 	return lab, nil

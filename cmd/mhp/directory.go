@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,13 +14,14 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/metrics"
 	"github.com/openmhp/mhp-go/transport"
 )
 
 // DefaultDirectoryAddr is where `mhp serve-directory` listens without --http.
 const DefaultDirectoryAddr = "127.0.0.1:18900"
 
-var directoryFlags = flagSpec{"http": true, "probe": true, "browse": false}
+var directoryFlags = flagSpec{"http": true, "probe": true, "browse": false, "log-format": true, "allow-host": true}
 
 // serveDirectoryCmd runs `mhp serve-directory MANIFEST [--http ADDR] [--probe HOST,...] [--browse]`.
 func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
@@ -98,9 +100,14 @@ func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
 	if a.ready != nil {
 		a.ready([]string{url})
 	}
-	var h http.Handler = dir.Handler()
-	if token != "" {
-		h = requireToken(token, h)
+	log, err := newLogger(a.stderr, p, slog.LevelInfo)
+	if err != nil {
+		return a.usageError("serve-directory: %v", err)
+	}
+	h, err := labHandler(dir, pool, metrics.New(metrics.Config{}), token, addr, p.flags["allow-host"], log)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
+		return exitUsage
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

@@ -106,11 +106,19 @@ func methodsFS(fsys fs.FS, log *slog.Logger) *methods.Store {
 	return st
 }
 
+// wrappedDevice is a device behind saved methods and the guard.
+type wrappedDevice struct {
+	Device mhp.Device
+	// Log is the evidence log, nil when evidence is off.
+	Log *evidence.Log
+	// Close ends the evidence log (signing its head) and the methods store.
+	Close func()
+}
+
 // wrapDevice puts saved methods and the guard (command ids, permits,
 // evidence) around dev: methods outside, so the guard sees and records the
-// action a method resolves to. The returned close ends the evidence log
-// (signing its head) and the methods store.
-func wrapDevice(ctx context.Context, dev mhp.Device, g guardOptions, log *slog.Logger) (mhp.Device, func(), error) {
+// action a method resolves to.
+func wrapDevice(ctx context.Context, dev mhp.Device, g guardOptions, log *slog.Logger) (*wrappedDevice, error) {
 	id := describeID(ctx, dev)
 	cfg := guard.Config{Log: log, RequirePermits: g.Require}
 	var lg *evidence.Log
@@ -118,7 +126,7 @@ func wrapDevice(ctx context.Context, dev mhp.Device, g guardOptions, log *slog.L
 		var err error
 		lg, err = evidence.Open(evidence.Config{Dir: g.EvidenceDir, Device: id, Key: g.EvidenceKey, Sync: g.Sync})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		cfg.Evidence = lg
 		log.Info("evidence on", "dir", g.EvidenceDir, "signed", g.EvidenceKey != nil, "head", lg.Head().Seq)
@@ -131,10 +139,9 @@ func wrapDevice(ctx context.Context, dev mhp.Device, g guardOptions, log *slog.L
 		if lg != nil {
 			lg.Close()
 		}
-		return nil, nil, err
+		return nil, err
 	}
-	out := methods.Wrap(gd, g.Methods)
-	return out, func() {
+	return &wrappedDevice{Device: methods.Wrap(gd, g.Methods), Log: lg, Close: func() {
 		fctx, cancel := context.WithTimeout(context.Background(), 5e9)
 		gd.Flush(fctx)
 		cancel()
@@ -147,5 +154,5 @@ func wrapDevice(ctx context.Context, dev mhp.Device, g guardOptions, log *slog.L
 		if g.Methods != nil {
 			g.Methods.Close()
 		}
-	}, nil
+	}}, nil
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/openmhp/mhp-go"
 )
@@ -246,63 +244,6 @@ func limitsText(r *mhp.LimitsReport) string {
 		fmt.Fprintf(&b, "  %-22s %-8s %s%s\n", n, a.Approval, strings.Join(ps, "; "), extra)
 	}
 	return b.String()
-}
-
-// progress draws a job's progress: a bar redrawn in place on a terminal,
-// one line per 10 % step otherwise.
-type progress struct {
-	w      io.Writer
-	prefix string
-	tty    bool
-	silent bool
-
-	mu     sync.Mutex
-	last   int // last decile printed (plain mode)
-	drawn  bool
-	closed bool
-}
-
-func newProgress(w io.Writer, prefix string, tty, silent bool) *progress {
-	return &progress{w: w, prefix: prefix, tty: tty, silent: silent, last: -1}
-}
-
-const barWidth = 30
-
-func (p *progress) update(j *mhp.Job) {
-	if p.silent {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
-	}
-	pct := j.Progress * 100
-	detail := progressDetail(j.Extra)
-	if p.tty {
-		n := int(j.Progress * barWidth)
-		if n > barWidth {
-			n = barWidth
-		}
-		fmt.Fprintf(p.w, "\r\033[K%s[%s%s] %3.0f%% %s", p.prefix, strings.Repeat("#", n), strings.Repeat("-", barWidth-n), pct, detail)
-		p.drawn = true
-		return
-	}
-	decile := int(pct / 10)
-	if decile <= p.last {
-		return
-	}
-	p.last = decile
-	fmt.Fprintf(p.w, "%sprogress %3.0f%% %s\n", p.prefix, pct, detail)
-}
-
-func (p *progress) done() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closed = true
-	if p.tty && p.drawn {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
 }
 
 // progressDetail renders a job's extra progress fields briefly.

@@ -15,6 +15,7 @@ import (
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/metrics"
 	"github.com/openmhp/mhp-go/mqtt/fleet"
 	"github.com/openmhp/mhp-go/transport"
 )
@@ -23,7 +24,7 @@ import (
 const DefaultAddr = "127.0.0.1:18921"
 
 var serveFlags = mergeFlags(flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true,
-	"advertise": false, "insecure": false, "strict-sessions": false, "allow-host": true}, guardFlags)
+	"advertise": false, "insecure": false, "strict-sessions": false, "allow-host": true, "log-format": true}, guardFlags)
 
 func mergeFlags(a, b flagSpec) flagSpec {
 	out := flagSpec{}
@@ -71,7 +72,10 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if p.has("stdio") {
 		level = slog.LevelWarn
 	}
-	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(a.stderr, p, level)
+	if err != nil {
+		return a.usageError("serve: %v", err)
+	}
 	dev, closeDev, err := openTarget(ctx, p.args[0], sim.Options{Speed: speed}, log)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
@@ -79,16 +83,23 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	}
 	defer closeDev()
 	gopts.Methods = methodsFor(p.args[0], log)
-	dev, unwrap, err := wrapDevice(ctx, dev, gopts, log)
+	wrapped, err := wrapDevice(ctx, dev, gopts, log)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitUsage
 	}
-	defer unwrap()
+	defer wrapped.Close()
+	mx := metrics.New(metrics.Config{})
+	dev, stopMx := mx.Device(wrapped.Device, metrics.AdapterLabel(p.args[0]))
+	defer stopMx()
+	if wrapped.Log != nil {
+		mx.EvidenceLength(func() float64 { return float64(wrapped.Log.Head().Seq) })
+	}
 	opts := transport.Options{Token: token, PublicDescriptor: p.has("public-descriptor"), Logger: log,
 		StrictSessions: p.has("strict-sessions"), AllowedHosts: splitList(p.flags["allow-host"]), OperatorToken: gopts.OperatorToken}
 	srv := transport.NewServer(dev, opts)
 	defer srv.Close()
+	mx.SessionsFrom(srv.Sessions)
 	id := describeID(ctx, dev)
 	if url := p.flags["publish"]; url != "" {
 		// Fleet notifications: nothing in the safety path waits on the broker;
@@ -145,7 +156,7 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if a.ready != nil {
 		a.ready([]string{url})
 	}
-	if err := transport.ServeHTTP(ctx, ln, srv); err != nil && !errors.Is(err, context.Canceled) {
+	if err := serveDeviceConsole(ctx, ln, srv, mx, token, addr, p.flags["allow-host"]); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitNoPeer
 	}

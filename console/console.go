@@ -1,0 +1,178 @@
+// Package console serves the operator console: a device page for `mhp
+// serve` and a lab page for `mhp serve-directory`, plain HTML, CSS and a
+// small script embedded in the binary (no CDN, no build step) that talk to
+// the server's own /rpc and /events like any other client, so every write,
+// invoke and reset goes through the same gates (lease, approval, limits).
+//
+//	h, err := console.Device(console.Config{Transport: srv.Handler(), Metrics: m.Handler(token)})
+//	h, err := console.Lab(console.LabConfig{Directory: dir.Handler(), EStopAll: pool.EStopAll, Token: token})
+//
+// Same origin: the transport refuses any request carrying an Origin header
+// it was not told about (a web page must not drive a device on localhost).
+// The console's own page does carry one, so the console lets through a
+// request whose Origin is exactly the server it was sent to AND whose Host
+// is an IP address, "localhost" or a name in Config.Hosts. A DNS rebinding
+// page has a Host of the attacker's name, which is none of these, so it is
+// still refused by the transport.
+//
+// The page holds no secret: GET / and the assets are public; every call it
+// makes needs the server's bearer token when there is one (the page asks
+// once and keeps it in sessionStorage, never in a URL). GET /metrics is
+// served only through the handler given, which checks the token itself.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"io/fs"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// Config configures the device console.
+type Config struct {
+	// Transport is the MHP HTTP handler (transport.Server.Handler): POST
+	// /rpc, GET /events, DELETE /session, GET /mhp.json. Required.
+	Transport http.Handler
+	// Metrics, when set, serves GET /metrics (it checks the token itself).
+	Metrics http.Handler
+	// Hosts lists host names, besides IP addresses and "localhost", under
+	// which the console's page may call the server (e.g. the name a lab PC
+	// is reached by on the LAN when serving on 0.0.0.0).
+	Hosts []string
+}
+
+// Validate reports a missing transport.
+func (c Config) Validate() error {
+	if c.Transport == nil {
+		return errors.New("console: Config.Transport is required")
+	}
+	return nil
+}
+
+// Device returns the device console: GET / (the page), GET /console/* (its
+// assets), GET /metrics when configured, and everything else to the
+// transport, with the page's same-origin requests let through.
+func Device(cfg Config) (http.Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mountPages(mux, "device.html")
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.Metrics)
+	}
+	mux.Handle("/", sameOrigin(cfg.Hosts, cfg.Transport))
+	return mux, nil
+}
+
+// mountPages serves page at GET / (exactly) and the assets under /console/.
+func mountPages(mux *http.ServeMux, page string) {
+	sub, _ := fs.Sub(webFS, "web")
+	assets := http.StripPrefix("/console/", http.FileServerFS(sub))
+	mux.Handle("GET /console/", secure(assets))
+	mux.Handle("GET /{$}", secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := fs.ReadFile(sub, page)
+		if err != nil {
+			http.Error(w, "page missing from the binary", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(b)
+	})))
+}
+
+// secure sets the headers every console response carries: scripts and
+// styles from this origin only, no framing (clickjacking of the estop or an
+// approval), no MIME sniffing, no referrer.
+func secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-cache")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin strips the Origin header of the console's own requests (see
+// the package doc) before next sees them; any other Origin is left for
+// next to judge.
+func sameOrigin(hosts []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if SameOrigin(r, hosts) {
+			r = r.Clone(r.Context())
+			r.Header.Del("Origin")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// SameOrigin reports whether r carries an Origin that is exactly the server
+// it was sent to, under a trusted host: an IP address, "localhost", or one
+// of hosts (compared case-insensitively).
+func SameOrigin(r *http.Request, hosts []string) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || r.Host == "" {
+		return false
+	}
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	if origin != scheme+r.Host {
+		return false
+	}
+	return TrustedHost(r.Host, hosts)
+}
+
+// TrustedHost reports whether a Host header is an IP address, localhost, or
+// one of hosts: a name a rebinding attacker cannot have chosen.
+func TrustedHost(hostport string, hosts []string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if net.ParseIP(host) != nil {
+		// An address, never a name: DNS rebinding needs a name it controls,
+		// and Origin == Host on an address is a page of this very server.
+		return true
+	}
+	for _, h := range hosts {
+		if h != "" && strings.EqualFold(host, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// Serve serves h on ln until ctx is cancelled, then shuts down (requests
+// get 5s; open event streams end with ctx) and returns nil. It is
+// transport.ServeHTTP for a handler that mounts more than the transport.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		return nil
+	}
+}
