@@ -395,7 +395,7 @@ func (g *Device) permitApproves(ctx context.Context, method, name string, params
 	if permitID == "" {
 		return approved, nil
 	}
-	why := g.cfg.Permits.check(permitID, method, name, evidence.Digest(params), take)
+	why := g.cfg.Permits.check(permitID, method, name, paramsDigest(params), take)
 	if why == "" {
 		return true, nil
 	}

@@ -83,9 +83,7 @@ func (p *Permits) Issue(req PermitRequest) (*Permit, error) {
 		if req.Value != nil {
 			return nil, mhp.Errorf(mhp.CodeInvalidParams, "an actions/invoke permit takes params, not value").With("field", "value")
 		}
-		if req.Params != nil {
-			params = req.Params
-		}
+		params = req.Params
 	default:
 		return nil, mhp.Errorf(mhp.CodeInvalidParams, "permit method %q is not settings/write or actions/invoke", mhp.Truncate(req.Method, 64)).With("field", "method")
 	}
@@ -106,7 +104,7 @@ func (p *Permits) Issue(req PermitRequest) (*Permit, error) {
 	}
 	now := p.clk.Now()
 	rec := &permitRec{Permit: Permit{ID: "permit_" + hex.EncodeToString(b[:]), Device: p.device, Method: req.Method, Name: req.Name,
-		ParamsDigest: evidence.Digest(params), Expires: mhp.UnixSeconds(now.Add(ttl)), Note: mhp.Truncate(req.Note, 512)}, expires: now.Add(ttl)}
+		ParamsDigest: paramsDigest(params), Expires: mhp.UnixSeconds(now.Add(ttl)), Note: mhp.Truncate(req.Note, 512)}, expires: now.Add(ttl)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.pruneLocked(now)
@@ -124,6 +122,20 @@ func (p *Permits) pruneLocked(now time.Time) {
 			delete(p.m, id)
 		}
 	}
+}
+
+// paramsDigest identifies the params a permit approves: a write's value, or
+// an invoke's params, where no params and an empty object are the same request.
+func paramsDigest(v any) string {
+	switch p := v.(type) {
+	case nil:
+		return evidence.Digest(map[string]any{})
+	case map[string]any:
+		if len(p) == 0 {
+			return evidence.Digest(map[string]any{})
+		}
+	}
+	return evidence.Digest(v)
 }
 
 // check reports why permit id does not approve the request ("" when it

@@ -70,6 +70,9 @@ Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
   mhp TARGET release
   mhp TARGET resources | resource PATH
   mhp TARGET rpc METHOD [JSON]                any method, raw JSON-RPC
+  mhp TARGET permit write|invoke NAME [VALUE|JSON] --operator-token-file F [--ttl S]
+                                              an operator's single-use approval of exactly that request;
+                                              the agent then sends --permit ID (permitId)
   VALUE is JSON if it parses (95, true, "x", [1,2]), else a string.
   Common flags: --json (machine output), --token-file F (or MHP_TOKEN), --timeout D.
 

@@ -12,7 +12,8 @@ import (
 	"github.com/openmhp/mhp-go/client"
 )
 
-var deviceFlags = flagSpec{"dry-run": false, "approved": false, "wait": false}
+var deviceFlags = flagSpec{"dry-run": false, "approved": false, "wait": false, "permit": true, "operator-token-file": true,
+	"ttl": true, "note": true}
 
 // deviceCmd runs `mhp TARGET VERB ...`.
 func (a *app) deviceCmd(ctx context.Context, target string, args []string) int {
@@ -44,8 +45,16 @@ func (a *app) deviceCmd(ctx context.Context, target string, args []string) int {
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	opToken := ""
+	if f, ok := p.flags["operator-token-file"]; ok {
+		b, err := readSmallFile(f)
+		if err != nil {
+			return a.usageError("--operator-token-file: %v", err)
+		}
+		opToken = strings.TrimSpace(string(b))
+	}
 	d, err := client.Dial(dctx, target, client.Options{ClientName: "mhp-cli", ClientID: a.clientID(), Token: token,
-		Timeout: timeout, AllowStdio: true, // the operator typed the target
+		OperatorToken: opToken, Timeout: timeout, AllowStdio: true, // the operator typed the target
 		Stderr: a.stderr, Logger: a.quietLogger()})
 	if err != nil {
 		return a.fail(err, p.has("json"))
@@ -93,6 +102,8 @@ var verbs = map[string]verb{
 	"release":   {usage: "release", run: releaseVerb},
 	"resources": {usage: "resources", run: resourcesVerb},
 	"resource":  {usage: "resource PATH", min: 1, max: 1, run: resourceVerb},
+	"permit": {usage: "permit write|invoke NAME [VALUE|JSON] --operator-token-file F [--ttl S] [--note TEXT]",
+		min: 2, max: 3, run: permitVerb},
 }
 
 // fail prints an error: a refusal with its code, gate and limits, or a
@@ -224,7 +235,8 @@ func readVerb(ctx context.Context, v *verbCtx) int {
 }
 
 func writeVerb(ctx context.Context, v *verbCtx) int {
-	req := mhp.WriteRequest{Name: v.args[0], Value: parseValue(v.args[1]), DryRun: v.p.has("dry-run"), Approved: v.p.has("approved")}
+	req := mhp.WriteRequest{Name: v.args[0], Value: parseValue(v.args[1]), DryRun: v.p.has("dry-run"), Approved: v.p.has("approved"),
+		PermitID: v.p.flags["permit"]}
 	res, err := v.d.Write(ctx, req)
 	if err != nil {
 		return v.fail(err, v.json)
@@ -300,7 +312,8 @@ func invokeVerb(ctx context.Context, v *verbCtx) int {
 	if err != nil {
 		return v.usageError("invoke: %v", err)
 	}
-	req := mhp.InvokeRequest{Name: v.args[0], Params: params, DryRun: v.p.has("dry-run"), Approved: v.p.has("approved")}
+	req := mhp.InvokeRequest{Name: v.args[0], Params: params, DryRun: v.p.has("dry-run"), Approved: v.p.has("approved"),
+		PermitID: v.p.flags["permit"]}
 	// Once sent, the invoke's answer (the job id) is awaited, bounded by the
 	// timeout, even when Ctrl-C comes: Ctrl-C ends only the --wait.
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout)
