@@ -56,4 +56,3 @@ func permitVerb(ctx context.Context, v *verbCtx) int {
 		p.Method, p.Name, digest, p.Expires, p.ID)
 	return exitOK
 }
-
