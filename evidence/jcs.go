@@ -59,10 +59,20 @@ func lessUnits(a, b []uint16) bool {
 
 // writeString escapes as RFC 8785 section 3.2.2.2 says: quote and backslash,
 // the five short control escapes, other controls as \u00xx; all else literal.
+// Runs of bytes that need no escaping are copied at once.
 func writeString(buf *bytes.Buffer, s string) {
 	buf.WriteByte('"')
-	for _, r := range s {
-		switch r {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		buf.WriteString(s[start:i])
+		switch c {
 		case '"':
 			buf.WriteString(`\"`)
 		case '\\':
@@ -78,13 +88,11 @@ func writeString(buf *bytes.Buffer, s string) {
 		case '\t':
 			buf.WriteString(`\t`)
 		default:
-			if r < 0x20 {
-				fmt.Fprintf(buf, `\u%04x`, r)
-			} else {
-				buf.WriteRune(r)
-			}
+			fmt.Fprintf(buf, `\u%04x`, c)
 		}
+		start = i + 1
 	}
+	buf.WriteString(s[start:])
 	buf.WriteByte('"')
 }
 

@@ -98,85 +98,118 @@ type Entry struct {
 	Receipt
 	// Hash is the SHA-256 (hex) of the canonical JSON of the entry without Hash.
 	Hash string `json:"hash"`
+
+	resultCanonical bool // Result is known to be canonical already (set by Append)
 }
 
 // computeHash returns the SHA-256 (hex) of the entry's canonical JSON
 // without its hash member.
 func (e *Entry) computeHash() (string, error) {
-	b, err := e.canonical(false)
+	head, tail, err := e.canonicalParts()
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	h := sha256.New()
+	h.Write(head)
+	if len(head) > 1 && len(tail) > 1 {
+		h.Write([]byte{','})
+	}
+	h.Write(tail)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // canonical writes the entry as RFC 8785 JSON directly (members in sorted
 // order, empty ones omitted as their struct tags say), which is what a third
-// party gets by canonicalising the stored line. Result is already canonical.
+// party gets by canonicalising the stored line.
 func (e *Entry) canonical(withHash bool) ([]byte, error) {
+	head, tail, err := e.canonicalParts()
+	if err != nil {
+		return nil, err
+	}
 	var b bytes.Buffer
-	b.Grow(512 + len(e.Result))
-	first := true
-	str := func(k, v string) {
-		if v == "" {
-			return
-		}
-		if !first {
+	b.Grow(len(head) + len(tail) + 80)
+	b.Write(head)
+	sep := func() {
+		if b.Len() > 1 {
 			b.WriteByte(',')
 		}
-		first = false
-		writeString(&b, k)
-		b.WriteByte(':')
-		writeString(&b, v)
 	}
-	raw := func(k string, v []byte) {
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		writeString(&b, k)
-		b.WriteByte(':')
-		b.Write(v)
+	if withHash && e.Hash != "" {
+		sep()
+		b.WriteString(`"hash":`)
+		writeString(&b, e.Hash)
 	}
-	b.WriteByte('{')
-	str("command_id", e.CommandID)
-	raw("device", quote(e.Device))
-	if e.Error != nil {
-		c, err := Canonical(e.Error)
-		if err != nil {
-			return nil, err
-		}
-		raw("error", c)
+	if len(tail) > 1 {
+		sep()
+		b.Write(tail)
 	}
-	if withHash {
-		str("hash", e.Hash)
-	}
-	str("job", e.Job)
-	raw("method", quote(e.Method))
-	str("name", e.Name)
-	raw("outcome", quote(e.Outcome))
-	str("params_digest", e.ParamsDigest)
-	raw("prev", quote(e.Prev))
-	if len(e.Result) > 0 {
-		c, err := CanonicalJSON(e.Result) // a bundle's pretty-printing re-indents it
-		if err != nil {
-			return nil, err
-		}
-		raw("result", c)
-	}
-	str("result_digest", e.ResultDigest)
-	raw("seq", []byte(FormatNumber(float64(e.Seq))))
-	str("session", e.Session)
-	raw("ts", []byte(FormatNumber(e.TS)))
-	b.WriteByte('}')
 	return b.Bytes(), nil
 }
 
-func quote(s string) []byte {
+// canonicalParts returns the members that sort before "hash" (with the
+// opening brace) and those after it (with the closing brace), so the hash
+// and the stored line share one encoding.
+func (e *Entry) canonicalParts() (head, tail []byte, err error) {
 	var b bytes.Buffer
-	writeString(&b, s)
-	return b.Bytes()
+	b.Grow(512 + len(e.Result))
+	first := true
+	member := func(k string) {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteByte('"')
+		b.WriteString(k) // member names are ASCII without escapes
+		b.WriteString(`":`)
+	}
+	str := func(k, v string) {
+		if v != "" {
+			member(k)
+			writeString(&b, v)
+		}
+	}
+	b.WriteByte('{')
+	str("command_id", e.CommandID)
+	member("device")
+	writeString(&b, e.Device)
+	if e.Error != nil {
+		c, err := Canonical(e.Error)
+		if err != nil {
+			return nil, nil, err
+		}
+		member("error")
+		b.Write(c)
+	}
+	head = append([]byte(nil), b.Bytes()...)
+	b.Reset()
+	first = true
+	str("job", e.Job)
+	member("method")
+	writeString(&b, e.Method)
+	str("name", e.Name)
+	member("outcome")
+	writeString(&b, e.Outcome)
+	str("params_digest", e.ParamsDigest)
+	member("prev")
+	writeString(&b, e.Prev)
+	if len(e.Result) > 0 {
+		c := []byte(e.Result)
+		if !e.resultCanonical {
+			if c, err = CanonicalJSON(e.Result); err != nil { // a bundle's pretty-printing re-indents it
+				return nil, nil, err
+			}
+		}
+		member("result")
+		b.Write(c)
+	}
+	str("result_digest", e.ResultDigest)
+	member("seq")
+	b.WriteString(FormatNumber(float64(e.Seq)))
+	str("session", e.Session)
+	member("ts")
+	b.WriteString(FormatNumber(e.TS))
+	b.WriteByte('}')
+	return head, b.Bytes(), nil
 }
 
 // Head is the newest entry's seq and hash, signed when the log has a key.
@@ -465,7 +498,7 @@ func (l *Log) Append(r Receipt) (Entry, error) {
 			return Entry{}, err
 		}
 	}
-	e := Entry{Seq: l.seq + 1, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Device: l.cfg.Device, Prev: l.last, Receipt: r}
+	e := Entry{Seq: l.seq + 1, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Device: l.cfg.Device, Prev: l.last, Receipt: r, resultCanonical: true}
 	h, err := e.computeHash()
 	if err != nil {
 		l.mu.Unlock()
