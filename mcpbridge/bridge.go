@@ -83,6 +83,14 @@ type Config struct {
 	// MaxInFlight bounds the tool calls one MCP session runs at once; more
 	// are refused (mhp_estop never is); default 16.
 	MaxInFlight int
+	// OperatorToken is the operator's token for the devices (the operator
+	// gives it on the command line, never the model): with it and the
+	// policy's operator_tools, mhp_permit issues permits over a separate
+	// connection that carries it. The model's own connections never do.
+	OperatorToken string
+	// OperatorDial connects to a target for mhp_permit; default client.Dial
+	// with Client options and OperatorToken.
+	OperatorDial func(ctx context.Context, target string) (*client.Device, error)
 }
 
 // Validate reports a missing finder.
@@ -118,7 +126,18 @@ func New(cfg Config) (*Bridge, error) {
 		if opts.ClientName == "" {
 			opts.ClientName = "mhp-mcp"
 		}
+		opts.OperatorToken = "" // the model's connections never carry it
 		cfg.Dial = func(ctx context.Context, target string) (*client.Device, error) {
+			return client.Dial(ctx, target, opts)
+		}
+	}
+	if cfg.OperatorDial == nil {
+		opts := cfg.Client
+		if opts.ClientName == "" {
+			opts.ClientName = "mhp-mcp-operator"
+		}
+		opts.OperatorToken = cfg.OperatorToken
+		cfg.OperatorDial = func(ctx context.Context, target string) (*client.Device, error) {
 			return client.Dial(ctx, target, opts)
 		}
 	}
@@ -159,8 +178,10 @@ const (
 	maxPending = 1024
 )
 
-// newState makes a single-use request state binding a confirmation to key.
-func (b *Bridge) newState(key string) string {
+// newState makes a single-use request state binding a confirmation to key
+// and to the command id of the request's first attempt (cmd, may be empty):
+// the confirmed resend carries the same id, so the device sees one intent.
+func (b *Bridge) newState(key, cmd string) string {
 	var n [16]byte
 	_, _ = rand.Read(n[:])
 	nonce := hex.EncodeToString(n[:])
@@ -182,7 +203,7 @@ func (b *Bridge) newState(key string) string {
 	}
 	b.pending[nonce] = now.Add(confirmTTL)
 	b.mu.Unlock()
-	return nonce + "." + b.sign(nonce, key)
+	return nonce + "." + cmd + "." + b.sign(nonce, key+"\x00"+cmd)
 }
 
 func (b *Bridge) sign(nonce, key string) string {
@@ -193,17 +214,19 @@ func (b *Bridge) sign(nonce, key string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// consumeState checks a request state against key and uses it up.
-func (b *Bridge) consumeState(state, key string) bool {
-	nonce, mac, ok := strings.Cut(state, ".")
-	if !ok || !hmac.Equal([]byte(mac), []byte(b.sign(nonce, key))) {
-		return false
+// consumeState checks a request state against key, uses it up and returns
+// the command id it carries.
+func (b *Bridge) consumeState(state, key string) (cmd string, ok bool) {
+	nonce, rest, ok1 := strings.Cut(state, ".")
+	cmd, mac, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || !hmac.Equal([]byte(mac), []byte(b.sign(nonce, key+"\x00"+cmd))) {
+		return "", false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	exp, ok := b.pending[nonce]
 	delete(b.pending, nonce)
-	return ok && time.Now().Before(exp)
+	return cmd, ok && time.Now().Before(exp)
 }
 
 // Close closes every session's device connections (their leases end with them).
