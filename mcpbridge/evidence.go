@@ -102,15 +102,19 @@ func (b *Bridge) permit(ctx context.Context, s *session, _ *mcp.CallToolRequest,
 	}
 	defer d.Close()
 	req := mhpguard.PermitRequest{Name: argString(args, "name"), Note: argString(args, "note"), TTL: argFloat(args, "ttl_s", 0)}
+	_, hasValue := args["value"]
 	switch argString(args, "for") {
 	case "write":
 		req.Method = "settings/write"
-		if _, ok := args["value"]; !ok {
-			return nil, mhp.Errorf(mhp.CodeInvalidParams, "a write permit needs the value the agent will write").With("field", "value")
+		if !hasValue || args["params"] != nil {
+			return nil, mhp.Errorf(mhp.CodeInvalidParams, "a write permit takes the value the agent will write (value), not params").With("field", "value")
 		}
 		req.Value = args["value"]
 	case "invoke":
 		req.Method = "actions/invoke"
+		if hasValue {
+			return nil, mhp.Errorf(mhp.CodeInvalidParams, "an invoke permit takes params, not value").With("field", "value")
+		}
 		req.Params, _ = args["params"].(map[string]any)
 	}
 	var p mhpguard.Permit

@@ -37,6 +37,7 @@ type guarded struct {
 	url      string
 	writes   atomic.Int32 // setpoint writes that reached the backend
 	opened   atomic.Int32 // open_lid runs (confirm-gated)
+	heated   atomic.Int32 // lid_heat writes (confirm-gated)
 	mu       sync.Mutex
 	runs     []map[string]any // run_protocol params as the backend saw them
 	dropNext atomic.Bool      // lose the answer of the next settings/write
@@ -56,7 +57,9 @@ func newGuarded(t *testing.T) *guarded {
 	drv, err := binding.New(binding.Config{
 		Device: mhp.DeviceInfo{ID: "tc-01", Class: "thermocycler", Tags: []string{"simulated"}},
 		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "setpoint", Type: mhp.TypeNumber},
-			Write: func(context.Context, any) (binding.WriteStatus, error) { g.writes.Add(1); return binding.Applied, nil }}},
+			Write: func(context.Context, any) (binding.WriteStatus, error) { g.writes.Add(1); return binding.Applied, nil }},
+			{Spec: mhp.Setting{Name: "lid_heat", Type: mhp.TypeNumber, Approval: mhp.ApprovalConfirm},
+				Write: func(context.Context, any) (binding.WriteStatus, error) { g.heated.Add(1); return binding.Applied, nil }}},
 		Actions: []binding.Action{
 			{Spec: mhp.Action{Name: "run_protocol", Duration: mhp.DurationShort, Params: params},
 				Run: func(_ context.Context, j *binding.Job) (any, error) {
@@ -268,10 +271,28 @@ func TestOperatorPermit(t *testing.T) {
 	if res, body := invoke(map[string]any{"params": map[string]any{"speed": 1}, "permit_id": id}); !res.IsError || g.opened.Load() != 1 {
 		t.Fatalf("permit used twice: isError %v opened %d %v", res.IsError, g.opened.Load(), body)
 	}
-	// A write permit approves a write only.
-	res, body := mustCall(t, op, "mhp_permit", map[string]any{"device": "tc-01", "for": "write", "name": "open_lid"})
-	if !res.IsError || errCode(body) != float64(mhp.CodeInvalidParams) {
-		t.Fatalf("write permit without a value: isError %v %v", res.IsError, body)
+	// A write permit needs the value, an invoke permit no value.
+	for _, args := range []map[string]any{
+		{"device": "tc-01", "for": "write", "name": "lid_heat"},
+		{"device": "tc-01", "for": "write", "name": "lid_heat", "value": 1, "params": map[string]any{}},
+		{"device": "tc-01", "for": "invoke", "name": "open_lid", "value": 1},
+	} {
+		if res, body := mustCall(t, op, "mhp_permit", args); !res.IsError || errCode(body) != float64(mhp.CodeInvalidParams) {
+			t.Fatalf("%v: isError %v %v", args, res.IsError, body)
+		}
+	}
+	// A write permit approves that value only.
+	res, body := mustCall(t, op, "mhp_permit", map[string]any{"device": "tc-01", "for": "write", "name": "lid_heat", "value": 105})
+	p, _ := body["permit"].(map[string]any)
+	wid, _ := p["permitId"].(string)
+	if res.IsError || wid == "" {
+		t.Fatalf("write permit: %v", body)
+	}
+	if res, body := mustCall(t, agent, "mhp_write", map[string]any{"device": "tc-01", "name": "lid_heat", "value": 110, "permit_id": wid}); !res.IsError || g.heated.Load() != 0 {
+		t.Fatalf("write permit approved another value: isError %v %v", res.IsError, body)
+	}
+	if res, body := mustCall(t, agent, "mhp_write", map[string]any{"device": "tc-01", "name": "lid_heat", "value": 105, "permit_id": wid}); res.IsError || g.heated.Load() != 1 {
+		t.Fatalf("permitted write: isError %v heated %d %v", res.IsError, g.heated.Load(), body)
 	}
 
 	// Without operator_tools, or without the operator's token, there is no

@@ -21,11 +21,11 @@ func ToolNames() []string {
 func OperatorToolNames() []string { return []string{"mhp_permit"} }
 
 // A tool is one MCP tool of the bridge. Operator tools (a person's
-// decisions: resets, later permits) are listed only when the host policy
-// allows them; the evidence tool and command ids are added here by their own
-// work. Examples are kept where they teach what a schema cannot (a query's
-// phrasing, a selection, an action's params, a script): tools/list stays
-// under 4 KiB (3,729 bytes now) with room for the evidence tool.
+// decisions: mhp_permit; mhp_lab's reset is an operator op) are listed only
+// when the host policy allows them. Examples are kept where they teach what a
+// schema cannot (a query's phrasing, a selection, an action's params, a
+// script): tools/list stays under 4 KiB (4,055 bytes with the default policy;
+// an operator's host listing mhp_permit too: 4,534).
 type tool struct {
 	name, description string
 	schema            map[string]any

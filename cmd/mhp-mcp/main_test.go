@@ -163,6 +163,10 @@ func TestExposureAndPolicyFlags(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"enabeld": true}`), 0o600)
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte("\n"), 0o600)
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("abc\n"), 0o600)
+	same := filepath.Join(dir, "same")
+	os.WriteFile(same, []byte("the-same-token-0123456789\n"), 0o600)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -172,6 +176,9 @@ func TestExposureAndPolicyFlags(t *testing.T) {
 		{[]string{"--policy", filepath.Join(dir, "missing.json"), "a=http://127.0.0.1:1"}, "policy"},
 		{[]string{"--policy", bad, "a=http://127.0.0.1:1"}, "enabeld"},
 		{[]string{"--token-file", empty, "a=http://127.0.0.1:1"}, "empty"},
+		{[]string{"--operator-token-file", filepath.Join(dir, "missing"), "a=http://127.0.0.1:1"}, "--operator-token-file"},
+		{[]string{"--operator-token-file", short, "a=http://127.0.0.1:1"}, "at least 16"},
+		{[]string{"--token-file", same, "--operator-token-file", same, "a=http://127.0.0.1:1"}, "differ"},
 	} {
 		err := run(context.Background(), tc.args, nil, io.Discard, io.Discard, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
