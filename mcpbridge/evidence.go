@@ -18,8 +18,9 @@ import (
 const evidencePage = 8
 
 // evidence answers mhp_evidence: the device's evidence head and one page of
-// its receipts (filtered by command id or session label), oldest first;
-// "next" is the after of the following page. Reading receipts acts on
+// its receipts in chain order: the latest ones, or those after a seq, or
+// those of a command id or session label; "next" is the after of the
+// following page. Reading receipts acts on
 // nothing, so it is open like describe.
 func (b *Bridge) evidence(ctx context.Context, s *session, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
 	d, err := s.device(ctx, argString(args, "device"))
@@ -32,6 +33,9 @@ func (b *Bridge) evidence(ctx context.Context, s *session, _ *mcp.CallToolReques
 	}
 	q := evidence.Query{After: uint64(max(argFloat(args, "after", 0), 0)), Limit: evidencePage,
 		CommandID: argString(args, "command_id"), Session: argString(args, "session")}
+	if args["after"] == nil && q.CommandID == "" && q.Session == "" && head.Seq > evidencePage {
+		q.After = head.Seq - evidencePage // no cursor, no filter: the latest receipts
+	}
 	var page evidence.Page
 	if err := d.Call(ctx, "evidence/list", q, &page); err != nil {
 		return nil, noEvidence(err)

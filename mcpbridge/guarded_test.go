@@ -164,14 +164,21 @@ func TestEvidenceTool(t *testing.T) {
 			t.Fatalf("write %d: %v", i, body)
 		}
 	}
+	// Without a cursor: the latest receipts, ending at the head.
 	res, body := mustCall(t, cs, "mhp_evidence", map[string]any{"device": "tc-01"})
+	latest := entries(body)
+	head, _ := body["head"].(map[string]any)
+	if res.IsError || len(latest) == 0 || latest[len(latest)-1]["seq"] != head["seq"] || body["next"] != nil {
+		t.Fatalf("latest page: isError %v %v", res.IsError, body)
+	}
+	res, body = mustCall(t, cs, "mhp_evidence", map[string]any{"device": "tc-01", "after": 0})
 	if res.IsError {
 		t.Fatalf("evidence: %v", body)
 	}
 	if n := len(jsonOf(res.StructuredContent)); n > mcpbridge.ResultBudget {
 		t.Fatalf("evidence result is %d bytes, over the budget", n)
 	}
-	head, _ := body["head"].(map[string]any)
+	head, _ = body["head"].(map[string]any)
 	if seq, _ := head["seq"].(float64); seq < 20 || head["hash"] == "" {
 		t.Fatalf("head %v: want seq >= 20 and a hash", head)
 	}

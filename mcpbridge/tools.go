@@ -24,8 +24,8 @@ func OperatorToolNames() []string { return []string{"mhp_permit"} }
 // decisions: mhp_permit; mhp_lab's reset is an operator op) are listed only
 // when the host policy allows them. Examples are kept where they teach what a
 // schema cannot (a query's phrasing, a selection, an action's params, a
-// script): tools/list stays under 4 KiB (4,055 bytes with the default policy;
-// an operator's host listing mhp_permit too: 4,534).
+// script): tools/list stays under 4 KiB (4,049 bytes with the default policy;
+// an operator's host listing mhp_permit too: 4,528).
 type tool struct {
 	name, description string
 	schema            map[string]any
@@ -208,14 +208,14 @@ func (b *Bridge) tools() []tool {
 		labDesc += ", reset after estop/fault"
 	}
 	return []tool{
-		{name: "mhp_find", description: "Search devices (text over id, class, model, location, tags); filters exact; state=idle: a free one.",
+		{name: "mhp_find", description: "Search devices (text: id, class, model, location, tags); filters exact; state=idle: free.",
 			schema: obj(nil, map[string]any{"query": strProp(), "class": strProp(),
 				"state": enum("idle", "busy", "fault", "estop", "unreachable"), "location": strProp(), "tags": namesProp(),
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 50}, "live": boolProp()}),
 			examples: []map[string]any{{"query": "heat a plate to 95 C for PCR", "class": "thermocycler", "state": "idle"}},
 			handle:   b.find},
 		{name: "mhp_describe", description: "Describe a device (detail summary by default), or select items' full specs. " +
-			"methods: its saved methods ('' all, text finds, a name in full).",
+			"methods: saved methods ('' all, text finds, name: in full).",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "detail": enum("card", "summary", "full"),
 				"select":  obj(nil, map[string]any{"signals": namesProp(), "settings": namesProp(), "actions": namesProp()}),
 				"methods": strProp()}),
@@ -249,7 +249,7 @@ func (b *Bridge) tools() []tool {
 			schema: obj([]string{"op"}, map[string]any{"op": enum(labOps...), "device": deviceProp(),
 				"ttl_s": num(1, maxWait)}),
 			handle: b.lab},
-		{name: "mhp_evidence", description: "Receipts: chain head and a page after seq (filters exact).",
+		{name: "mhp_evidence", description: "Receipts: chain head and latest page (or after seq; filters exact).",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "command_id": strProp(), "session": strProp(),
 				"after": map[string]any{"type": "integer"}}),
 			handle: b.evidence},
