@@ -234,3 +234,49 @@ func TestEnabledOverride(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// --operator-token-file with a policy whose operator_tools is true lists
+// mhp_permit; without either it is not listed.
+func TestOperatorTokenListsPermit(t *testing.T) {
+	dir := t.TempDir()
+	ops := filepath.Join(dir, "ops.json")
+	os.WriteFile(ops, []byte(`{"enabled": true, "operator_tools": true}`), 0o600)
+	tok := filepath.Join(dir, "operator-token")
+	os.WriteFile(tok, []byte("operator-token-0123456789\n"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--policy", ops, "--operator-token-file", tok, "a=http://127.0.0.1:1"}, true},
+		{[]string{"--policy", ops, "a=http://127.0.0.1:1"}, false},
+		{[]string{"--operator-token-file", tok, "a=http://127.0.0.1:1"}, false},
+	} {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		var stderr strings.Builder
+		done := make(chan error, 1)
+		go func() {
+			done <- run(context.Background(), tc.args, inR, outW, &stderr, nil)
+			outW.Close()
+		}()
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n")
+		sc.Scan()
+		io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+		io.WriteString(inW, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`+"\n")
+		if !sc.Scan() || !strings.Contains(sc.Text(), `"mhp_evidence"`) {
+			t.Fatalf("%q: tools/list: %s", tc.args, sc.Text())
+		}
+		if got := strings.Contains(sc.Text(), `"mhp_permit"`); got != tc.want {
+			t.Errorf("%q: mhp_permit listed %v, want %v", tc.args, got, tc.want)
+		}
+		inW.Close()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if tc.args[0] == "--operator-token-file" && !strings.Contains(stderr.String(), "operator_tools is off") {
+			t.Errorf("%q: no warning that the operator token is unused: %s", tc.args, stderr.String())
+		}
+	}
+}
