@@ -100,6 +100,9 @@ func (b *Bridge) permit(ctx context.Context, s *session, _ *mcp.CallToolRequest,
 	if err != nil {
 		return nil, err
 	}
+	if res == nil || res.Target == "" {
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With("name", id)
+	}
 	d, err := b.cfg.OperatorDial(ctx, res.Target)
 	if err != nil {
 		return nil, fmt.Errorf("operator connection to %s: %w", mhp.Truncate(id, 120), err)

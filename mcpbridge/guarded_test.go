@@ -34,14 +34,15 @@ const (
 // guarded is a thermocycler served as mhp serve serves it: binding, guard
 // (evidence, permits, command ids), saved methods, over HTTP.
 type guarded struct {
-	url      string
-	writes   atomic.Int32 // setpoint writes that reached the backend
-	opened   atomic.Int32 // open_lid runs (confirm-gated)
-	heated   atomic.Int32 // lid_heat writes (confirm-gated)
-	mu       sync.Mutex
-	runs     []map[string]any // run_protocol params as the backend saw them
-	dropNext atomic.Bool      // lose the answer of the next settings/write
-	bodies   chan []byte      // settings/write request bodies as sent
+	url     string
+	writes  atomic.Int32 // setpoint writes that reached the backend
+	opened  atomic.Int32 // open_lid runs (confirm-gated)
+	heated  atomic.Int32 // lid_heat writes (confirm-gated)
+	mu      sync.Mutex
+	runs    []map[string]any // run_protocol params as the backend saw them
+	dropAt  atomic.Int32     // lose the answer of the settings/write with this number (1 is the first)
+	nwrites atomic.Int32     // settings/write requests seen
+	bodies  chan []byte      // settings/write request bodies as sent
 }
 
 func newGuarded(t *testing.T) *guarded {
@@ -110,7 +111,7 @@ func newGuarded(t *testing.T) *guarded {
 		case g.bodies <- body:
 		default:
 		}
-		if !g.dropNext.CompareAndSwap(true, false) {
+		if n := g.nwrites.Add(1); n != g.dropAt.Load() {
 			inner.ServeHTTP(w, r)
 			return
 		}
@@ -414,7 +415,7 @@ func TestConfirmedResendKeepsTheCommandID(t *testing.T) {
 func TestLostAnswerIsNotActedTwice(t *testing.T) {
 	g := newGuarded(t)
 	cs := session(t, guardedBridge(t, g, mcpbridge.DefaultPolicy(), ""), nil)
-	g.dropNext.Store(true)
+	g.dropAt.Store(1)
 	res, body := mustCall(t, cs, "mhp_write", map[string]any{"device": "tc-01", "name": "setpoint", "value": 42})
 	if res.IsError {
 		t.Fatalf("write after a lost answer: %v", body)
@@ -438,5 +439,35 @@ func TestLostAnswerIsNotActedTwice(t *testing.T) {
 	mustCall(t, cs, "mhp_write", map[string]any{"device": "tc-01", "name": "setpoint", "value": 42})
 	if third := cmd(<-g.bodies); third == first || third == "" || g.writes.Load() != 2 {
 		t.Fatalf("a new write reused %q (writes %d)", third, g.writes.Load())
+	}
+}
+
+// Item 4, end to end: a confirm-gated write is refused, confirmed by a
+// person, and the confirmed attempt's answer is lost; the client resends it
+// and the device replays: all three requests carry one command id and the
+// backend wrote once.
+func TestConfirmedWriteWithALostAnswer(t *testing.T) {
+	g := newGuarded(t)
+	cs := session(t, guardedBridge(t, g, mcpbridge.DefaultPolicy(), ""), &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		}})
+	g.dropAt.Store(2) // the confirmed attempt
+	res, body := mustCall(t, cs, "mhp_write", map[string]any{"device": "tc-01", "name": "lid_heat", "value": 100})
+	if res.IsError || g.heated.Load() != 1 {
+		t.Fatalf("confirmed write after a lost answer: isError %v heated %d %v", res.IsError, g.heated.Load(), body)
+	}
+	if len(g.bodies) != 3 {
+		t.Fatalf("%d write requests, want the refused one, the confirmed one and its resend", len(g.bodies))
+	}
+	var ids []string
+	for range 3 {
+		b := string(<-g.bodies)
+		_, after, _ := strings.Cut(b, `"commandId":"`)
+		id, _, _ := strings.Cut(after, `"`)
+		ids = append(ids, id)
+	}
+	if ids[0] == "" || ids[1] != ids[0] || ids[2] != ids[0] {
+		t.Fatalf("command ids %q: want one id for the whole intent", ids)
 	}
 }
