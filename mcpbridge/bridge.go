@@ -1,8 +1,9 @@
-// Package mcpbridge is the lab's MCP server: a constant surface of nine tools
+// Package mcpbridge is the lab's MCP server: a constant surface of ten tools
 // (mhp_find, mhp_describe, mhp_read, mhp_write, mhp_invoke, mhp_job,
-// mhp_estop, mhp_run, mhp_lab) whatever the number of devices, built on the
-// official MCP Go SDK. Devices are found through a directory (or a map of
-// named targets) and connected lazily.
+// mhp_estop, mhp_run, mhp_lab, mhp_evidence) whatever the number of devices,
+// built on the official MCP Go SDK, plus the operator's mhp_permit. Devices
+// are found through a directory (or a map of named targets) and connected
+// lazily.
 //
 // Sessions: each MCP session (over Streamable HTTP, each client) has its own
 // device connections, so its own MHP sessions and leases: one client never
@@ -14,7 +15,14 @@
 // Approval is the host's, never the model's: an `approved` argument sent by
 // the model is stripped; a confirm-gated request is put to a person through
 // MCP elicitation and resent with approval only on an explicit yes; without
-// elicitation it is unavailable, never silently allowed. MHP refusals come
+// elicitation it is unavailable, never silently allowed. An operator's permit
+// is the other approval: mhp_permit (listed only with the policy's
+// operator_tools and Config.OperatorToken, which the operator gives, never
+// the model) issues a single-use permit for one exact request over a
+// connection of its own that carries the operator token; the model passes its
+// id as permit_id (or permitId) on mhp_write or mhp_invoke, which sends it as
+// permitId. A refused permit is the answer (no elicitation is offered in its
+// place). MHP refusals come
 // back as tool results with isError and the structured MHP error, so the
 // model sees why and can adjust; so do scripts that stop on an error.
 //
@@ -27,6 +35,18 @@
 // job's progress to a _meta.progressToken, and a cancelled mhp_invoke
 // (notifications/cancelled) cancels the job it started. Calls are served
 // concurrently, so mhp_estop and ping answer while a call is in flight.
+//
+// Command ids: every write and invoke that is not a dry run carries one id
+// per intent (when the device advertises capabilities.commandIds). The
+// bridge makes it before the first attempt and binds it into the
+// confirmation's request state, so the confirmed resend is the same intent;
+// the client resends with the same id after a transport failure, and the
+// device replays its first answer instead of acting twice.
+//
+// Evidence and methods: mhp_evidence reads a device's evidence head and a
+// page of receipts (evidence/head, evidence/list; filter by command_id or
+// session label); mhp_describe's methods argument lists, finds or gets saved
+// methods, and mhp_invoke's method runs one.
 //
 // Policy is the host policy of seed 001 (enabled, allow_hardware,
 // operator_tools, allow_external_sessions; safe default: enabled only).
@@ -83,6 +103,14 @@ type Config struct {
 	// MaxInFlight bounds the tool calls one MCP session runs at once; more
 	// are refused (mhp_estop never is); default 16.
 	MaxInFlight int
+	// OperatorToken is the operator's token for the devices (the operator
+	// gives it on the command line, never the model): with it and the
+	// policy's operator_tools, mhp_permit issues permits over a separate
+	// connection that carries it. The model's own connections never do.
+	OperatorToken string
+	// OperatorDial connects to a target for mhp_permit; default client.Dial
+	// with Client options and OperatorToken.
+	OperatorDial func(ctx context.Context, target string) (*client.Device, error)
 }
 
 // Validate reports a missing finder.
@@ -118,7 +146,18 @@ func New(cfg Config) (*Bridge, error) {
 		if opts.ClientName == "" {
 			opts.ClientName = "mhp-mcp"
 		}
+		opts.OperatorToken = "" // the model's connections never carry it
 		cfg.Dial = func(ctx context.Context, target string) (*client.Device, error) {
+			return client.Dial(ctx, target, opts)
+		}
+	}
+	if cfg.OperatorDial == nil {
+		opts := cfg.Client
+		if opts.ClientName == "" {
+			opts.ClientName = "mhp-mcp-operator"
+		}
+		opts.OperatorToken = cfg.OperatorToken
+		cfg.OperatorDial = func(ctx context.Context, target string) (*client.Device, error) {
 			return client.Dial(ctx, target, opts)
 		}
 	}
@@ -159,8 +198,10 @@ const (
 	maxPending = 1024
 )
 
-// newState makes a single-use request state binding a confirmation to key.
-func (b *Bridge) newState(key string) string {
+// newState makes a single-use request state binding a confirmation to key
+// and to the command id of the request's first attempt (cmd, may be empty):
+// the confirmed resend carries the same id, so the device sees one intent.
+func (b *Bridge) newState(key, cmd string) string {
 	var n [16]byte
 	_, _ = rand.Read(n[:])
 	nonce := hex.EncodeToString(n[:])
@@ -182,7 +223,7 @@ func (b *Bridge) newState(key string) string {
 	}
 	b.pending[nonce] = now.Add(confirmTTL)
 	b.mu.Unlock()
-	return nonce + "." + b.sign(nonce, key)
+	return nonce + "." + cmd + "." + b.sign(nonce, key+"\x00"+cmd)
 }
 
 func (b *Bridge) sign(nonce, key string) string {
@@ -193,17 +234,19 @@ func (b *Bridge) sign(nonce, key string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// consumeState checks a request state against key and uses it up.
-func (b *Bridge) consumeState(state, key string) bool {
-	nonce, mac, ok := strings.Cut(state, ".")
-	if !ok || !hmac.Equal([]byte(mac), []byte(b.sign(nonce, key))) {
-		return false
+// consumeState checks a request state against key, uses it up and returns
+// the command id it carries.
+func (b *Bridge) consumeState(state, key string) (cmd string, ok bool) {
+	nonce, rest, ok1 := strings.Cut(state, ".")
+	cmd, mac, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || !hmac.Equal([]byte(mac), []byte(b.sign(nonce, key+"\x00"+cmd))) {
+		return "", false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	exp, ok := b.pending[nonce]
 	delete(b.pending, nonce)
-	return ok && time.Now().Before(exp)
+	return cmd, ok && time.Now().Before(exp)
 }
 
 // Close closes every session's device connections (their leases end with them).

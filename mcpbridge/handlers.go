@@ -30,6 +30,9 @@ func (b *Bridge) describe(ctx context.Context, s *session, _ *mcp.CallToolReques
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := args["methods"]; ok {
+		return b.methodsOf(ctx, d, argString(args, "methods"))
+	}
 	req := mhp.DescribeRequest{Detail: argString(args, "detail")}
 	if req.Detail == "" {
 		req.Detail = mhp.DetailSummary
@@ -57,45 +60,60 @@ type needsInput struct {
 }
 
 // confirmation decides a confirm-gated request. On the first round it asks
-// for an elicitation bound to this exact request (an HMAC'd, single-use
-// request state); on the retry it checks the state and the person's answer.
-// Without elicitation there is no trusted channel, so the request stays refused.
-func (b *Bridge) confirmation(req *mcp.CallToolRequest, refusal *mhp.Error, key, what, notes string) (approved bool, ask *needsInput, err error) {
+// for an elicitation bound to this exact request and to the command id of
+// its first attempt (an HMAC'd, single-use request state); on the retry it
+// checks the state and the person's answer and returns that command id, so
+// the confirmed request is the same intent to the device (a resend after a
+// transport failure replays, never acts twice). Without elicitation there is
+// no trusted channel, so the request stays refused.
+func (b *Bridge) confirmation(req *mcp.CallToolRequest, refusal *mhp.Error, key, cmd, what, notes string) (approved bool, cmdOut string, ask *needsInput, err error) {
 	if refusal == nil {
 		refusal = mhp.Errorf(mhp.CodeApprovalRequired, "%s requires a person's confirmation", what).With("approval", "confirm")
 	}
 	if req == nil || req.Session == nil {
-		return false, nil, refusal.With("elicitation", "unavailable")
+		return false, "", nil, refusal.With("elicitation", "unavailable")
 	}
 	if resp, ok := req.Params.InputResponses["confirm"]; ok {
-		if !b.consumeState(req.Params.RequestState, key) {
-			return false, nil, mhp.Errorf(mhp.CodeApprovalRequired, "%s: the confirmation does not match this request (stale, replayed or altered)", what).
+		cmd, ok := b.consumeState(req.Params.RequestState, key)
+		if !ok {
+			return false, "", nil, mhp.Errorf(mhp.CodeApprovalRequired, "%s: the confirmation does not match this request (stale, replayed or altered)", what).
 				With("approval", "confirm")
 		}
 		er, _ := resp.(*mcp.ElicitResult)
 		if er != nil && er.Action == "accept" && er.Content["confirm"] == true {
-			return true, nil, nil
+			return true, cmd, nil, nil
 		}
 		action := "no answer"
 		if er != nil {
 			action = er.Action
 		}
-		return false, nil, mhp.Errorf(mhp.CodeApprovalRequired, "%s: the person did not confirm (%s)", what, action).
+		return false, "", nil, mhp.Errorf(mhp.CodeApprovalRequired, "%s: the person did not confirm (%s)", what, action).
 			With("approval", "confirm").With("elicitation", action)
 	}
 	if ip := req.Session.InitializeParams(); ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
-		return false, nil, refusal.With("elicitation", "unavailable: this MCP client cannot ask a person, so confirm-gated requests cannot run here")
+		return false, "", nil, refusal.With("elicitation", "unavailable: this MCP client cannot ask a person, so confirm-gated requests cannot run here")
 	}
 	msg := mhp.Truncate(what, 1024) + " needs your confirmation."
 	if notes != "" {
 		msg += " Device notes: " + notes
 	}
-	return false, &needsInput{
+	return false, "", &needsInput{
 		requests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: msg, RequestedSchema: map[string]any{
 			"type": "object", "required": []string{"confirm"},
 			"properties": map[string]any{"confirm": map[string]any{"type": "boolean", "title": "Go ahead", "description": mhp.Truncate(what, 1024)}}}}},
-		state: b.newState(key),
+		state: b.newState(key, cmd),
 	}, nil
+}
+
+// commandID is a fresh command id for one intent on d, or "" for a dry run
+// (it acts on nothing) or a device that does not honour command ids. The
+// bridge names the intent itself (the client would otherwise), so that the
+// first attempt and its confirmed resend share the id.
+func (b *Bridge) commandID(d *client.Device, dry bool) string {
+	if dry || b.cfg.Client.Plain || !d.Info().Capabilities.CommandIDs {
+		return ""
+	}
+	return client.NewCommandID()
 }
 
 func (b *Bridge) itemNotes(ctx context.Context, d *client.Device, sel mhp.Selection) string {
@@ -118,61 +136,72 @@ func (b *Bridge) write(ctx context.Context, s *session, req *mcp.CallToolRequest
 	if err != nil {
 		return nil, err
 	}
-	w := mhp.WriteRequest{Name: argString(args, "name"), Value: args["value"]}
+	w := mhp.WriteRequest{Name: argString(args, "name"), Value: args["value"], PermitID: argString(args, "permit_id")}
 	w.DryRun, _ = args["dry_run"].(bool)
-	key := jsonText([]any{"write", id, w.Name, w.Value, w.DryRun})
+	key := jsonText([]any{"write", id, w.Name, w.Value, w.DryRun, w.PermitID})
+	what := fmt.Sprintf("Write %s = %v on %s", w.Name, jsonText(w.Value), id)
 	if _, answered := req.Params.InputResponses["confirm"]; !answered {
+		w.CommandID = b.commandID(d, w.DryRun)
 		res, err := d.Write(ctx, w)
 		me, ok := mhp.AsError(err)
-		if !ok || me.Code != mhp.CodeApprovalRequired {
-			return res, err
+		if !ok || me.Code != mhp.CodeApprovalRequired || w.PermitID != "" {
+			return res, err // a refused permit is the answer: the operator approved something else
 		}
-		what := fmt.Sprintf("Write %s = %v on %s", w.Name, jsonText(w.Value), id)
-		_, ask, cerr := b.confirmation(req, me, key, what, b.itemNotes(ctx, d, mhp.Selection{Settings: []string{w.Name}}))
+		_, _, ask, cerr := b.confirmation(req, me, key, w.CommandID, what, b.itemNotes(ctx, d, mhp.Selection{Settings: []string{w.Name}}))
 		if ask != nil {
 			return ask, nil
 		}
 		return nil, cerr
 	}
-	what := fmt.Sprintf("Write %s = %v on %s", w.Name, jsonText(w.Value), id)
-	ok, _, cerr := b.confirmation(req, nil, key, what, "")
+	ok, cmd, _, cerr := b.confirmation(req, nil, key, "", what, "")
 	if !ok {
 		return nil, cerr
 	}
-	w.Approved = true
+	w.Approved, w.CommandID = true, cmd
 	return d.Write(ctx, w)
 }
 
 func (b *Bridge) invoke(ctx context.Context, s *session, req *mcp.CallToolRequest, args map[string]any) (any, error) {
 	id := argString(args, "device")
+	inv := mhp.InvokeRequest{Name: argString(args, "action"), Method: argString(args, "method"), PermitID: argString(args, "permit_id")}
+	if inv.Name == "" && inv.Method == "" {
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "mhp_invoke: name an action, or a saved method (method)").With("field", "action")
+	}
 	d, err := s.gated(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	inv := mhp.InvokeRequest{Name: argString(args, "action")}
 	inv.Params, _ = args["params"].(map[string]any)
 	inv.DryRun, _ = args["dry_run"].(bool)
-	key := jsonText([]any{"invoke", id, inv.Name, inv.Params, inv.DryRun})
+	key := jsonText([]any{"invoke", id, inv.Name, inv.Method, inv.Params, inv.DryRun, inv.PermitID})
 	what := fmt.Sprintf("Run %s on %s", inv.Name, id)
+	if inv.Method != "" {
+		what = fmt.Sprintf("Run saved method %s on %s", inv.Method, id)
+	}
 	if len(inv.Params) > 0 {
 		what += " with " + jsonText(inv.Params)
 	}
 	var res *mhp.InvokeResult
 	if _, answered := req.Params.InputResponses["confirm"]; !answered {
+		inv.CommandID = b.commandID(d, inv.DryRun)
 		res, err = d.Invoke(ctx, inv)
-		if me, ok := mhp.AsError(err); ok && me.Code == mhp.CodeApprovalRequired {
-			_, ask, cerr := b.confirmation(req, me, key, what, b.itemNotes(ctx, d, mhp.Selection{Actions: []string{inv.Name}}))
+		if me, ok := mhp.AsError(err); ok && me.Code == mhp.CodeApprovalRequired && inv.PermitID == "" {
+			notes := ""
+			if inv.Name != "" {
+				notes = b.itemNotes(ctx, d, mhp.Selection{Actions: []string{inv.Name}})
+			}
+			_, _, ask, cerr := b.confirmation(req, me, key, inv.CommandID, what, notes)
 			if ask != nil {
 				return ask, nil
 			}
 			return nil, cerr
 		}
 	} else {
-		ok, _, cerr := b.confirmation(req, nil, key, what, "")
+		ok, cmd, _, cerr := b.confirmation(req, nil, key, "", what, "")
 		if !ok {
 			return nil, cerr
 		}
-		inv.Approved = true
+		inv.Approved, inv.CommandID = true, cmd
 		res, err = d.Invoke(ctx, inv)
 	}
 	if err != nil || res.Job == nil {

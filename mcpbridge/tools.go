@@ -13,15 +13,19 @@ import (
 
 // ToolNames are the bridge's tools, the same for 2 devices or 2,000.
 func ToolNames() []string {
-	return []string{"mhp_find", "mhp_describe", "mhp_read", "mhp_write", "mhp_invoke", "mhp_job", "mhp_estop", "mhp_run", "mhp_lab"}
+	return []string{"mhp_find", "mhp_describe", "mhp_read", "mhp_write", "mhp_invoke", "mhp_job", "mhp_estop", "mhp_run", "mhp_lab", "mhp_evidence"}
 }
 
+// OperatorToolNames are the tools listed besides ToolNames when the host
+// policy has operator_tools and the operator gave a token (Config.OperatorToken).
+func OperatorToolNames() []string { return []string{"mhp_permit"} }
+
 // A tool is one MCP tool of the bridge. Operator tools (a person's
-// decisions: resets, later permits) are listed only when the host policy
-// allows them; the evidence tool and command ids are added here by their own
-// work. Examples are kept where they teach what a schema cannot (a query's
-// phrasing, a selection, an action's params, a script): tools/list stays
-// under 4 KiB (3,729 bytes now) with room for the evidence tool.
+// decisions: mhp_permit; mhp_lab's reset is an operator op) are listed only
+// when the host policy allows them. Examples are kept where they teach what a
+// schema cannot (a query's phrasing, a selection, an action's params, a
+// script): tools/list stays under 4 KiB (4,049 bytes with the default policy;
+// an operator's host listing mhp_permit too: 4,528).
 type tool struct {
 	name, description string
 	schema            map[string]any
@@ -84,7 +88,7 @@ func (b *Bridge) Server() *mcp.Server {
 		return s
 	}
 	for _, t := range b.tools() {
-		if t.operator && !b.policy.OperatorTools {
+		if t.operator && (!b.policy.OperatorTools || b.cfg.OperatorToken == "") {
 			continue
 		}
 		var meta mcp.Meta
@@ -111,8 +115,15 @@ func (b *Bridge) call(ctx context.Context, t tool, req *mcp.CallToolRequest) *mc
 			return failure(mhp.Errorf(mhp.CodeInvalidParams, "%s: arguments are not a JSON object: %v", t.name, err).With("field", "arguments"))
 		}
 	}
-	// The model never approves: only a person, through elicitation, can.
+	// The model never approves: only a person, through elicitation, or an
+	// operator's permit can.
 	delete(args, "approved")
+	if p, ok := args["permitId"]; ok && (t.name == "mhp_write" || t.name == "mhp_invoke") {
+		if _, both := args["permit_id"]; !both {
+			args["permit_id"] = p // the wire's spelling, accepted too
+			delete(args, "permitId")
+		}
+	}
 	if err := validate(t.name, t.schema, args); err != nil {
 		return failure(err)
 	}
@@ -191,42 +202,43 @@ func argFloat(args map[string]any, k string, def float64) float64 {
 
 func (b *Bridge) tools() []tool {
 	labOps := []string{"list", "updates", "limits", "acquire", "release"}
-	labDesc := "Your lab session: op list (devices, state, policy), updates (notifications since last call, paged), limits, acquire/release lease"
+	labDesc := "Your lab: op list (devices, policy), updates (paged notifications), limits, acquire/release a lease"
 	if b.policy.OperatorTools {
 		labOps = append(labOps, "reset")
 		labDesc += ", reset after estop/fault"
 	}
 	return []tool{
-		{name: "mhp_find", description: "Search devices (id, class, make, model, location, tags, capabilities); " +
-			"filters exact; state=idle finds a free one.",
-			schema: obj(nil, map[string]any{"query": str("what you need"), "class": strProp(),
+		{name: "mhp_find", description: "Search devices (text: id, class, model, location, tags); filters exact; state=idle: free.",
+			schema: obj(nil, map[string]any{"query": strProp(), "class": strProp(),
 				"state": enum("idle", "busy", "fault", "estop", "unreachable"), "location": strProp(), "tags": namesProp(),
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 50}, "live": boolProp()}),
-			examples: []map[string]any{{"query": "heat a plate to 95 C for PCR", "class": "thermocycler", "state": "idle", "limit": 3}},
+			examples: []map[string]any{{"query": "heat a plate to 95 C for PCR", "class": "thermocycler", "state": "idle"}},
 			handle:   b.find},
-		{name: "mhp_describe", description: "Describe a device (detail summary by default), or select items' full specs.",
+		{name: "mhp_describe", description: "Describe a device (detail summary by default), or select items' full specs. " +
+			"methods: saved methods ('' all, text finds, name: in full).",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "detail": enum("card", "summary", "full"),
-				"select": obj(nil, map[string]any{"signals": namesProp(), "settings": namesProp(), "actions": namesProp()})}),
+				"select":  obj(nil, map[string]any{"signals": namesProp(), "settings": namesProp(), "actions": namesProp()}),
+				"methods": strProp()}),
 			examples: []map[string]any{{"device": "tc-01", "select": map[string]any{"actions": []string{"run_protocol"}}}},
 			handle:   b.describe},
 		{name: "mhp_read", description: "Read signals (all without names).",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "names": namesProp()}),
 			handle: b.read},
-		{name: "mhp_write", description: "Write a setting (value typed as it says); the device enforces its limits. dry_run only checks.",
+		{name: "mhp_write", description: "Write a setting (value typed as it says). dry_run only checks.",
 			schema: obj([]string{"device", "name", "value"}, map[string]any{"device": deviceProp(), "name": strProp(),
-				"value": map[string]any{}, "dry_run": boolProp()}),
+				"value": map[string]any{}, "dry_run": boolProp(), "permit_id": strProp()}),
 			handle: b.write},
-		{name: "mhp_invoke", description: "Start an action as a job; wait_s waits for its end.",
-			schema: obj([]string{"device", "action"}, map[string]any{"device": deviceProp(), "action": strProp(),
-				"params": map[string]any{"type": "object"}, "dry_run": boolProp(), "wait_s": waitProp()}),
+		{name: "mhp_invoke", description: "Start an action or saved method as a job; wait_s waits for its end.",
+			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "action": strProp(), "method": strProp(),
+				"params": map[string]any{"type": "object"}, "dry_run": boolProp(), "wait_s": waitProp(), "permit_id": strProp()}),
 			examples: []map[string]any{{"device": "tc-01", "action": "run_protocol",
 				"params": map[string]any{"steps": []any{map[string]any{"temp": 95, "hold_s": 30}}, "cycles": 30}, "wait_s": 60}},
 			handle: b.invoke},
-		{name: "mhp_job", description: "A job: op status (default), wait (wait_s, default 30), cancel, pause, resume, list.",
+		{name: "mhp_job", description: "A job: op status (default), wait (wait_s, default 30) or control it; list.",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "id": strProp(),
 				"op": enum("status", "wait", "cancel", "pause", "resume", "list"), "wait_s": waitProp()}),
 			handle: b.job},
-		{name: "mhp_estop", description: "Emergency stop a device, or all connected ones without device.",
+		{name: "mhp_estop", description: "Emergency stop a device (none: all connected).",
 			schema: obj([]string{"reason"}, map[string]any{"device": deviceProp(), "reason": strProp()}),
 			handle: b.estop},
 		{name: "mhp_run", description: "Run Starlark: lab['id'].read/write/invoke/wait/acquire; returns what it prints. Same gates.",
@@ -237,5 +249,13 @@ func (b *Bridge) tools() []tool {
 			schema: obj([]string{"op"}, map[string]any{"op": enum(labOps...), "device": deviceProp(),
 				"ttl_s": num(1, maxWait)}),
 			handle: b.lab},
+		{name: "mhp_evidence", description: "Receipts: chain head and latest page (or after seq; filters exact).",
+			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "command_id": strProp(), "session": strProp(),
+				"after": map[string]any{"type": "integer"}}),
+			handle: b.evidence},
+		{name: "mhp_permit", operator: true, description: "Operator: a single-use permit for one exact write (value) or invoke (params); give the agent its permit_id.",
+			schema: obj([]string{"device", "for", "name"}, map[string]any{"device": deviceProp(), "for": enum("write", "invoke"),
+				"name": strProp(), "value": map[string]any{}, "params": map[string]any{"type": "object"}, "ttl_s": num(1, maxWait), "note": strProp()}),
+			handle: b.permit},
 	}
 }

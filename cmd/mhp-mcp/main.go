@@ -1,4 +1,4 @@
-// Command mhp-mcp is the lab's MCP server: nine constant tools over every
+// Command mhp-mcp is the lab's MCP server: ten constant tools over every
 // MHP device the lab has, over stdio (default) or MCP Streamable HTTP.
 //
 //	mhp-mcp thermo=http://bench-pc:18921 arm=http://arm-pc:18921
@@ -12,6 +12,11 @@
 // enabled with every other flag off: hardware devices (cards not tagged
 // "simulated") are refused for actuation, operator ops are not listed.
 // MHP_MCP_ENABLED=0|1 overrides the policy's enabled flag for one process.
+//
+// --operator-token-file F gives the bridge the devices' operator token (mhp
+// serve --operator-token-file): with a policy whose operator_tools is true it
+// lists mhp_permit, which issues single-use permits over a connection of its
+// own; the model's connections never carry the token.
 package main
 
 import (
@@ -62,6 +67,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	policyFile := fs.String("policy", "", "host policy JSON {enabled, allow_hardware, operator_tools, allow_external_sessions}; "+
 		"only a JSON true turns a flag on (default: enabled, the rest off)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json (for log collectors)")
+	opTokenFile := fs.String("operator-token-file", "", "file holding the devices' operator token; with operator_tools, mhp_permit issues permits")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
 	fs.Usage = func() {
@@ -100,6 +106,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return fmt.Errorf("token file %s is empty", *tokenFile)
 		}
 	}
+	opToken := ""
+	if *opTokenFile != "" {
+		b, err := os.ReadFile(*opTokenFile)
+		if err != nil {
+			return fmt.Errorf("--operator-token-file: %w", err)
+		}
+		opToken = strings.TrimSpace(string(b))
+		if len(opToken) < 16 {
+			return fmt.Errorf("--operator-token-file: the operator token must be at least 16 characters")
+		}
+		if opToken == token {
+			return fmt.Errorf("--operator-token-file: the operator token must differ from the bearer token (agents hold that one)")
+		}
+	}
 	policy := mcpbridge.DefaultPolicy()
 	if *policyFile != "" {
 		p, err := mcpbridge.LoadPolicy(*policyFile)
@@ -136,7 +156,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		defer n.Close()
 		finder = n
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Client: copts, Policy: &policy})
+	if opToken != "" && !policy.OperatorTools {
+		fmt.Fprintln(stderr, "mhp-mcp: --operator-token-file is unused: the host policy's operator_tools is off, so mhp_permit is not listed")
+	}
+	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Client: copts, Policy: &policy, OperatorToken: opToken})
 	if err != nil {
 		return err
 	}

@@ -192,6 +192,10 @@ func TestExposureAndPolicyFlags(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"enabeld": true}`), 0o600)
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte("\n"), 0o600)
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("abc\n"), 0o600)
+	same := filepath.Join(dir, "same")
+	os.WriteFile(same, []byte("the-same-token-0123456789\n"), 0o600)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -201,6 +205,9 @@ func TestExposureAndPolicyFlags(t *testing.T) {
 		{[]string{"--policy", filepath.Join(dir, "missing.json"), "a=http://127.0.0.1:1"}, "policy"},
 		{[]string{"--policy", bad, "a=http://127.0.0.1:1"}, "enabeld"},
 		{[]string{"--token-file", empty, "a=http://127.0.0.1:1"}, "empty"},
+		{[]string{"--operator-token-file", filepath.Join(dir, "missing"), "a=http://127.0.0.1:1"}, "--operator-token-file"},
+		{[]string{"--operator-token-file", short, "a=http://127.0.0.1:1"}, "at least 16"},
+		{[]string{"--token-file", same, "--operator-token-file", same, "a=http://127.0.0.1:1"}, "differ"},
 	} {
 		err := run(context.Background(), tc.args, nil, io.Discard, io.Discard, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -254,5 +261,51 @@ func TestEnabledOverride(t *testing.T) {
 	inW.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// --operator-token-file with a policy whose operator_tools is true lists
+// mhp_permit; without either it is not listed.
+func TestOperatorTokenListsPermit(t *testing.T) {
+	dir := t.TempDir()
+	ops := filepath.Join(dir, "ops.json")
+	os.WriteFile(ops, []byte(`{"enabled": true, "operator_tools": true}`), 0o600)
+	tok := filepath.Join(dir, "operator-token")
+	os.WriteFile(tok, []byte("operator-token-0123456789\n"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--policy", ops, "--operator-token-file", tok, "a=http://127.0.0.1:1"}, true},
+		{[]string{"--policy", ops, "a=http://127.0.0.1:1"}, false},
+		{[]string{"--operator-token-file", tok, "a=http://127.0.0.1:1"}, false},
+	} {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		var stderr strings.Builder
+		done := make(chan error, 1)
+		go func() {
+			done <- run(context.Background(), tc.args, inR, outW, &stderr, nil)
+			outW.Close()
+		}()
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`+"\n")
+		sc.Scan()
+		io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+		io.WriteString(inW, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`+"\n")
+		if !sc.Scan() || !strings.Contains(sc.Text(), `"mhp_evidence"`) {
+			t.Fatalf("%q: tools/list: %s", tc.args, sc.Text())
+		}
+		if got := strings.Contains(sc.Text(), `"mhp_permit"`); got != tc.want {
+			t.Errorf("%q: mhp_permit listed %v, want %v", tc.args, got, tc.want)
+		}
+		inW.Close()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if tc.args[0] == "--operator-token-file" && !strings.Contains(stderr.String(), "operator_tools is off") {
+			t.Errorf("%q: no warning that the operator token is unused: %s", tc.args, stderr.String())
+		}
 	}
 }
