@@ -94,34 +94,33 @@ func Find[T any](dev Device) (T, bool) {
 
 // OperatorExtensions collects the operator-only wire methods of dev's chain.
 func OperatorExtensions(dev Device) map[string]WireMethod {
-	out := map[string]WireMethod{}
-	for i := 0; dev != nil && i < 64; i++ {
-		if x, ok := dev.(OperatorExtension); ok {
-			for name, m := range x.OperatorWireMethods() {
-				if _, taken := out[name]; !taken {
-					out[name] = m
-				}
-			}
+	return collect(dev, func(d Device) map[string]WireMethod {
+		if x, ok := d.(OperatorExtension); ok {
+			return x.OperatorWireMethods()
 		}
-		u, ok := dev.(Unwrapper)
-		if !ok {
-			break
-		}
-		dev = u.Unwrap()
-	}
-	return out
+		return nil
+	})
 }
 
 // WireExtensions collects the extra wire methods of every device in dev's
 // decorator chain; the outermost decorator wins a name.
 func WireExtensions(dev Device) map[string]WireMethod {
+	return collect(dev, func(d Device) map[string]WireMethod {
+		if x, ok := d.(Extension); ok {
+			return x.WireMethods()
+		}
+		return nil
+	})
+}
+
+// collect walks dev's decorator chain outermost first, merging each
+// device's methods; a name already taken is kept.
+func collect(dev Device, methodsOf func(Device) map[string]WireMethod) map[string]WireMethod {
 	out := map[string]WireMethod{}
 	for i := 0; dev != nil && i < 64; i++ {
-		if x, ok := dev.(Extension); ok {
-			for name, m := range x.WireMethods() {
-				if _, taken := out[name]; !taken {
-					out[name] = m
-				}
+		for name, m := range methodsOf(dev) {
+			if _, taken := out[name]; !taken {
+				out[name] = m
 			}
 		}
 		u, ok := dev.(Unwrapper)

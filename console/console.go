@@ -22,14 +22,12 @@
 package console
 
 import (
-	"context"
 	"embed"
 	"errors"
 	"io/fs"
 	"net"
 	"net/http"
 	"strings"
-	"time"
 )
 
 //go:embed web
@@ -156,23 +154,4 @@ func TrustedHost(hostport string, hosts []string) bool {
 		}
 	}
 	return false
-}
-
-// Serve serves h on ln until ctx is cancelled, then shuts down (requests
-// get 5s; open event streams end with ctx) and returns nil. It is
-// transport.ServeHTTP for a handler that mounts more than the transport.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-		return nil
-	}
 }
