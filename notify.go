@@ -3,6 +3,7 @@ package mhp
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 )
 
 // Notification method names.
@@ -68,4 +69,49 @@ func (n Notification) Job() *Job {
 		return nil
 	}
 	return &j
+}
+
+// Listeners is a registry of notification listeners for decorators that
+// publish notifications of their own beside their device's (saved methods,
+// test doubles). The zero value is ready; it is safe for concurrent use.
+type Listeners struct {
+	mu   sync.Mutex
+	fns  map[int]func(Notification)
+	next int
+}
+
+// Listen registers fn beside dev's own listeners (dev may be nil) and
+// returns the func that stops both.
+func (l *Listeners) Listen(dev Device, fn func(Notification)) func() {
+	stop := func() {}
+	if dev != nil {
+		stop = dev.Listen(fn)
+	}
+	l.mu.Lock()
+	if l.fns == nil {
+		l.fns = map[int]func(Notification){}
+	}
+	id := l.next
+	l.next++
+	l.fns[id] = fn
+	l.mu.Unlock()
+	return func() {
+		stop()
+		l.mu.Lock()
+		delete(l.fns, id)
+		l.mu.Unlock()
+	}
+}
+
+// Publish delivers n to every registered listener (outside the lock).
+func (l *Listeners) Publish(n Notification) {
+	l.mu.Lock()
+	fns := make([]func(Notification), 0, len(l.fns))
+	for _, fn := range l.fns {
+		fns = append(fns, fn)
+	}
+	l.mu.Unlock()
+	for _, fn := range fns {
+		fn(n)
+	}
 }

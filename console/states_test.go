@@ -23,8 +23,7 @@ type troubled struct {
 	down      string // backend link error; "" = up
 	stale     bool   // values carry a source time two minutes old
 	fault     string // fault reason; "" = none
-	listeners map[int]func(mhp.Notification)
-	next      int
+	listeners mhp.Listeners
 }
 
 func (d *troubled) Unwrap() mhp.Device { return d.Device }
@@ -62,20 +61,7 @@ func (d *troubled) Read(ctx context.Context, names []string) (*mhp.ReadResult, e
 	return r, nil
 }
 
-func (d *troubled) Listen(fn func(mhp.Notification)) func() {
-	stop := d.Device.Listen(fn)
-	d.mu.Lock()
-	id := d.next
-	d.next++
-	d.listeners[id] = fn
-	d.mu.Unlock()
-	return func() {
-		stop()
-		d.mu.Lock()
-		delete(d.listeners, id)
-		d.mu.Unlock()
-	}
-}
+func (d *troubled) Listen(fn func(mhp.Notification)) func() { return d.listeners.Listen(d.Device, fn) }
 
 func (d *troubled) set(f func(*troubled)) {
 	d.mu.Lock()
@@ -83,21 +69,11 @@ func (d *troubled) set(f func(*troubled)) {
 	d.mu.Unlock()
 }
 
-func (d *troubled) publish(n mhp.Notification) {
-	d.mu.Lock()
-	fns := make([]func(mhp.Notification), 0, len(d.listeners))
-	for _, fn := range d.listeners {
-		fns = append(fns, fn)
-	}
-	d.mu.Unlock()
-	for _, fn := range fns {
-		fn(n)
-	}
-}
+func (d *troubled) publish(n mhp.Notification) { d.listeners.Publish(n) }
 
 func TestDevicePageStates(t *testing.T) {
 	ctx := browser(t)
-	tr := &troubled{listeners: map[int]func(mhp.Notification){}}
+	tr := &troubled{}
 	hs, _ := simDevice(t, "sim:thermocycler", "tc-states", "", func(d mhp.Device) mhp.Device { tr.Device = d; return tr })
 	dir := artifacts(t)
 	if err := chromedpNavigate(ctx, hs.URL+"/"); err != nil {

@@ -2,7 +2,6 @@ package methods
 
 import (
 	"context"
-	"sync"
 
 	"github.com/openmhp/mhp-go"
 )
@@ -18,11 +17,8 @@ const (
 // save and delete. Every other call goes to the wrapped device unchanged.
 type Device struct {
 	mhp.Device
-	store *Store
-
-	mu        sync.Mutex
-	listeners map[int]func(mhp.Notification)
-	next      int
+	store     *Store
+	listeners mhp.Listeners // for methods/saved and methods/retired
 }
 
 // Wrap serves store's methods in front of dev (a nil store: Empty()).
@@ -30,7 +26,7 @@ func Wrap(dev mhp.Device, store *Store) *Device {
 	if store == nil {
 		store = Empty()
 	}
-	return &Device{Device: dev, store: store, listeners: map[int]func(mhp.Notification){}}
+	return &Device{Device: dev, store: store}
 }
 
 // Unwrap returns the wrapped device (mhp.Unwrapper).
@@ -40,32 +36,10 @@ func (d *Device) Unwrap() mhp.Device { return d.Device }
 func (d *Device) Store() *Store { return d.store }
 
 // Listen implements mhp.Device: the device's notifications and the store's.
-func (d *Device) Listen(fn func(mhp.Notification)) func() {
-	stop := d.Device.Listen(fn)
-	d.mu.Lock()
-	id := d.next
-	d.next++
-	d.listeners[id] = fn
-	d.mu.Unlock()
-	return func() {
-		stop()
-		d.mu.Lock()
-		delete(d.listeners, id)
-		d.mu.Unlock()
-	}
-}
+func (d *Device) Listen(fn func(mhp.Notification)) func() { return d.listeners.Listen(d.Device, fn) }
 
 func (d *Device) publish(method string, params map[string]any) {
-	n := mhp.Notification{Method: method, Params: params}
-	d.mu.Lock()
-	fns := make([]func(mhp.Notification), 0, len(d.listeners))
-	for _, fn := range d.listeners {
-		fns = append(fns, fn)
-	}
-	d.mu.Unlock()
-	for _, fn := range fns {
-		fn(n)
-	}
+	d.listeners.Publish(mhp.Notification{Method: method, Params: params})
 }
 
 // Invoke implements mhp.Device. With req.Method set, the method's action and
