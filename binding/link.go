@@ -24,12 +24,12 @@ type linkState struct {
 // when the link dropped ends with its own outcome.
 func (d *Driver) SetLink(connected bool, err error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	msg := ""
 	if err != nil && !connected {
 		msg = mhp.Truncate(err.Error(), 512)
 	}
 	if d.link.tracked && d.link.up == connected && d.link.err == msg {
+		d.mu.Unlock()
 		return
 	}
 	changed := !d.link.tracked || d.link.up != connected
@@ -40,8 +40,11 @@ func (d *Driver) SetLink(connected bool, err error) {
 		d.link.since = mhp.UnixSeconds(d.now())
 	}
 	if changed && len(d.listeners) > 0 {
+		// publishLocked releases mu.
 		d.publishLocked(mhp.NotifyBackendLink, map[string]any{"backend": d.linkLocked()})
+		return
 	}
+	d.mu.Unlock()
 }
 
 // Link returns the backend link as last reported by the adapter, or nil when

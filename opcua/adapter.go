@@ -129,6 +129,8 @@ type adapter struct {
 	cl      Client
 	closeCl func() error
 	stopSub func()
+	subIDs  []*ua.NodeID // the node ids of the running subscription
+	subGen  int          // generation of the running subscription
 	latest  []sample                  // by signal index
 	types   map[string]ua.TypeID      // node id -> built-in type of its value
 	args    map[string][]*ua.Argument // method node id -> input arguments
@@ -182,6 +184,7 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 	if a.opt.Dial == nil {
 		a.opt.Dial = func(ctx context.Context, cfg Config, onConnect func(context.Context, Client) error) (Client, error) {
 			c, err := Dial(ctx, cfg, DialOptions{Logger: a.log, KeepAlive: opt.KeepAlive,
+				Background: !cfg.Reconn.FailFast, OnLink: a.setLink,
 				OnConnect: func(ctx context.Context, c *Conn) error { return onConnect(ctx, c) }})
 			if err != nil {
 				return nil, err
@@ -293,7 +296,9 @@ func (a *adapter) client() Client {
 	return a.cl
 }
 
-// setup connects, reads the types and structure, and subscribes the signals.
+// setup connects (or, unless reconnect.fail_fast, starts connecting in
+// the background); every connection runs onConnect, which reads the types
+// and structure and subscribes the signals.
 func (a *adapter) setup(ctx context.Context) error {
 	cl, err := a.opt.Dial(ctx, a.cfg, a.onConnect)
 	if err != nil {
@@ -305,31 +310,67 @@ func (a *adapter) setup(ctx context.Context) error {
 		a.closeCl = c.Close
 	}
 	a.mu.Unlock()
+	return nil
+}
+
+// setLink reports the link to the driver (Conn's OnLink).
+func (a *adapter) setLink(up bool, err error) {
+	if a.drv != nil {
+		a.drv.SetLink(up, err)
+	}
+}
+
+// subscribe (re)makes the one subscription when the resolved node ids
+// differ from the running one's (first connection, namespace indexes moved
+// on a restarted server). It carries the signals and every state node of
+// the functional units and programs: jobs listen to it instead of making
+// subscriptions of their own.
+func (a *adapter) subscribe(ctx context.Context, cl Client) error {
 	ids := make([]*ua.NodeID, len(a.cfg.Signals))
 	for i, s := range a.cfg.Signals {
 		ids[i] = a.node(s.Node)
 	}
-	// One subscription carries the signals and every state node of the
-	// functional units and programs: jobs listen to it instead of making
-	// subscriptions of their own.
-	watched := a.watchList()
+	watched, watchIdx := a.watchList()
 	nSig := len(ids)
 	ids = append(ids, watched...)
-	if len(ids) > 0 {
-		stop, err := cl.Subscribe(ctx, ids, func(i int, dv *ua.DataValue) {
-			if i < nSig {
-				a.onValue(i, dv)
-			} else {
-				a.onWatch(i-nSig, dv)
-			}
-		})
-		if err != nil {
-			a.close()
-			return fmt.Errorf("opcua: subscribe signals: %w", err)
-		}
-		a.mu.Lock()
-		a.stopSub = stop
+	if len(ids) == 0 {
+		return nil
+	}
+	a.mu.Lock()
+	if a.stopSub != nil && slices.EqualFunc(a.subIDs, ids, func(x, y *ua.NodeID) bool { return x.String() == y.String() }) {
 		a.mu.Unlock()
+		return nil
+	}
+	// A new generation: values of a subscription being replaced are
+	// dropped, the shared state slots start empty.
+	a.subGen++
+	gen := a.subGen
+	a.watched, a.watchIdx = watched, watchIdx
+	a.watchLatest = make([]*ua.DataValue, len(watched))
+	a.mu.Unlock()
+	stop, err := cl.Subscribe(ctx, ids, func(i int, dv *ua.DataValue) {
+		a.mu.Lock()
+		cur := a.subGen == gen
+		a.mu.Unlock()
+		if !cur {
+			return
+		}
+		if i < nSig {
+			a.onValue(i, dv)
+		} else {
+			a.onWatch(i-nSig, dv)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("opcua: subscribe signals: %w", err)
+	}
+	a.mu.Lock()
+	old := a.stopSub
+	a.stopSub, a.subIDs = stop, ids
+	a.mu.Unlock()
+	if old != nil {
+		a.log.Info("opcua: node ids moved on the server; subscription rebuilt", "endpoint", a.cfg.Endpoint)
+		old()
 	}
 	return nil
 }
@@ -353,6 +394,9 @@ func (a *adapter) close() error {
 // of functional units and programs. A node that cannot be read is logged
 // and stays unknown: its item is refused when used.
 func (a *adapter) onConnect(ctx context.Context, cl Client) error {
+	a.mu.Lock()
+	a.cl = cl
+	a.mu.Unlock()
 	res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: ua.NewNumericNodeID(0, id.Server_NamespaceArray), AttributeID: ua.AttributeIDValue}})
 	if err != nil {
 		return fmt.Errorf("opcua: read the namespace array: %w", err)
@@ -363,10 +407,7 @@ func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 	if arr, ok := res[0].Value.Value().([]string); ok {
 		a.mu.Lock()
 		if a.nsArray != nil && !slices.Equal(a.nsArray, arr) {
-			// Requests resolve nsu= ids afresh; the running subscription
-			// keeps the indexes of the first connection.
-			a.log.Warn("opcua: the server's namespace array changed since the first connection; restart the driver if subscribed nsu= nodes moved",
-				"endpoint", a.cfg.Endpoint)
+			a.log.Warn("opcua: the server's namespace array changed; nsu= node ids are resolved afresh", "endpoint", a.cfg.Endpoint)
 		}
 		a.nsArray = arr
 		a.nodes = map[string]*ua.NodeID{} // indexes may have changed
@@ -460,7 +501,7 @@ func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 			a.mu.Unlock()
 		}
 	}
-	return nil
+	return a.subscribe(ctx, cl)
 }
 
 // readArguments reads a method's InputArguments property.

@@ -55,12 +55,21 @@ type DialOptions struct {
 	// Logger receives connection events; default slog.Default().
 	Logger *slog.Logger
 	// OnConnect runs after every successful (re)connection, before the
-	// subscriptions are rebuilt (the adapter re-reads data types there).
+	// subscriptions are rebuilt (the adapter re-reads data types there and
+	// may replace its subscription); an error counts as a lost connection.
 	OnConnect func(ctx context.Context, c *Conn) error
 	// KeepAlive is how often the connection is probed by a read of the
 	// server state; two failed probes in a row count as a lost connection.
 	// Default 5s; negative disables.
 	KeepAlive time.Duration
+	// Background makes Dial return a Conn even when the first connection
+	// fails: it keeps trying with backoff (requests fail with
+	// ErrNotConnected meanwhile). Without it the first failure is Dial's
+	// error (fail fast).
+	Background bool
+	// OnLink is told every change of the link: up (err nil) or down with
+	// the reason. It must not block.
+	OnLink func(up bool, err error)
 }
 
 // Conn is a Client over gopcua that keeps one session up: it connects with
@@ -89,6 +98,7 @@ type Conn struct {
 }
 
 type subReg struct {
+	id    int
 	nodes []*ua.NodeID
 	fn    func(int, *ua.DataValue)
 	// stopLive stops the subscription on the current client.
@@ -117,18 +127,29 @@ func Dial(ctx context.Context, cfg Config, opt DialOptions) (*Conn, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	cl, lost, err := c.connect(ctx)
 	if err != nil {
-		c.cancel()
-		return nil, err
-	}
-	c.install(cl, lost)
-	if opt.OnConnect != nil {
-		if err := opt.OnConnect(ctx, c); err != nil {
-			c.Close()
+		if !opt.Background {
+			c.cancel()
 			return nil, err
 		}
+		c.log.Warn("opcua: server unreachable; serving and reconnecting in the background", "endpoint", cfg.Endpoint, "err", err)
+		c.link(false, err)
+		go c.supervise(true)
+		return c, nil
 	}
-	go c.supervise()
+	if err := c.install(ctx, cl, lost); err != nil && !opt.Background {
+		go c.supervise(false)
+		c.Close()
+		return nil, err
+	}
+	go c.supervise(false)
 	return c, nil
+}
+
+// link reports a link change to OnLink.
+func (c *Conn) link(up bool, err error) {
+	if c.opt.OnLink != nil {
+		c.opt.OnLink(up, err)
+	}
 }
 
 // Connected reports whether a session is up.
@@ -165,19 +186,35 @@ func (c *Conn) client() *opcua.Client {
 	return c.cl
 }
 
-// install makes cl the current client and rebuilds the subscriptions on it.
-func (c *Conn) install(cl *opcua.Client, lost chan struct{}) {
+// install makes cl the current client, runs OnConnect (which may replace
+// subscriptions, e.g. when namespace indexes moved), then rebuilds every
+// subscription OnConnect did not make afresh, and reports the link up.
+func (c *Conn) install(ctx context.Context, cl *opcua.Client, lost chan struct{}) error {
 	c.mu.Lock()
 	c.cl = cl
 	c.lost = lost
+	c.mu.Unlock()
+	if c.opt.OnConnect != nil {
+		if err := c.opt.OnConnect(ctx, c); err != nil {
+			// The session is not usable as the mapping needs it: treat it
+			// as lost (the supervisor reconnects with backoff).
+			c.log.Warn("opcua: after connecting", "endpoint", c.cfg.Endpoint, "err", err)
+			c.markLost(cl)
+			c.link(false, err)
+			return err
+		}
+	}
+	c.mu.Lock()
 	regs := make([]*subReg, 0, len(c.subs))
 	for _, r := range c.subs {
-		regs = append(regs, r)
+		if r.stopLive == nil {
+			regs = append(regs, r)
+		}
 	}
 	c.mu.Unlock()
 	for _, r := range regs {
-		ctx, cancel := context.WithTimeout(c.ctx, seconds(c.cfg.Timeouts.RequestS))
-		stop, err := c.startSub(ctx, cl, r)
+		sctx, cancel := context.WithTimeout(c.ctx, seconds(c.cfg.Timeouts.RequestS))
+		stop, err := c.startSub(sctx, cl, r)
 		cancel()
 		if err != nil {
 			c.log.Warn("opcua: rebuilding a subscription failed", "endpoint", c.cfg.Endpoint, "err", err)
@@ -185,9 +222,17 @@ func (c *Conn) install(cl *opcua.Client, lost chan struct{}) {
 			continue
 		}
 		c.mu.Lock()
-		r.stopLive = stop
+		if _, still := c.subs[r.id]; still && c.cl == cl && r.stopLive == nil {
+			r.stopLive = stop
+			stop = nil
+		}
 		c.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
 	}
+	c.link(true, nil)
+	return nil
 }
 
 // markLost treats cl as lost (keep-alive failure, subscription failure).
@@ -204,44 +249,26 @@ func (c *Conn) markLost(cl *opcua.Client) {
 }
 
 // supervise waits for the connection to be lost, marks every subscribed
-// value unavailable, and reconnects with backoff.
-func (c *Conn) supervise() {
+// value unavailable, and reconnects with backoff; down says the first
+// connection already failed.
+func (c *Conn) supervise(down bool) {
 	defer close(c.done)
 	for {
-		c.mu.Lock()
-		lost, cl := c.lost, c.cl
-		c.mu.Unlock()
-		if !c.waitLost(cl, lost) {
-			return
-		}
-		c.log.Warn("opcua: connection lost; reconnecting", "endpoint", c.cfg.Endpoint)
-		c.mu.Lock()
-		c.cl = nil
-		regs := make([]*subReg, 0, len(c.subs))
-		var stops []func()
-		for _, r := range c.subs {
-			regs = append(regs, r)
-			if r.stopLive != nil {
-				stops = append(stops, r.stopLive)
-				r.stopLive = nil
+		if !down {
+			c.mu.Lock()
+			lost, cl := c.lost, c.cl
+			c.mu.Unlock()
+			if !c.waitLost(cl, lost) {
+				return
 			}
+			// The link is reported down only when the first reconnect
+			// fails: a blip healed at once (a server closing idle channels,
+			// a proxy restart) is not an outage, and a reset verifying right
+			// after it waits for the session instead of being refused.
+			c.log.Warn("opcua: connection lost; reconnecting", "endpoint", c.cfg.Endpoint)
+			c.teardown(cl)
 		}
-		c.mu.Unlock()
-		go func() {
-			for _, s := range stops {
-				s()
-			}
-		}()
-		for _, r := range regs {
-			for i := range r.nodes {
-				r.fn(i, &ua.DataValue{EncodingMask: ua.DataValueStatusCode, Status: ua.StatusBadServerNotConnected})
-			}
-		}
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = cl.Close(ctx)
-		}()
+		down = false
 		wait := seconds(c.cfg.Reconn.MinS)
 		for {
 			select {
@@ -260,24 +287,52 @@ func (c *Conn) supervise() {
 					_ = ncl.Close(context.Background())
 					return
 				}
-				c.install(ncl, nlost)
-				if c.opt.OnConnect != nil {
-					if oerr := c.opt.OnConnect(ctx, c); oerr != nil {
-						c.log.Warn("opcua: after reconnect", "endpoint", c.cfg.Endpoint, "err", oerr)
-					}
-				}
+				_ = c.install(ctx, ncl, nlost)
 				cancel()
-				c.log.Info("opcua: reconnected", "endpoint", c.cfg.Endpoint)
+				c.log.Info("opcua: connected", "endpoint", c.cfg.Endpoint)
 				break
 			}
 			cancel()
-			c.log.Warn("opcua: reconnect failed", "endpoint", c.cfg.Endpoint, "err", err, "retry_in", wait)
+			c.link(false, err)
+			c.log.Warn("opcua: connect failed", "endpoint", c.cfg.Endpoint, "err", err, "retry_in", wait)
 			wait *= 2
 			if max := seconds(c.cfg.Reconn.MaxS); wait > max {
 				wait = max
 			}
 		}
 	}
+}
+
+// teardown forgets the lost client cl: its subscriptions stop, every
+// subscribed value turns BadServerNotConnected, and cl closes.
+func (c *Conn) teardown(cl *opcua.Client) {
+	c.mu.Lock()
+	c.cl = nil
+	regs := make([]*subReg, 0, len(c.subs))
+	var stops []func()
+	for _, r := range c.subs {
+		regs = append(regs, r)
+		if r.stopLive != nil {
+			stops = append(stops, r.stopLive)
+			r.stopLive = nil
+		}
+	}
+	c.mu.Unlock()
+	go func() {
+		for _, s := range stops {
+			s()
+		}
+	}()
+	for _, r := range regs {
+		for i := range r.nodes {
+			r.fn(i, &ua.DataValue{EncodingMask: ua.DataValueStatusCode, Status: ua.StatusBadServerNotConnected})
+		}
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = cl.Close(ctx)
+	}()
 }
 
 // waitLost blocks until the client is lost (true) or the Conn closes (false),
@@ -577,9 +632,9 @@ func (c *Conn) Browse(ctx context.Context, node *ua.NodeID) ([]*ua.ReferenceDesc
 
 // Subscribe implements Client.
 func (c *Conn) Subscribe(ctx context.Context, nodes []*ua.NodeID, fn func(int, *ua.DataValue)) (func(), error) {
-	r := &subReg{nodes: nodes, fn: fn}
 	c.mu.Lock()
 	idx := c.nextID
+	r := &subReg{id: idx, nodes: nodes, fn: fn}
 	c.nextID++
 	c.subs[idx] = r
 	cl := c.cl
@@ -606,8 +661,16 @@ func (c *Conn) Subscribe(ctx context.Context, nodes []*ua.NodeID, fn func(int, *
 		return nil, err
 	}
 	c.mu.Lock()
-	r.stopLive = s
+	_, still := c.subs[idx]
+	if still && c.cl == cl && r.stopLive == nil {
+		r.stopLive, s = s, nil
+	}
 	c.mu.Unlock()
+	if s != nil {
+		// Stopped meanwhile, or the client was lost (the next connection
+		// rebuilds it), or a reconnect rebuilt it first.
+		s()
+	}
 	return stop, nil
 }
 

@@ -97,6 +97,10 @@ type Reconnect struct {
 	MinS float64 `yaml:"min_s,omitempty"`
 	// MaxS caps the doubling waits; default 30.
 	MaxS float64 `yaml:"max_s,omitempty"`
+	// FailFast makes the driver's start fail when the server cannot be
+	// reached. Default false: the driver starts and serves with the backend
+	// reported down (ping, describe), and connects as soon as it can.
+	FailFast bool `yaml:"fail_fast,omitempty"`
 }
 
 // SignalItem maps a variable onto a signal.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,22 +155,24 @@ type event struct {
 
 // watchList fixes the shared state nodes (resolved at the first
 // connection) and returns them.
-func (a *adapter) watchList() []*ua.NodeID {
+func (a *adapter) watchList() (list []*ua.NodeID, idx map[string]int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.watchIdx = map[string]int{}
-	a.watched = nil
+	idx = map[string]int{}
 	add := func(n *ua.NodeID) {
 		if n == nil {
 			return
 		}
-		if _, ok := a.watchIdx[n.String()]; ok {
+		if _, ok := idx[n.String()]; ok {
 			return
 		}
-		a.watchIdx[n.String()] = len(a.watched)
-		a.watched = append(a.watched, n)
+		idx[n.String()] = len(list)
+		list = append(list, n)
 	}
-	for _, u := range a.units {
+	// Sorted: the same structure gives the same list, so a reconnect to an
+	// unchanged server keeps the subscription.
+	for _, k := range slices.Sorted(maps.Keys(a.units)) {
+		u := a.units[k]
 		add(u.stateID)
 		add(u.state)
 		add(u.runStateID)
@@ -176,11 +180,10 @@ func (a *adapter) watchList() []*ua.NodeID {
 		add(u.runtime)
 		add(u.estimate)
 	}
-	for _, p := range a.progs {
-		add(p.state)
+	for _, k := range slices.Sorted(maps.Keys(a.progs)) {
+		add(a.progs[k].state)
 	}
-	a.watchLatest = make([]*ua.DataValue, len(a.watched))
-	return append([]*ua.NodeID(nil), a.watched...)
+	return list, idx
 }
 
 // listener is a job listening to the shared subscription.

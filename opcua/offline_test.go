@@ -24,10 +24,10 @@ func TestDisconnectedReadsUnavailableWritesRefused(t *testing.T) {
 	srv.Down()
 	eventually(t, "signals to read unavailable", 5*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{"temperature"})
-		return err == nil && r.Values["temperature"] == nil && strings.Contains(r.Unavailable["temperature"], "not connected")
+		return err == nil && r.Values["temperature"] == nil && strings.Contains(r.Unavailable["temperature"], "backend")
 	})
 	_, err := dev.Write(ctx, mhp.WriteRequest{Name: "setpoint", Value: 30.0})
-	if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeServerError || e.Data["reason"] != "not_connected" {
+	if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeServerError || e.Data["outcome"] != mhp.OutcomeNotStarted {
 		t.Fatalf("write while disconnected: %v", err)
 	}
 	if p, _ := dev.Ping(ctx); p.State != mhp.StateIdle {
