@@ -125,21 +125,22 @@ type adapter struct {
 	log *slog.Logger
 	drv *binding.Driver
 
-	mu      sync.Mutex
-	cl      Client
-	closeCl func() error
-	stopSub func()
-	subIDs  []*ua.NodeID // the node ids of the running subscription
-	subGen  int          // generation of the running subscription
-	latest  []sample                  // by signal index
-	types   map[string]ua.TypeID      // node id -> built-in type of its value
-	args    map[string][]*ua.Argument // method node id -> input arguments
-	ladsNS  int                       // LADS namespace index, -1 unknown
-	units   map[string]*ladsUnit      // functional unit node id -> resolved nodes
-	progs   map[string]*programNodes  // program node id -> resolved nodes
-	nodes   map[string]*ua.NodeID     // parsed node ids
-	nsArray []string                  // the server's namespace URIs
-	live    map[string]bool           // signals read live (interlocks)
+	mu        sync.Mutex
+	cl        Client
+	closeCl   func() error
+	stopSub   func()
+	subIDs    []*ua.NodeID              // the node ids of the running subscription
+	subGen    int                       // generation of the running subscription
+	stopFresh func()                    // stops watchFreshness
+	latest    []sample                  // by signal index
+	types     map[string]ua.TypeID      // node id -> built-in type of its value
+	args      map[string][]*ua.Argument // method node id -> input arguments
+	ladsNS    int                       // LADS namespace index, -1 unknown
+	units     map[string]*ladsUnit      // functional unit node id -> resolved nodes
+	progs     map[string]*programNodes  // program node id -> resolved nodes
+	nodes     map[string]*ua.NodeID     // parsed node ids
+	nsArray   []string                  // the server's namespace URIs
+	live      map[string]bool           // signals read live (interlocks)
 
 	// The shared subscription's state nodes (functional units, programs).
 	watched      []*ua.NodeID
@@ -304,12 +305,15 @@ func (a *adapter) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	stop := make(chan struct{})
 	a.mu.Lock()
 	a.cl = cl
 	if c, ok := cl.(interface{ Close() error }); ok {
 		a.closeCl = c.Close
 	}
+	a.stopFresh = func() { close(stop) }
 	a.mu.Unlock()
+	go a.watchFreshness(stop)
 	return nil
 }
 
@@ -377,9 +381,12 @@ func (a *adapter) subscribe(ctx context.Context, cl Client) error {
 
 func (a *adapter) close() error {
 	a.mu.Lock()
-	stop, closeCl := a.stopSub, a.closeCl
-	a.stopSub, a.closeCl = nil, nil
+	stop, closeCl, stopFresh := a.stopSub, a.closeCl, a.stopFresh
+	a.stopSub, a.closeCl, a.stopFresh = nil, nil, nil
 	a.mu.Unlock()
+	if stopFresh != nil {
+		stopFresh()
+	}
 	if stop != nil {
 		stop()
 	}
@@ -602,6 +609,10 @@ func (a *adapter) sampleOf(i int, s sample) (binding.Sample, error) {
 		}
 		return binding.Sample{}, binding.Unavailable("%s: OPC UA status %s", item.Name, StatusName(dv.Status))
 	}
+	if age, ok := a.subscriptionAge(); ok && age > seconds(a.cfg.Timeouts.MaxAgeS) {
+		return binding.Sample{}, binding.Unavailable("%s: the subscription has not heard from the server for %.1fs (max age %gs): the server may be frozen",
+			item.Name, age.Seconds(), a.cfg.Timeouts.MaxAgeS)
+	}
 	t := dv.SourceTimestamp
 	if t.IsZero() {
 		t = dv.ServerTimestamp
@@ -619,6 +630,60 @@ func (a *adapter) sampleOf(i int, s sample) (binding.Sample, error) {
 		t = s.at
 	}
 	return binding.Sample{Value: fromVariant(dv.Value), Time: t}, nil
+}
+
+// subscriptionAge is how long ago the subscription last heard from the
+// server (real time: the Client's clock); ok is false when the Client
+// cannot tell or no subscription runs.
+func (a *adapter) subscriptionAge() (time.Duration, bool) {
+	h, ok := a.client().(interface{ Heard() time.Time })
+	if !ok {
+		return 0, false
+	}
+	t := h.Heard()
+	if t.IsZero() {
+		return 0, false
+	}
+	return time.Since(t), true
+}
+
+// watchFreshness turns pushed signals null when the subscription goes
+// quiet beyond the max age (a frozen server sends nothing, so nothing else
+// would), and pushes the cached values again when it speaks.
+func (a *adapter) watchFreshness(stop <-chan struct{}) {
+	maxAge := seconds(a.cfg.Timeouts.MaxAgeS)
+	t := time.NewTicker(max(maxAge/4, 10*time.Millisecond))
+	defer t.Stop()
+	stale := false
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		age, ok := a.subscriptionAge()
+		now := ok && age > maxAge
+		if now == stale || a.drv == nil {
+			continue
+		}
+		stale = now
+		if stale {
+			a.log.Warn("opcua: the subscription is quiet beyond the max age; signals read unavailable", "endpoint", a.cfg.Endpoint, "age", age)
+		}
+		for i, it := range a.cfg.Signals {
+			if it.StaleAfterS > 0 {
+				continue // polled: the driver reads it anew
+			}
+			a.mu.Lock()
+			smp := a.latest[i]
+			a.mu.Unlock()
+			out, err := a.sampleOf(i, smp)
+			if err != nil {
+				out = binding.Sample{Value: nil}
+			}
+			a.drv.PublishSignal(it.Name, out)
+		}
+	}
 }
 
 // readSignal serves a signal from the subscription's latest value; before

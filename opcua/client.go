@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gopcua/opcua"
@@ -95,6 +96,23 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// heard is when a subscription last heard from the server (a value or
+	// the heartbeat), Unix nanoseconds; 0 while none is running.
+	heard atomic.Int64
+}
+
+// Heard returns when a subscription last heard from the server: a data
+// change or the heartbeat item every subscription carries (the server's
+// CurrentTime, sampled at half the keep-alive period). gopcua swallows
+// keep-alive messages, so the heartbeat is what shows that a subscription
+// without data changes is alive. Zero while no subscription runs.
+func (c *Conn) Heard() time.Time {
+	n := c.heard.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 type subReg struct {
@@ -116,7 +134,7 @@ func Dial(ctx context.Context, cfg Config, opt DialOptions) (*Conn, error) {
 		opt.Logger = slog.Default()
 	}
 	if opt.KeepAlive == 0 {
-		opt.KeepAlive = 5 * time.Second
+		opt.KeepAlive = seconds(cfg.Timeouts.KeepAliveS)
 	}
 	c := &Conn{cfg: cfg, opt: opt, log: opt.Logger, subs: map[int]*subReg{}, done: make(chan struct{})}
 	if cfg.Security.Policy != PolicyNone {
@@ -306,6 +324,7 @@ func (c *Conn) supervise(down bool) {
 // teardown forgets the lost client cl: its subscriptions stop, every
 // subscribed value turns BadServerNotConnected, and cl closes.
 func (c *Conn) teardown(cl *opcua.Client) {
+	c.heard.Store(0)
 	c.mu.Lock()
 	c.cl = nil
 	regs := make([]*subReg, 0, len(c.subs))
@@ -678,16 +697,32 @@ func (c *Conn) Subscribe(ctx context.Context, nodes []*ua.NodeID, fn func(int, *
 // notifications (gopcua's publish loop blocks on a slow consumer).
 func (c *Conn) startSub(ctx context.Context, cl *opcua.Client, r *subReg) (func(), error) {
 	ch := make(chan *opcua.PublishNotificationData, 64)
-	sub, err := cl.Subscribe(ctx, &opcua.SubscriptionParameters{Interval: 50 * time.Millisecond}, ch)
+	// Timing that cannot expire on a healthy link: the keep-alive period
+	// (interval x MaxKeepAliveCount) stays below the request timeout, which
+	// gopcua v0.8.0 uses as the publish wait when it is longer than the
+	// keep-alive (its publish wait is max(keep-alive, RequestTimeout); with
+	// its defaults, 3000 x interval, the wait equals the keep-alive and a
+	// keep-alive arriving a little late drops the link). The lifetime is ten
+	// keep-alives (the spec wants at least three).
+	interval := seconds(c.cfg.Timeouts.PublishS)
+	kaCount := uint32(max(1, int(c.cfg.Timeouts.KeepAliveS/c.cfg.Timeouts.PublishS)))
+	sub, err := cl.Subscribe(ctx, &opcua.SubscriptionParameters{Interval: interval, MaxKeepAliveCount: kaCount, LifetimeCount: 10 * kaCount}, ch)
 	if err != nil {
 		return nil, fmt.Errorf("opcua: create subscription: %w", err)
 	}
-	items := make([]*ua.MonitoredItemCreateRequest, len(r.nodes))
+	if ka := time.Duration(sub.RevisedMaxKeepAliveCount) * sub.RevisedPublishingInterval; ka >= seconds(c.cfg.Timeouts.RequestS) {
+		c.log.Warn("opcua: the server revised the subscription's keep-alive to the request timeout or more; raise timeouts.request_s above it or the link may drop",
+			"endpoint", c.cfg.Endpoint, "keepalive", ka, "request_timeout", seconds(c.cfg.Timeouts.RequestS))
+	}
+	items := make([]*ua.MonitoredItemCreateRequest, len(r.nodes), len(r.nodes)+1)
 	for i, n := range r.nodes {
 		items[i] = opcua.NewMonitoredItemCreateRequestWithDefaults(n, ua.AttributeIDValue, uint32(i))
 		items[i].RequestedParameters.QueueSize = 16
-		items[i].RequestedParameters.SamplingInterval = 50
+		items[i].RequestedParameters.SamplingInterval = c.cfg.Timeouts.PublishS * 1000
 	}
+	hb := opcua.NewMonitoredItemCreateRequestWithDefaults(ua.NewNumericNodeID(0, id.Server_ServerStatus_CurrentTime), ua.AttributeIDValue, uint32(len(r.nodes)))
+	hb.RequestedParameters.SamplingInterval = c.cfg.Timeouts.KeepAliveS * 1000 / 2
+	items = append(items, hb)
 	res, err := sub.Monitor(ctx, ua.TimestampsToReturnBoth, items...)
 	if err != nil {
 		_ = sub.Cancel(context.Background())
@@ -698,6 +733,7 @@ func (c *Conn) startSub(ctx context.Context, cl *opcua.Client, r *subReg) (func(
 			r.fn(i, &ua.DataValue{EncodingMask: ua.DataValueStatusCode, Status: x.StatusCode})
 		}
 	}
+	c.heard.Store(time.Now().UnixNano())
 	sctx, cancel := context.WithCancel(c.ctx)
 	go func() {
 		for {
@@ -715,9 +751,10 @@ func (c *Conn) startSub(ctx context.Context, cl *opcua.Client, r *subReg) (func(
 				if !ok {
 					continue
 				}
+				c.heard.Store(time.Now().UnixNano())
 				for _, it := range dcn.MonitoredItems {
 					if it == nil || int(it.ClientHandle) >= len(r.nodes) {
-						continue
+						continue // the heartbeat, or a handle we never gave
 					}
 					dv := it.Value
 					if dv == nil {

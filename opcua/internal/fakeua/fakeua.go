@@ -54,6 +54,10 @@ const LADSNamespace = "http://opcfoundation.org/UA/LADS/"
 // publishing interval) sees every state.
 const Hold = 150 * time.Millisecond
 
+// HeartbeatEvery is how often the fake notifies subscribers of the
+// server's CurrentTime, as a server sampling it would.
+const HeartbeatEvery = 200 * time.Millisecond
+
 // syncWindow is how long a handler waits for the instrument before it
 // answers from another goroutine.
 const syncWindow = 50 * time.Millisecond
@@ -88,6 +92,7 @@ type Server struct {
 	channels map[*uasc.SecureChannel]bool
 	stop     chan struct{}
 	done     chan struct{}
+	thawed   chan struct{} // non-nil while frozen
 }
 
 type unit struct {
@@ -186,7 +191,7 @@ func (s *Server) serveProxy(l net.Listener, target string) {
 		s.conns[c], s.conns[up] = true, true
 		s.mu.Unlock()
 		pipe := func(dst, src net.Conn) {
-			_, _ = io.Copy(dst, src)
+			_, _ = io.Copy(dst, &gated{src, s})
 			dst.Close()
 			src.Close()
 			s.mu.Lock()
@@ -242,6 +247,51 @@ func (s *Server) Up() error {
 	s.mu.Unlock()
 	go s.serveProxy(l, s.target)
 	return nil
+}
+
+// Freeze makes the server hang as a stopped process does: connections
+// stay open but nothing crosses them (requests and replies are held) and the
+// server's clock stops notifying subscribers, until Thaw.
+func (s *Server) Freeze() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.thawed == nil {
+		s.thawed = make(chan struct{})
+	}
+}
+
+// Thaw ends Freeze: held bytes flow again.
+func (s *Server) Thaw() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.thawed != nil {
+		close(s.thawed)
+		s.thawed = nil
+	}
+}
+
+// frozen returns the channel closed at Thaw, or nil when not frozen.
+func (s *Server) frozen() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.thawed
+}
+
+// gated is a proxy reader that holds what it read while the server is frozen.
+type gated struct {
+	r io.Reader
+	s *Server
+}
+
+func (g *gated) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if ch := g.s.frozen(); ch != nil {
+		select {
+		case <-ch:
+		case <-g.s.stop:
+		}
+	}
+	return n, err
 }
 
 // DropConnections cuts every client connection (TCP), as a broken link
@@ -587,11 +637,18 @@ func (s *Server) watch() {
 	for n := range settingTypes {
 		names = append(names, n)
 	}
+	beat := time.Now()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
+		}
+		// A real server samples CurrentTime; gopcua's server notifies only
+		// when told, so the fake tells it every HeartbeatEvery.
+		if time.Since(beat) >= HeartbeatEvery && s.frozen() == nil {
+			beat = time.Now()
+			s.srv.ChangeNotification(ua.NewNumericNodeID(0, id.Server_ServerStatus_CurrentTime))
 		}
 		for _, u := range s.units {
 			s.mu.Lock()
