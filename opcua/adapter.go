@@ -39,8 +39,12 @@
 //     reading the program's result, otherwise the outcome is unknown.
 //
 // Signals are served from one subscription (value, source timestamp,
-// status; Bad or stale reads null); signals used as interlocks are read
-// live at the gate, since a subscription lags by a publishing interval.
+// status; Bad or stale reads null). The subscription carries a heartbeat
+// (the server's CurrentTime) so that a frozen server is noticed: beyond
+// timeouts.max_age_s without word from it, signals read unavailable.
+// Signals used as interlocks are served from the subscription while it
+// is fresh (heard within a keep-alive) and read live otherwise. After an
+// applied write, the node's signals show the written value at once.
 package opcua
 
 import (
@@ -141,6 +145,7 @@ type adapter struct {
 	nodes     map[string]*ua.NodeID     // parsed node ids
 	nsArray   []string                  // the server's namespace URIs
 	live      map[string]bool           // signals read live (interlocks)
+	sigByNode map[string][]int          // the signals of each configured node id
 
 	// The shared subscription's state nodes (functional units, programs).
 	watched      []*ua.NodeID
@@ -154,6 +159,12 @@ type sample struct {
 	have bool
 	dv   *ua.DataValue
 	at   time.Time
+	// floor is the source timestamp of a value confirmed by a write's
+	// read-back: subscription values older than it are late news.
+	floor time.Time
+	// liveUntil: a write without read-back was applied; reads go to the
+	// server until the subscription has surely caught up.
+	liveUntil time.Time
 }
 
 // New builds the driver of cfg. The driver connects in Start (an error when
@@ -193,9 +204,13 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 			return c, nil
 		}
 	}
-	// Interlock signals are read live at the gate (a subscription's value
-	// lags the server by a publishing interval); every other signal is
-	// served from the subscription.
+	a.sigByNode = map[string][]int{}
+	for i, sig := range cfg.Signals {
+		a.sigByNode[sig.Node] = append(a.sigByNode[sig.Node], i)
+	}
+	// Interlock signals are served from the subscription while it is fresh
+	// (heard from within a keep-alive period) and read live otherwise;
+	// every other signal is served from the subscription.
 	a.live = map[string]bool{}
 	for _, n := range cfg.Safety.Interlocks {
 		a.live[n] = true
@@ -583,7 +598,13 @@ func (a *adapter) onValue(i int, dv *ua.DataValue) {
 	}
 	now := a.clk.Now()
 	a.mu.Lock()
-	a.latest[i] = sample{have: true, dv: dv, at: now}
+	prev := a.latest[i]
+	if !isBad(dv.Status) && !prev.floor.IsZero() && !dv.SourceTimestamp.IsZero() && dv.SourceTimestamp.Before(prev.floor) {
+		// Sampled before a write we saw applied: never show it after.
+		a.mu.Unlock()
+		return
+	}
+	a.latest[i] = sample{have: true, dv: dv, at: now, floor: prev.floor, liveUntil: prev.liveUntil}
 	a.mu.Unlock()
 	if a.drv == nil || a.cfg.Signals[i].StaleAfterS > 0 {
 		return
@@ -647,6 +668,16 @@ func (a *adapter) subscriptionAge() (time.Duration, bool) {
 	return time.Since(t), true
 }
 
+// subscriptionFresh reports whether the subscription heard from the
+// server within one keep-alive period (the heartbeat comes every half
+// period on a healthy link): its values then lag the server by at most a
+// sampling and a publishing interval, close enough for an interlock.
+// Unknown (a Client that cannot tell) is not fresh.
+func (a *adapter) subscriptionFresh() bool {
+	age, ok := a.subscriptionAge()
+	return ok && age <= seconds(a.cfg.Timeouts.KeepAliveS)
+}
+
 // watchFreshness turns pushed signals null when the subscription goes
 // quiet beyond the max age (a frozen server sends nothing, so nothing else
 // would), and pushes the cached values again when it speaks.
@@ -695,7 +726,7 @@ func (a *adapter) readSignal(i int) func(context.Context) (binding.Sample, error
 		s := a.latest[i]
 		cl := a.cl
 		a.mu.Unlock()
-		if s.have && !a.live[item.Name] {
+		if s.have && !time.Now().Before(s.liveUntil) && (!a.live[item.Name] || a.subscriptionFresh()) {
 			return a.sampleOf(i, s)
 		}
 		if cl == nil {
@@ -817,6 +848,7 @@ func (a *adapter) writeSetting(item SettingItem) func(context.Context, any) (bin
 			return binding.Sent, err
 		}
 		if !readBack {
+			a.afterWrite(item.Node, nil, v)
 			return binding.Applied, nil
 		}
 		// Read back: the server said Good; the node's value confirms it.
@@ -829,10 +861,46 @@ func (a *adapter) writeSetting(item SettingItem) func(context.Context, any) (bin
 			return binding.Sent, nil
 		}
 		if reflect.DeepEqual(fromVariant(res[0].Value), fromVariant(v)) {
+			a.afterWrite(item.Node, res[0], v)
 			return binding.Applied, nil
 		}
 		a.log.Info("opcua: read-back differs from the written value", "setting", item.Name, "wrote", fromVariant(v), "read", fromVariant(res[0].Value))
 		return binding.Sent, nil
+	}
+}
+
+// afterWrite makes the signals of a node written with an applied result
+// show the new value at once (the subscription lags by a sampling and a
+// publishing interval): the read-back value becomes the cached one and a
+// floor against older notifications; without a read-back, the signals are
+// read live for a max age.
+func (a *adapter) afterWrite(node string, readBack *ua.DataValue, v *ua.Variant) {
+	idx := a.sigByNode[node]
+	if len(idx) == 0 {
+		return
+	}
+	now := a.clk.Now()
+	a.mu.Lock()
+	for _, i := range idx {
+		smp := a.latest[i]
+		if readBack != nil {
+			smp = sample{have: true, dv: readBack, at: now, floor: readBack.SourceTimestamp}
+		} else {
+			smp.liveUntil = time.Now().Add(seconds(a.cfg.Timeouts.MaxAgeS))
+		}
+		a.latest[i] = smp
+	}
+	a.mu.Unlock()
+	if readBack == nil || a.drv == nil {
+		return
+	}
+	for _, i := range idx {
+		if a.cfg.Signals[i].StaleAfterS > 0 {
+			continue
+		}
+		if out, err := a.sampleOf(i, sample{have: true, dv: readBack, at: now}); err == nil {
+			a.drv.PublishSignal(a.cfg.Signals[i].Name, out)
+		}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/opcua/internal/fakeua"
 )
 
 // A frozen server (process stopped, sockets open) sends nothing: the
@@ -114,5 +116,82 @@ func TestNodeSoakNoSpontaneousDrop(t *testing.T) {
 	}
 	if l := d.Link(); !l.Connected || l.Since != since || changes.Load() != 0 {
 		t.Fatalf("the link changed during the soak: %+v, %d notifications", l, changes.Load())
+	}
+}
+
+// After a write reports applied, a read of the same node never shows the
+// pre-write value, though the server's notifications lag (as node-opcua's
+// did by 0.2-0.5 s).
+func TestReadAfterWrite(t *testing.T) {
+	for _, readBack := range []bool{true, false} {
+		t.Run(map[bool]string{true: "read_back", false: "no_read_back"}[readBack], func(t *testing.T) {
+			srv := startFake(t)
+			srv.SetValueLag(400 * time.Millisecond)
+			cfg := extraConfig(srv.URL)
+			cfg.Signals = append(cfg.Signals, SignalItem{Signal: mhp.Signal{Name: "setpoint_now", Type: mhp.TypeNumber}, Node: fakeua.NodeID(conformance.SettingSetpoint)})
+			for i := range cfg.Settings {
+				if cfg.Settings[i].Name == conformance.SettingSetpoint {
+					rb := readBack
+					cfg.Settings[i].ReadBack = &rb
+				}
+			}
+			d := startDriver(t, cfg, nil)
+			ctx := ctxT(t)
+			dev := mhp.AsSession(d, "s1")
+			if r, err := dev.Write(ctx, mhp.WriteRequest{Name: conformance.SettingSetpoint, Value: 20.0}); err != nil || !r.Applied {
+				t.Fatalf("first write: %+v %v", r, err)
+			}
+			waitSignals(t, d)
+			eventually(t, "the first value to settle", 10*time.Second, func() bool {
+				r, err := dev.Read(ctx, []string{"setpoint_now"})
+				return err == nil && r.Values["setpoint_now"] == 20.0
+			})
+			for _, v := range []float64{31, 32, 33} {
+				r, err := dev.Write(ctx, mhp.WriteRequest{Name: conformance.SettingSetpoint, Value: v})
+				if err != nil || !r.Applied {
+					t.Fatalf("write %v: %+v %v", v, r, err)
+				}
+				// Until the lagging notifications have all arrived, every read
+				// shows the written value.
+				end := time.Now().Add(600 * time.Millisecond)
+				for time.Now().Before(end) {
+					res, err := dev.Read(ctx, []string{"setpoint_now"})
+					if err != nil || res.Values["setpoint_now"] != v {
+						t.Fatalf("read after the applied write of %v: %+v %v", v, res, err)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
+// An interlock is served from a fresh subscription (no round trip) and
+// still refuses as soon as the server's value reaches the adapter.
+func TestInterlockFromFreshSubscription(t *testing.T) {
+	srv := startFake(t)
+	cfg := extraConfig(srv.URL)
+	d := startDriver(t, cfg, nil)
+	waitSignals(t, d)
+	ctx := ctxT(t)
+	dev := mhp.AsSession(d, "s1")
+	// Once the subscription has delivered, interlock reads cost no round trip.
+	eventually(t, "20 interlock reads without a server read", 10*time.Second, func() bool {
+		reads := srv.Reads()
+		for i := 0; i < 20; i++ {
+			if r, err := dev.Read(ctx, []string{conformance.SignalDoorClosed}); err != nil || r.Values[conformance.SignalDoorClosed] != true {
+				t.Fatalf("interlock read: %+v %v", r, err)
+			}
+		}
+		return srv.Reads()-reads <= 1
+	})
+	srv.In.SetSignal(conformance.SignalDoorClosed, false)
+	eventually(t, "the interlock to see the open door", 10*time.Second, func() bool {
+		r, err := dev.Read(ctx, []string{conformance.SignalDoorClosed})
+		return err == nil && r.Values[conformance.SignalDoorClosed] == false
+	})
+	_, err := dev.Invoke(ctx, mhp.InvokeRequest{Name: conformance.ActionRun, Params: map[string]any{}})
+	if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeInterlockOpen {
+		t.Fatalf("run with the door open: %v", err)
 	}
 }
