@@ -740,7 +740,8 @@ func (a *adapter) readSignal(i int) func(context.Context) (binding.Sample, error
 	}
 }
 
-// verify is the reset check: every signal node reads Good, live.
+// verify is the reset check: every signal node reads Good, live, and every
+// LADS functional unit can Start (Aborted ones are cleared; see verifyUnits).
 // A connection being rebuilt (after a drop) is waited for, bounded by ctx
 // and the request timeout.
 func (a *adapter) verify(ctx context.Context) error {
@@ -771,15 +772,14 @@ func (a *adapter) verify(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("opcua: verify: read signals: %w", err)
 	}
-	if len(a.cfg.Signals) == 0 {
-		return nil
-	}
-	for i, dv := range res {
-		if isBad(dv.Status) {
-			return fmt.Errorf("opcua: verify: signal %s reads %s", a.cfg.Signals[i].Name, StatusName(dv.Status))
+	if len(a.cfg.Signals) > 0 {
+		for i, dv := range res {
+			if isBad(dv.Status) {
+				return fmt.Errorf("opcua: verify: signal %s reads %s", a.cfg.Signals[i].Name, StatusName(dv.Status))
+			}
 		}
 	}
-	return nil
+	return a.verifyUnits(ctx, cl)
 }
 
 // ---- settings ----

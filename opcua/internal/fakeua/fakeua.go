@@ -13,8 +13,13 @@
 //   - methods on object Device: quick, profile (steps String JSON, cycles
 //     Int32), confirm_action, forbidden_action, estop; outputs (ok, action);
 //   - LADS-style functional units FU_run and FU_monitor (FunctionalUnitState
-//     with CurrentState/Id in the LADS namespace, Start/Stop/Abort, and
-//     RunningStateMachine/CurrentState/Id).
+//     with CurrentState/Id in the LADS namespace, Start/Stop/Abort/Clear,
+//     and RunningStateMachine/CurrentState/Id); an estop during a run
+//     leaves the unit Aborted until Clear, as LADS devices do.
+//
+// Freeze/Thaw hang the server with its sockets open; SetValueLag delays
+// value notifications as a real server's sampling does; the server's
+// CurrentTime is notified every HeartbeatEvery.
 //
 // Instrument behaviours become OPC UA answers: Refuse -> BadInvalidState,
 // FailReported -> BadDeviceFailure (methods) or Aborted (functional units),
@@ -96,6 +101,7 @@ type Server struct {
 	thawed   chan struct{} // non-nil while frozen
 	lag      time.Duration // SetValueLag
 	reads    atomic.Int64  // signal values taken (reads, notifications)
+	clears   atomic.Int64  // Clear calls that cleared a unit
 }
 
 type unit struct {
@@ -105,6 +111,7 @@ type unit struct {
 	work     *conformance.Work
 	runs     int
 	runID    string
+	estopped bool // aborted by the estop: ends Aborted, waits for Clear
 	progress float64
 	// results is a ring of result slots: DeviceProgramRunId and the
 	// VariableSet (ok, action) of finished runs.
@@ -250,6 +257,21 @@ func (s *Server) Up() error {
 	s.mu.Unlock()
 	go s.serveProxy(l, s.target)
 	return nil
+}
+
+// Clears is how many Clear calls cleared an Aborted functional unit.
+func (s *Server) Clears() int64 { return s.clears.Load() }
+
+// UnitState is the LADS FunctionalUnitState of the unit of an action
+// ("Stopped", "Aborted", ...).
+func (s *Server) UnitState(action string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.units[action]
+	if !ok {
+		return ""
+	}
+	return ladsName(u.state)
 }
 
 // Reads is how often the server took a signal's value (a Read of the
@@ -628,6 +650,7 @@ func (s *Server) buildUnit(root *server.Node, action string) {
 	}
 	s.method(sm, "Stop", key+".Stop", nil)
 	s.method(sm, "Abort", key+".Abort", nil)
+	s.method(sm, "Clear", key+".Clear", nil)
 	rsm := s.object(sm, "RunningStateMachine", key+".RunningStateMachine")
 	rcs := s.variable(rsm, "CurrentState", key+".RunningStateMachine.CurrentState", id.LocalizedText, 1, func() *ua.DataValue {
 		s.mu.Lock()
@@ -642,7 +665,7 @@ func (s *Server) buildUnit(root *server.Node, action string) {
 }
 
 func ladsName(n uint32) string {
-	return map[uint32]string{5085: "Stopped", 5099: "Running", 5100: "Stopping", 5159: "Aborting", 5160: "Aborted",
+	return map[uint32]string{5085: "Stopped", 5099: "Running", 5100: "Stopping", 5159: "Aborting", 5160: "Aborted", 5143: "Clearing",
 		5120: "Idle", 5168: "Execute", 5128: "Complete"}[n]
 }
 
@@ -848,6 +871,15 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 	key := m.MethodID.StringID()
 	switch key {
 	case "estop":
+		// As LADS devices do, an emergency stop aborts a running unit, and
+		// the unit stays Aborted until a client calls Clear.
+		s.mu.Lock()
+		for _, u := range s.units {
+			if u.work != nil {
+				u.estopped = true
+			}
+		}
+		s.mu.Unlock()
 		if err := s.In.Stop(); err != nil {
 			return status(ua.StatusBadDeviceFailure), nil
 		}
@@ -916,6 +948,20 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 		switch key {
 		case prefix + "Start", prefix + "StartProgram":
 			return s.startUnit(sc, u, m, respond), nil
+		case prefix + "Clear":
+			s.mu.Lock()
+			aborted := u.state == 5160
+			s.mu.Unlock()
+			if !aborted {
+				return status(ua.StatusBadInvalidState), nil
+			}
+			s.clears.Add(1)
+			s.setUnit(u, 5143, 0)
+			go func() {
+				time.Sleep(Hold)
+				s.setUnit(u, 5085, 5120)
+			}()
+			return status(ua.StatusOK), nil
 		case prefix + "Stop", prefix + "Abort":
 			s.mu.Lock()
 			w, running := u.work, u.state == 5099
@@ -990,8 +1036,16 @@ func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequ
 		time.Sleep(Hold) // let subscribers see Running
 		<-w.Done()
 		st, _, _ := w.State()
-		switch st {
-		case conformance.WorkSucceeded:
+		s.mu.Lock()
+		estopped := u.estopped
+		u.estopped = false
+		s.mu.Unlock()
+		switch {
+		case estopped:
+			s.setUnit(u, 5159, 0)
+			time.Sleep(Hold)
+			s.setUnit(u, 5160, 5120) // stays Aborted until Clear
+		case st == conformance.WorkSucceeded:
 			s.mu.Lock()
 			u.progress = 1
 			u.results[u.next%resultSlots] = result{runID: runID, ok: true, action: u.name}
@@ -1000,11 +1054,11 @@ func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequ
 			s.setUnit(u, 0, 5128)
 			time.Sleep(Hold)
 			s.setUnit(u, 5085, 5120)
-		case conformance.WorkCancelled:
+		case st == conformance.WorkCancelled:
 			s.setUnit(u, 5100, 0)
 			time.Sleep(Hold)
 			s.setUnit(u, 5085, 5120)
-		case conformance.WorkFailed:
+		case st == conformance.WorkFailed:
 			s.setUnit(u, 5159, 0)
 			time.Sleep(Hold)
 			s.setUnit(u, 5160, 5120)
