@@ -42,8 +42,9 @@
 // status; Bad or stale reads null). The subscription carries a heartbeat
 // (the server's CurrentTime) so that a frozen server is noticed: beyond
 // timeouts.max_age_s without word from it, signals read unavailable.
-// Signals used as interlocks are served from the subscription while it
-// is fresh (heard within a keep-alive) and read live otherwise. After an
+// Signals used as interlocks are read live, or, with
+// timeouts.interlock_max_age_s, served from the subscription while its
+// values are known current within that bound. After an
 // applied write, the node's signals show the written value at once.
 package opcua
 
@@ -208,9 +209,9 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 	for i, sig := range cfg.Signals {
 		a.sigByNode[sig.Node] = append(a.sigByNode[sig.Node], i)
 	}
-	// Interlock signals are served from the subscription while it is fresh
-	// (heard from within a keep-alive period) and read live otherwise;
-	// every other signal is served from the subscription.
+	// Interlock signals are read live unless timeouts.interlock_max_age_s
+	// lets a fresh subscription serve them; every other signal is served
+	// from the subscription.
 	a.live = map[string]bool{}
 	for _, n := range cfg.Safety.Interlocks {
 		a.live[n] = true
@@ -668,14 +669,17 @@ func (a *adapter) subscriptionAge() (time.Duration, bool) {
 	return time.Since(t), true
 }
 
-// subscriptionFresh reports whether the subscription heard from the
-// server within one keep-alive period (the heartbeat comes every half
-// period on a healthy link): its values then lag the server by at most a
-// sampling and a publishing interval, close enough for an interlock.
-// Unknown (a Client that cannot tell) is not fresh.
+// subscriptionFresh reports whether the subscription's values are known
+// current within timeouts.interlock_max_age_s: every change sampled before
+// the subscription last heard from the server has arrived, so a value is
+// at most (time since then + a sampling interval) old. Unset, or a Client
+// that cannot tell: not fresh (interlocks are read live).
 func (a *adapter) subscriptionFresh() bool {
+	if a.cfg.Timeouts.InterlockMaxAgeS <= 0 {
+		return false
+	}
 	age, ok := a.subscriptionAge()
-	return ok && age <= seconds(a.cfg.Timeouts.KeepAliveS)
+	return ok && age+seconds(a.cfg.Timeouts.PublishS) <= seconds(a.cfg.Timeouts.InterlockMaxAgeS)
 }
 
 // watchFreshness turns pushed signals null when the subscription goes

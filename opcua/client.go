@@ -11,17 +11,20 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/big"
 	"net/url"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gopcua/opcua"
 	"github.com/gopcua/opcua/id"
 	"github.com/gopcua/opcua/ua"
+	"github.com/gopcua/opcua/uacp"
 )
 
 // Client is the seam between the adapter's mapping and OPC UA: the mapping
@@ -443,6 +446,9 @@ func (c *Conn) connect(ctx context.Context) (*opcua.Client, chan struct{}, error
 	defer cancel()
 	if err := cl.Connect(cctx); err != nil {
 		_ = cl.Close(context.Background())
+		if hint := c.certificateHint(err); hint != "" {
+			return nil, nil, fmt.Errorf("opcua: %s: connect (%s/%s, %s): %s: %w", c.cfg.Endpoint, c.cfg.Security.Policy, c.cfg.Security.Mode, c.cfg.Auth.Type, hint, err)
+		}
 		return nil, nil, fmt.Errorf("opcua: %s: connect (%s/%s, %s): %w", c.cfg.Endpoint, c.cfg.Security.Policy, c.cfg.Security.Mode, c.cfg.Auth.Type, err)
 	}
 	// gopcua can report a successful Connect on a session that was never
@@ -475,6 +481,55 @@ func (c *Conn) connect(ctx context.Context) (*opcua.Client, chan struct{}, error
 		}
 	}()
 	return cl, lost, nil
+}
+
+// certificateCodes are the status codes of a server refusing the client
+// certificate.
+var certificateCodes = map[ua.StatusCode]bool{
+	ua.StatusBadCertificateUntrusted: true, ua.StatusBadSecurityChecksFailed: true, ua.StatusBadCertificateInvalid: true,
+	ua.StatusBadCertificateURIInvalid: true, ua.StatusBadCertificateTimeInvalid: true, ua.StatusBadCertificateRevoked: true,
+	ua.StatusBadCertificateUseNotAllowed: true, ua.StatusBadCertificateIssuerRevocationUnknown: true,
+	ua.StatusBadCertificateRevocationUnknown: true, ua.StatusBadCertificateIssuerTimeInvalid: true,
+	ua.StatusBadCertificateIssuerUseNotAllowed: true, ua.StatusBadCertificateHostNameInvalid: true,
+	ua.StatusBadCertificatePolicyCheckFailed: true, ua.StatusBadNoValidCertificates: true,
+}
+
+// certificateHint explains a failed secure connection that looks like a
+// refused client certificate: the server's status code when it reached us
+// (a CreateSession answer, a ServiceFault), or a closed socket while
+// opening a secure channel (open62541 1.4 logs BadCertificateUntrusted and
+// just closes; node-opcua sends an ERR message, which gopcua v0.8.0 turns
+// into io.EOF in uasc.readChunk, losing its code). It says which
+// certificate to trust and where; "" when err is something else.
+func (c *Conn) certificateHint(err error) string {
+	if c.cfg.Security.Policy == PolicyNone {
+		return ""
+	}
+	code := ua.StatusCode(0)
+	var ue *uacp.Error
+	var sc ua.StatusCode
+	switch {
+	case errors.As(err, &ue):
+		code = ua.StatusCode(ue.ErrorCode)
+	case errors.As(err, &sc):
+		code = sc
+	}
+	var what string
+	switch {
+	case certificateCodes[code]:
+		what = fmt.Sprintf("the server refused our client certificate with %s", StatusName(code))
+	case code == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
+		what = fmt.Sprintf("the server closed the connection while opening the %s secure channel, most likely because it does not trust our client certificate (open62541 logs BadCertificateUntrusted)", c.cfg.Security.Policy)
+	default:
+		return ""
+	}
+	cert := "the ephemeral certificate this process made (it changes at every start: set security.client_certificate and client_key so that there is one certificate to trust)"
+	if c.cfg.Security.ClientCertificate != "" {
+		cert = c.cfg.Security.ClientCertificate
+	}
+	return fmt.Sprintf("%s; trust %s (%s, application URI %s) on the server: copy it into its trusted certificates folder "+
+		"(open62541: the folder given as its trust list, e.g. pki/trusted/certs; node-opcua: <pki>/trusted/certs, where a refused one waits in <pki>/rejected) and retry",
+		what, cert, Fingerprint(c.cert), c.cfg.Security.ApplicationURI)
 }
 
 // checkPin compares the server certificate with security.server_certificate.

@@ -102,6 +102,14 @@ type Timeouts struct {
 	// server) a served value may be before it reads unavailable; default
 	// two keep-alive periods plus a publishing interval.
 	MaxAgeS float64 `yaml:"max_age_s,omitempty"`
+	// InterlockMaxAgeS, when set, serves an interlock from the subscription
+	// when its value is known current within this bound (time since the
+	// subscription last heard from the server plus a sampling interval);
+	// older, it is read live. Default 0: interlocks are always read live,
+	// since a subscription lags a change at the server (the conformance
+	// suite's interlocks/read_live refuses an action right after the
+	// backend opened the interlock).
+	InterlockMaxAgeS float64 `yaml:"interlock_max_age_s,omitempty"`
 }
 
 // Reconnect is the backoff between connection attempts after a loss, in seconds.
@@ -247,7 +255,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("opcua: auth.type %q is not anonymous or username", c.Auth.Type)
 	}
 	for _, v := range []float64{c.Timeouts.RequestS, c.Timeouts.DialS, c.Timeouts.StartS, c.Timeouts.CancelS, c.Reconn.MinS, c.Reconn.MaxS,
-		c.Timeouts.PublishS, c.Timeouts.KeepAliveS, c.Timeouts.MaxAgeS} {
+		c.Timeouts.PublishS, c.Timeouts.KeepAliveS, c.Timeouts.MaxAgeS, c.Timeouts.InterlockMaxAgeS} {
 		if v < 0 {
 			return fmt.Errorf("opcua: negative timeout or backoff %v", v)
 		}

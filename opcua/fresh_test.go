@@ -166,11 +166,13 @@ func TestReadAfterWrite(t *testing.T) {
 	}
 }
 
-// An interlock is served from a fresh subscription (no round trip) and
-// still refuses as soon as the server's value reaches the adapter.
+// With interlock_max_age_s, an interlock is served from a fresh
+// subscription (no round trip) and still refuses as soon as the server's
+// value reaches the adapter.
 func TestInterlockFromFreshSubscription(t *testing.T) {
 	srv := startFake(t)
 	cfg := extraConfig(srv.URL)
+	cfg.Timeouts.InterlockMaxAgeS = 5 // the fake's heartbeat comes every 0.2 s
 	d := startDriver(t, cfg, nil)
 	waitSignals(t, d)
 	ctx := ctxT(t)

@@ -551,7 +551,9 @@ func (t *ladsJob) follow(ctx context.Context) (any, error) {
 			case "Stopped":
 				return t.stopped(ctx)
 			case "Aborted":
-				if t.cancelSent == "Abort" {
+				// We asked it to stop (Stop, Abort, or the estop that
+				// cancelled this job, which LADS devices answer by aborting).
+				if t.cancelSent != "" || ctx.Err() != nil {
 					return nil, binding.ErrCancelled
 				}
 				return nil, binding.Failed(fmt.Errorf("%s: the functional unit aborted", t.what),

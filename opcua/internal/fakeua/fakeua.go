@@ -30,11 +30,18 @@ package fakeua
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log"
+	"math/big"
 	"net"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -100,6 +107,7 @@ type Server struct {
 	done     chan struct{}
 	thawed   chan struct{} // non-nil while frozen
 	lag      time.Duration // SetValueLag
+	reject   Rejection     // RejectCertificates
 	reads    atomic.Int64  // signal values taken (reads, notifications)
 	clears   atomic.Int64  // Clear calls that cleared a unit
 }
@@ -138,8 +146,19 @@ var registerOnce sync.Once
 // NodeID returns the node id of a fake node by name ("ns=1;s=<name>").
 func NodeID(name string) string { return "ns=1;s=" + name }
 
+// Options tune StartWith.
+type Options struct {
+	// Basic256Sha256 also advertises a Basic256Sha256/SignAndEncrypt
+	// endpoint (with a fresh self-signed server certificate). gopcua's
+	// server cannot complete such a channel: use it with RejectCertificates.
+	Basic256Sha256 bool
+}
+
 // Start starts a fake on 127.0.0.1 with a free port.
-func Start(in *conformance.Instrument) (*Server, error) {
+func Start(in *conformance.Instrument) (*Server, error) { return StartWith(in, Options{}) }
+
+// StartWith starts a fake with options.
+func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
 	registerOnce.Do(func() {
 		// LADS is namespace 2 in the fake: StartProgram's Properties decode.
 		ua.RegisterExtensionObject(ua.NewNumericNodeID(2, 5045), new(KeyValue))
@@ -157,14 +176,24 @@ func Start(in *conformance.Instrument) (*Server, error) {
 	s := &Server{In: in, extra: map[string]any{"ro_counter": int32(7), "small": int16(10)},
 		snapshot: map[string]string{}, units: map[string]*unit{}, channels: map[*uasc.SecureChannel]bool{},
 		stop: make(chan struct{}), done: make(chan struct{}), proxy: proxy, conns: map[net.Conn]bool{}}
-	s.srv = server.New(
+	opts := []server.Option{
 		server.EndPoint("127.0.0.1", port),
 		// Clients connect through the proxy; discovery matches by URL.
 		server.EndPoint("127.0.0.1", proxy.Addr().(*net.TCPAddr).Port),
 		server.EnableSecurity("None", ua.MessageSecurityModeNone),
 		server.EnableAuthMode(ua.UserTokenTypeAnonymous),
 		server.ServerName("mhp-go fakeua"),
-	)
+	}
+	if o.Basic256Sha256 {
+		cert, key, err := selfSigned()
+		if err != nil {
+			proxy.Close()
+			return nil, err
+		}
+		opts = append(opts, server.Certificate(cert), server.PrivateKey(key),
+			server.EnableSecurity("Basic256Sha256", ua.MessageSecurityModeSignAndEncrypt))
+	}
+	s.srv = server.New(opts...)
 	s.ns = server.NewNodeNameSpace(s.srv, Namespace)
 	s.lads = server.NewNodeNameSpace(s.srv, LADSNamespace)
 	s.build()
@@ -198,6 +227,9 @@ func (s *Server) serveProxy(l net.Listener, target string) {
 			continue
 		}
 		s.mu.Lock()
+		reject := s.reject
+		s.mu.Unlock()
+		s.mu.Lock()
 		s.conns[c], s.conns[up] = true, true
 		s.mu.Unlock()
 		pipe := func(dst, src net.Conn) {
@@ -209,7 +241,15 @@ func (s *Server) serveProxy(l net.Listener, target string) {
 			delete(s.conns, src)
 			s.mu.Unlock()
 		}
-		go pipe(up, c)
+		if reject != RejectNone {
+			go func() {
+				if s.screen(c, up, reject) {
+					pipe(up, c)
+				}
+			}()
+		} else {
+			go pipe(up, c)
+		}
 		go pipe(c, up)
 	}
 }
@@ -303,6 +343,104 @@ func (s *Server) notifyValue(n *ua.NodeID) {
 			s.srv.ChangeNotification(n)
 		}
 	})
+}
+
+// Rejection is how the fake refuses a client certificate.
+type Rejection int
+
+const (
+	// RejectNone accepts every secure channel.
+	RejectNone Rejection = iota
+	// RejectClose closes the socket on an OpenSecureChannel with a security
+	// policy other than None, as open62541 1.4 did for an untrusted client
+	// certificate (it logs BadCertificateUntrusted; the client sees EOF).
+	RejectClose
+	// RejectError answers such an OpenSecureChannel with an ERR message
+	// carrying BadCertificateUntrusted, then closes (node-opcua's way).
+	RejectError
+)
+
+// RejectCertificates makes new connections refuse secure channels with a
+// client certificate (every policy but None), as a server that does not
+// trust the client's certificate does.
+func (s *Server) RejectCertificates(how Rejection) {
+	s.mu.Lock()
+	s.reject = how
+	s.mu.Unlock()
+}
+
+// screen forwards the client's messages to up until the first
+// OpenSecureChannel; one with a policy other than None is refused as
+// configured (false: the connection is closed), else it is forwarded and
+// screen returns true for the rest to be piped.
+func (s *Server) screen(c, up net.Conn, how Rejection) bool {
+	for {
+		hdr := make([]byte, 8)
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			c.Close()
+			up.Close()
+			return false
+		}
+		size := binary.LittleEndian.Uint32(hdr[4:])
+		if size < 8 || size > 1<<20 {
+			c.Close()
+			up.Close()
+			return false
+		}
+		body := make([]byte, size-8)
+		if _, err := io.ReadFull(c, body); err != nil {
+			c.Close()
+			up.Close()
+			return false
+		}
+		if string(hdr[:3]) == "OPN" && len(body) >= 8 {
+			n := int32(binary.LittleEndian.Uint32(body[4:]))
+			uri := ""
+			if n > 0 && int(n) <= len(body)-8 {
+				uri = string(body[8 : 8+n])
+			}
+			if !strings.HasSuffix(uri, "#None") {
+				if how == RejectError {
+					reason := "BadCertificateUntrusted: the client certificate is not trusted"
+					msg := make([]byte, 16, 16+len(reason))
+					copy(msg, "ERRF")
+					binary.LittleEndian.PutUint32(msg[4:], uint32(16+len(reason)))
+					binary.LittleEndian.PutUint32(msg[8:], uint32(ua.StatusBadCertificateUntrusted))
+					binary.LittleEndian.PutUint32(msg[12:], uint32(len(reason)))
+					msg = append(msg, reason...)
+					_, _ = c.Write(msg)
+				}
+				c.Close()
+				up.Close()
+				return false
+			}
+		}
+		if _, err := up.Write(append(hdr, body...)); err != nil {
+			c.Close()
+			up.Close()
+			return false
+		}
+		if string(hdr[:3]) == "OPN" {
+			return true
+		}
+	}
+}
+
+// selfSigned makes the fake's server certificate.
+func selfSigned() ([]byte, *rsa.PrivateKey, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	u, _ := url.Parse("urn:openmhp:fakeua")
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fakeua"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageDataEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, URIs: []*url.URL{u}, DNSNames: []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	return der, key, err
 }
 
 // Freeze makes the server hang as a stopped process does: connections
