@@ -55,7 +55,6 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -77,6 +76,21 @@ func Register(r *adapters.Registry) error {
 		cfg, err := Load(src)
 		if err != nil {
 			return nil, err
+		}
+		// Units and ranges the file leaves out come from the server when it
+		// is up; a limit wider than its EURange is refused here.
+		d := cfg.withDefaults()
+		pctx, cancel := context.WithTimeout(ctx, min(seconds(d.Timeouts.DialS), 3*time.Second)+seconds(d.Timeouts.RequestS))
+		probed, perr := Probe(pctx, cfg, DialOptions{Logger: slog.Default()})
+		cancel()
+		var rerr *RangeError
+		switch {
+		case perr == nil:
+			cfg = probed
+		case errors.As(perr, &rerr):
+			return nil, fmt.Errorf("%s: %w", src.Path, perr)
+		default:
+			slog.Default().Warn("opcua: server not reachable to read units and ranges; the config's are used", "endpoint", cfg.Endpoint, "err", perr)
 		}
 		return New(cfg, Options{Refine: src.Refine})
 	})
@@ -147,6 +161,8 @@ type adapter struct {
 	nsArray   []string                  // the server's namespace URIs
 	live      map[string]bool           // signals read live (interlocks)
 	sigByNode map[string][]int          // the signals of each configured node id
+	info      map[string]nodeInfo       // setting node -> DataType, units, EURange
+	badRange  map[string]string         // setting -> why its limits conflict with the EURange
 
 	// The shared subscription's state nodes (functional units, programs).
 	watched      []*ua.NodeID
@@ -176,17 +192,19 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 	}
 	cfg = cfg.withDefaults()
 	a := &adapter{
-		cfg:    cfg,
-		opt:    opt,
-		clk:    opt.Clock,
-		log:    opt.Logger,
-		latest: make([]sample, len(cfg.Signals)),
-		types:  map[string]ua.TypeID{},
-		args:   map[string][]*ua.Argument{},
-		units:  map[string]*ladsUnit{},
-		progs:  map[string]*programNodes{},
-		nodes:  map[string]*ua.NodeID{},
-		ladsNS: -1,
+		cfg:      cfg,
+		opt:      opt,
+		clk:      opt.Clock,
+		log:      opt.Logger,
+		latest:   make([]sample, len(cfg.Signals)),
+		types:    map[string]ua.TypeID{},
+		args:     map[string][]*ua.Argument{},
+		units:    map[string]*ladsUnit{},
+		progs:    map[string]*programNodes{},
+		nodes:    map[string]*ua.NodeID{},
+		ladsNS:   -1,
+		info:     map[string]nodeInfo{},
+		badRange: map[string]string{},
 	}
 	if a.clk == nil {
 		a.clk = clock.Real{}
@@ -294,16 +312,10 @@ func (a *adapter) node(s string) *ua.NodeID {
 	if n, ok := a.nodes[s]; ok {
 		return n
 	}
-	if strings.HasPrefix(s, "nsu=") {
-		x, err := ua.ParseExpandedNodeID(s, a.nsArray)
-		if err != nil || x.NodeID == nil || x.NamespaceURI == "" {
-			return ua.NewStringNodeID(0xFFFF, s)
-		}
-		a.nodes[s] = x.NodeID
-		return x.NodeID
+	n := resolveNode(s, a.nsArray)
+	if n.Namespace() != 0xFFFF {
+		a.nodes[s] = n
 	}
-	n := ua.MustParseNodeID(s)
-	a.nodes[s] = n
 	return n
 }
 
@@ -320,6 +332,22 @@ func (a *adapter) setup(ctx context.Context) error {
 	cl, err := a.opt.Dial(ctx, a.cfg, a.onConnect)
 	if err != nil {
 		return err
+	}
+	a.mu.Lock()
+	var conflict string
+	for _, s := range a.cfg.Settings {
+		if why, bad := a.badRange[s.Name]; bad {
+			conflict = why
+			break
+		}
+	}
+	a.mu.Unlock()
+	if conflict != "" {
+		// The server was reachable at start and contradicts the config.
+		if c, ok := cl.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+		return &RangeError{Why: conflict}
 	}
 	stop := make(chan struct{})
 	a.mu.Lock()
@@ -524,6 +552,7 @@ func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 			a.mu.Unlock()
 		}
 	}
+	_ = a.checkRanges(ctx, cl) // logged; the settings concerned refuse writes
 	return a.subscribe(ctx, cl)
 }
 
@@ -843,6 +872,9 @@ func (a *adapter) write(ctx context.Context, what, node string, forced ua.TypeID
 func (a *adapter) writeSetting(item SettingItem) func(context.Context, any) (binding.WriteStatus, error) {
 	readBack := item.ReadBack == nil || *item.ReadBack
 	return func(ctx context.Context, value any) (binding.WriteStatus, error) {
+		if err := a.rangeGate(item, value); err != nil {
+			return binding.Applied, err
+		}
 		what := fmt.Sprintf("setting %s: write %v to %s", item.Name, value, item.Node)
 		v, err := a.write(ctx, what, item.Node, typeNames[item.DataType], value)
 		if err != nil {

@@ -8,6 +8,7 @@
 //     signal reads BadNoCommunication;
 //   - settings: setpoint, confirm_level, forbidden_level (Double), mode
 //     (String), fan (Boolean); writes go through Instrument.WriteSetting;
+//     temperature has EngineeringUnits degC, setpoint also EURange 0..100;
 //   - extra nodes: ro_counter (Int32, read only), small (Int16, the server
 //     refuses values outside 0..100 with BadOutOfRange);
 //   - methods on object Device: quick, profile (steps String JSON, cycles
@@ -551,6 +552,21 @@ func (s *Server) method(parent *server.Node, name, key string, args []*ua.Argume
 	return m
 }
 
+// analog gives a variable the EngineeringUnits and (when r is set)
+// EURange properties of an OPC UA AnalogItem.
+func (s *Server) analog(n *server.Node, key, unit string, r *ua.Range) {
+	eu := ua.NewExtensionObject(&ua.EUInformation{NamespaceURI: "http://www.opcfoundation.org/UA/units/un/cefact",
+		UnitID: 4408652, DisplayName: &ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: unit},
+		Description: &ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: unit}})
+	p := s.variable(nil, "EngineeringUnits", key+".EngineeringUnits", id.EUInformation, 1, func() *ua.DataValue { return good(eu) })
+	n.AddRef(p, id.HasProperty, true)
+	if r != nil {
+		rng := ua.NewExtensionObject(r)
+		p := s.variable(nil, "EURange", key+".EURange", id.Range, 1, func() *ua.DataValue { return good(rng) })
+		n.AddRef(p, id.HasProperty, true)
+	}
+}
+
 func good(v any) *ua.DataValue {
 	return &ua.DataValue{EncodingMask: ua.DataValueValue | ua.DataValueSourceTimestamp | ua.DataValueServerTimestamp,
 		Value: ua.MustVariant(v), SourceTimestamp: time.Now(), ServerTimestamp: time.Now()}
@@ -570,7 +586,7 @@ func (s *Server) build() {
 		if name == conformance.SignalDoorClosed {
 			dt = id.Boolean
 		}
-		s.variable(dev, name, name, dt, 1, func() *ua.DataValue {
+		sig := s.variable(dev, name, name, dt, 1, func() *ua.DataValue {
 			s.reads.Add(1)
 			v, err := s.In.ReadSignal(name)
 			if err != nil {
@@ -578,16 +594,22 @@ func (s *Server) build() {
 			}
 			return good(v)
 		})
+		if name == conformance.SignalTemperature {
+			s.analog(sig, name, "degC", nil)
+		}
 	}
 	for name, dt := range settingTypes {
 		name := name
-		s.variable(dev, name, name, dt, 3, func() *ua.DataValue {
+		n := s.variable(dev, name, name, dt, 3, func() *ua.DataValue {
 			v, ok := s.In.Written(name)
 			if !ok {
 				return bad(ua.StatusBadNoData)
 			}
 			return good(v)
 		})
+		if name == conformance.SettingSetpoint {
+			s.analog(n, name, "degC", &ua.Range{Low: 0, High: 100})
+		}
 	}
 	s.variable(dev, "ro_counter", "ro_counter", id.Int32, 1, func() *ua.DataValue { return good(s.extraValue("ro_counter")) })
 	s.variable(dev, "small", "small", id.Int16, 3, func() *ua.DataValue { return good(s.extraValue("small")) })
