@@ -1041,6 +1041,12 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 		}
 		s.mu.Unlock()
 		if err := s.In.Stop(); err != nil {
+			// The stop did not reach the work: it runs on, not aborted.
+			s.mu.Lock()
+			for _, u := range s.units {
+				u.estopped = false
+			}
+			s.mu.Unlock()
 			return status(ua.StatusBadDeviceFailure), nil
 		}
 		return status(ua.StatusOK), nil
