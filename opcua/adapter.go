@@ -9,7 +9,16 @@
 // write, call, browse, subscribe); Conn implements it over gopcua v0.8.0
 // with security None or Basic256Sha256/SignAndEncrypt, anonymous or
 // username identity, a pinned server certificate, and reconnection with
-// backoff that rebuilds the subscriptions.
+// backoff that rebuilds the subscriptions (re-resolving nsu= node ids).
+//
+// The driver starts whether or not the server is up (unless
+// reconnect.fail_fast): it reports the link to binding.Driver.SetLink, so
+// ping and describe carry "backend", reads are unavailable and actuation is
+// refused not_started while it is down. A drop with nothing in flight never
+// faults the device; a write or call cut by it leaves the outcome unknown.
+// Units and ranges come from the server's EngineeringUnits and EURange
+// (Probe, run by Register), and a config limit wider than a node's EURange
+// is refused.
 //
 // Outcomes are honest. A refusing status code is an *mhp.Error naming the
 // OPC UA code (in the message and data.opcua_status), and the device state
