@@ -8,6 +8,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/opcua/internal/fakeua"
 )
 
 // The server is down when the driver starts (a lab launcher started the
@@ -120,4 +121,45 @@ func TestDropIdleVersusInFlight(t *testing.T) {
 	if s := d.State(); s != mhp.StateFault {
 		t.Fatalf("a drop with a call in flight left the device %s", s)
 	}
+}
+
+// A server restarted with its namespace indexes moved: nsu= node ids are
+// resolved afresh and the subscription is rebuilt on the new ids (a change
+// at the new server arrives as a notification).
+func TestNamespaceMovedOnRestart(t *testing.T) {
+	a, err := fakeua.Start(conformance.NewInstrument())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(a.URL, "opc.tcp://")
+	cfg := Config{Endpoint: a.URL}
+	cfg.Device.ID = "ns-moves"
+	cfg.Timeouts = Timeouts{RequestS: 2, DialS: 2}
+	cfg.Reconn = Reconnect{MinS: 0.05, MaxS: 0.2}
+	cfg.Signals = []SignalItem{{Signal: mhp.Signal{Name: "temperature", Type: mhp.TypeNumber}, Node: "nsu=" + fakeua.Namespace + ";s=" + conformance.SignalTemperature}}
+	d := startDriver(t, cfg, nil)
+	waitSignals(t, d)
+	ctx := ctxT(t)
+	dev := mhp.AsSession(d, "s1")
+	got := make(chan mhp.Notification, 256)
+	stop := d.Listen(func(n mhp.Notification) {
+		select {
+		case got <- n:
+		default:
+		}
+	})
+	defer stop()
+	if _, err := dev.Subscribe(ctx, []string{"temperature"}); err != nil {
+		t.Fatal(err)
+	}
+	a.In.ReleaseAll()
+	_ = a.Close()
+	b, err := fakeua.StartWith(conformance.NewInstrument(), fakeua.Options{Addr: addr, ExtraNamespaces: []string{"urn:openmhp:other"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.In.ReleaseAll(); _ = b.Close() })
+	eventually(t, "the link to come back", 15*time.Second, func() bool { l := d.Link(); return l != nil && l.Connected })
+	b.In.SetSignal(conformance.SignalTemperature, 30.0)
+	waitNotification(t, got, func(m map[string]any) bool { return m["name"] == "temperature" && m["value"] == 30.0 })
 }

@@ -145,6 +145,12 @@ type Options struct {
 	// endpoint (with a fresh self-signed server certificate). gopcua's
 	// server cannot complete such a channel: use it with RejectCertificates.
 	Basic256Sha256 bool
+	// Addr is the address clients connect to; default a free port.
+	Addr string
+	// ExtraNamespaces are registered before Namespace, which then has a
+	// higher index (a server whose namespace indexes moved on a restart).
+	// The LADS extension objects decode only without them.
+	ExtraNamespaces []string
 }
 
 // Start starts a fake on 127.0.0.1 with a free port.
@@ -162,7 +168,11 @@ func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	proxy, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := o.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	proxy, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +197,9 @@ func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
 			server.EnableSecurity("Basic256Sha256", ua.MessageSecurityModeSignAndEncrypt))
 	}
 	s.srv = server.New(opts...)
+	for _, uri := range o.ExtraNamespaces {
+		server.NewNodeNameSpace(s.srv, uri)
+	}
 	s.ns = server.NewNodeNameSpace(s.srv, Namespace)
 	s.lads = server.NewNodeNameSpace(s.srv, LADSNamespace)
 	s.build()
