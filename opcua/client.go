@@ -404,6 +404,12 @@ func (c *Conn) connect(ctx context.Context) (*opcua.Client, chan struct{}, error
 		opcua.SecurityPolicy(ep.SecurityPolicyURI),
 		opcua.SecurityMode(ep.SecurityMode),
 		opcua.AutoReconnect(false),
+		// Nothing here expires on a healthy link: the session timeout is
+		// far beyond the keep-alive (every publish request, at least one per
+		// keep-alive, keeps the session alive), gopcua renews the secure
+		// channel at 75% of its lifetime, and the subscription's timing is
+		// set in startSub.
+		opcua.SessionTimeout(20 * time.Minute),
 		opcua.RequestTimeout(seconds(c.cfg.Timeouts.RequestS)),
 		opcua.DialTimeout(seconds(c.cfg.Timeouts.DialS)),
 		opcua.ApplicationURI(c.cfg.Security.ApplicationURI),
