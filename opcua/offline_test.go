@@ -115,6 +115,12 @@ func TestConfigValidate(t *testing.T) {
 			c.Settings = []SettingItem{{Setting: mhp.Setting{Name: "s", Type: mhp.TypeNumber}, Node: "i=1", DataType: "Decimal"}}
 		}, "data_type"},
 		{"empty estop", func(c *Config) { c.EStop = &EStopSpec{} }, "estop"},
+		// gopcua's publish wait is max(keep-alive, request timeout): equal
+		// to the keep-alive, it races the server's keep-alive.
+		{"keepalive at request timeout", func(c *Config) { c.Timeouts = Timeouts{RequestS: 2, KeepAliveS: 2} }, "keepalive_s"},
+		{"keepalive below publishing", func(c *Config) { c.Timeouts = Timeouts{PublishS: 0.5, KeepAliveS: 0.1} }, "keepalive_s"},
+		{"keepalive ok", func(c *Config) { c.Timeouts = Timeouts{RequestS: 3, KeepAliveS: 1} }, ""},
+		{"negative max age", func(c *Config) { c.Timeouts.MaxAgeS = -1 }, "negative"},
 	}
 	for _, tc := range cases {
 		c := base()
