@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -27,37 +28,78 @@ func (s *Server) serveProxy(l net.Listener, target string) {
 		if err != nil {
 			return
 		}
-		up, err := net.Dial("tcp", target)
-		if err != nil {
-			c.Close()
-			continue
-		}
 		s.mu.Lock()
 		reject := s.reject
+		s.conns[c] = true
 		s.mu.Unlock()
-		s.mu.Lock()
-		s.conns[c], s.conns[up] = true, true
-		s.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			_, _ = io.Copy(dst, &gated{src, s})
-			dst.Close()
-			src.Close()
-			s.mu.Lock()
-			delete(s.conns, dst)
-			delete(s.conns, src)
-			s.mu.Unlock()
-		}
-		if reject != RejectNone {
-			go func() {
-				if s.screen(c, up, reject) {
-					pipe(up, c)
-				}
-			}()
-		} else {
-			go pipe(up, c)
-		}
-		go pipe(c, up)
+		go s.forward(c, target, reject)
 	}
+}
+
+// forward connects a client to the gopcua server and pipes both ways; a
+// screened client (RejectCertificates) is connected only once its secure
+// channel request passed, so a refused one never reaches the server.
+func (s *Server) forward(c net.Conn, target string, reject Rejection) {
+	var pre []byte
+	if reject != RejectNone {
+		var ok bool
+		if pre, ok = s.screen(c, reject); !ok {
+			s.forget(c)
+			return
+		}
+	}
+	up, err := net.Dial("tcp", target)
+	if err != nil {
+		s.forget(c)
+		return
+	}
+	s.mu.Lock()
+	s.conns[up] = true
+	s.mu.Unlock()
+	if len(pre) > 0 {
+		// pre is the client's HEL and OPN: the server's ACK to the HEL was
+		// already given by screen, so this one is dropped.
+		hel := int(binary.LittleEndian.Uint32(pre[4:8]))
+		ack := make([]byte, 8)
+		if _, err := up.Write(pre[:hel]); err != nil || readMsg(up, ack) != nil {
+			s.forget(c)
+			s.forget(up)
+			return
+		}
+		if _, err := up.Write(pre[hel:]); err != nil {
+			s.forget(c)
+			s.forget(up)
+			return
+		}
+	}
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, &gated{src, s})
+		s.forget(dst)
+		s.forget(src)
+	}
+	go pipe(c, up)
+	pipe(up, c)
+}
+
+// forget closes a proxied connection and drops it from the set.
+func (s *Server) forget(c net.Conn) {
+	_ = c.Close()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// readMsg reads one UACP message (header in hdr, body discarded).
+func readMsg(c net.Conn, hdr []byte) error {
+	if _, err := io.ReadFull(c, hdr[:8]); err != nil {
+		return err
+	}
+	size := binary.LittleEndian.Uint32(hdr[4:8])
+	if size < 8 || size > 1<<20 {
+		return fmt.Errorf("message of %d bytes", size)
+	}
+	_, err := io.CopyN(io.Discard, c, int64(size-8))
+	return err
 }
 
 // Close stops the fake.
@@ -129,59 +171,63 @@ func (s *Server) RejectCertificates(how Rejection) {
 	s.mu.Unlock()
 }
 
-// screen forwards the client's messages to up until the first
-// OpenSecureChannel; one with a policy other than None is refused as
-// configured (false: the connection is closed), else it is forwarded and
-// screen returns true for the rest to be piped.
-func (s *Server) screen(c, up net.Conn, how Rejection) bool {
+// screen answers the client's HEL itself and reads its first
+// OpenSecureChannel: one with a policy other than None is refused as
+// configured (false; the connection is closed), else screen returns the
+// HEL and OPN bytes for forward to replay to the server.
+func (s *Server) screen(c net.Conn, how Rejection) ([]byte, bool) {
+	var got []byte
 	for {
 		hdr := make([]byte, 8)
 		if _, err := io.ReadFull(c, hdr); err != nil {
-			c.Close()
-			up.Close()
-			return false
+			return nil, false
 		}
 		size := binary.LittleEndian.Uint32(hdr[4:])
 		if size < 8 || size > 1<<20 {
-			c.Close()
-			up.Close()
-			return false
+			return nil, false
 		}
 		body := make([]byte, size-8)
 		if _, err := io.ReadFull(c, body); err != nil {
-			c.Close()
-			up.Close()
-			return false
+			return nil, false
 		}
-		if string(hdr[:3]) == "OPN" && len(body) >= 8 {
-			n := int32(binary.LittleEndian.Uint32(body[4:]))
+		got = append(got, hdr...)
+		got = append(got, body...)
+		switch string(hdr[:3]) {
+		case "HEL":
+			// ACK with the client's own buffer sizes.
+			if len(body) < 20 {
+				return nil, false
+			}
+			ack := make([]byte, 28)
+			copy(ack, "ACKF")
+			binary.LittleEndian.PutUint32(ack[4:], 28)
+			copy(ack[8:], body[:20])
+			if _, err := c.Write(ack); err != nil {
+				return nil, false
+			}
+		case "OPN":
 			uri := ""
-			if n > 0 && int(n) <= len(body)-8 {
-				uri = string(body[8 : 8+n])
-			}
-			if !strings.HasSuffix(uri, "#None") {
-				if how == RejectError {
-					reason := "BadCertificateUntrusted: the client certificate is not trusted"
-					msg := make([]byte, 16, 16+len(reason))
-					copy(msg, "ERRF")
-					binary.LittleEndian.PutUint32(msg[4:], uint32(16+len(reason)))
-					binary.LittleEndian.PutUint32(msg[8:], uint32(ua.StatusBadCertificateUntrusted))
-					binary.LittleEndian.PutUint32(msg[12:], uint32(len(reason)))
-					msg = append(msg, reason...)
-					_, _ = c.Write(msg)
+			if len(body) >= 8 {
+				if n := int32(binary.LittleEndian.Uint32(body[4:])); n > 0 && int(n) <= len(body)-8 {
+					uri = string(body[8 : 8+n])
 				}
-				c.Close()
-				up.Close()
-				return false
 			}
-		}
-		if _, err := up.Write(append(hdr, body...)); err != nil {
-			c.Close()
-			up.Close()
-			return false
-		}
-		if string(hdr[:3]) == "OPN" {
-			return true
+			if strings.HasSuffix(uri, "#None") {
+				return got, true
+			}
+			if how == RejectError {
+				reason := "BadCertificateUntrusted: the client certificate is not trusted"
+				msg := make([]byte, 16, 16+len(reason))
+				copy(msg, "ERRF")
+				binary.LittleEndian.PutUint32(msg[4:], uint32(16+len(reason)))
+				binary.LittleEndian.PutUint32(msg[8:], uint32(ua.StatusBadCertificateUntrusted))
+				binary.LittleEndian.PutUint32(msg[12:], uint32(len(reason)))
+				msg = append(msg, reason...)
+				_, _ = c.Write(msg)
+			}
+			return nil, false
+		default:
+			return nil, false
 		}
 	}
 }
