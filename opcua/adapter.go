@@ -9,7 +9,16 @@
 // write, call, browse, subscribe); Conn implements it over gopcua v0.8.0
 // with security None or Basic256Sha256/SignAndEncrypt, anonymous or
 // username identity, a pinned server certificate, and reconnection with
-// backoff that rebuilds the subscriptions.
+// backoff that rebuilds the subscriptions (re-resolving nsu= node ids).
+//
+// The driver starts whether or not the server is up (unless
+// reconnect.fail_fast): it reports the link to binding.Driver.SetLink, so
+// ping and describe carry "backend", reads are unavailable and actuation is
+// refused not_started while it is down. A drop with nothing in flight never
+// faults the device; a write or call cut by it leaves the outcome unknown.
+// Units and ranges come from the server's EngineeringUnits and EURange
+// (Probe, run by Register), and a config limit wider than a node's EURange
+// is refused.
 //
 // Outcomes are honest. A refusing status code is an *mhp.Error naming the
 // OPC UA code (in the message and data.opcua_status), and the device state
@@ -39,8 +48,13 @@
 //     reading the program's result, otherwise the outcome is unknown.
 //
 // Signals are served from one subscription (value, source timestamp,
-// status; Bad or stale reads null); signals used as interlocks are read
-// live at the gate, since a subscription lags by a publishing interval.
+// status; Bad or stale reads null). The subscription carries a heartbeat
+// (the server's CurrentTime) so that a frozen server is noticed: beyond
+// timeouts.max_age_s without word from it, signals read unavailable.
+// Signals used as interlocks are read live, or, with
+// timeouts.interlock_max_age_s, served from the subscription while its
+// values are known current within that bound. After an
+// applied write, the node's signals show the written value at once.
 package opcua
 
 import (
@@ -50,7 +64,6 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -72,6 +85,21 @@ func Register(r *adapters.Registry) error {
 		cfg, err := Load(src)
 		if err != nil {
 			return nil, err
+		}
+		// Units and ranges the file leaves out come from the server when it
+		// is up; a limit wider than its EURange is refused here.
+		d := cfg.withDefaults()
+		pctx, cancel := context.WithTimeout(ctx, min(seconds(d.Timeouts.DialS), 3*time.Second)+seconds(d.Timeouts.RequestS))
+		probed, perr := Probe(pctx, cfg, DialOptions{Logger: slog.Default()})
+		cancel()
+		var rerr *RangeError
+		switch {
+		case perr == nil:
+			cfg = probed
+		case errors.As(perr, &rerr):
+			return nil, fmt.Errorf("%s: %w", src.Path, perr)
+		default:
+			slog.Default().Warn("opcua: server not reachable to read units and ranges; the config's are used", "endpoint", cfg.Endpoint, "err", perr)
 		}
 		return New(cfg, Options{Refine: src.Refine})
 	})
@@ -125,19 +153,25 @@ type adapter struct {
 	log *slog.Logger
 	drv *binding.Driver
 
-	mu      sync.Mutex
-	cl      Client
-	closeCl func() error
-	stopSub func()
-	latest  []sample                  // by signal index
-	types   map[string]ua.TypeID      // node id -> built-in type of its value
-	args    map[string][]*ua.Argument // method node id -> input arguments
-	ladsNS  int                       // LADS namespace index, -1 unknown
-	units   map[string]*ladsUnit      // functional unit node id -> resolved nodes
-	progs   map[string]*programNodes  // program node id -> resolved nodes
-	nodes   map[string]*ua.NodeID     // parsed node ids
-	nsArray []string                  // the server's namespace URIs
-	live    map[string]bool           // signals read live (interlocks)
+	mu        sync.Mutex
+	cl        Client
+	closeCl   func() error
+	stopSub   func()
+	subIDs    []*ua.NodeID              // the node ids of the running subscription
+	subGen    int                       // generation of the running subscription
+	stopFresh func()                    // stops watchFreshness
+	latest    []sample                  // by signal index
+	types     map[string]ua.TypeID      // node id -> built-in type of its value
+	args      map[string][]*ua.Argument // method node id -> input arguments
+	ladsNS    int                       // LADS namespace index, -1 unknown
+	units     map[string]*ladsUnit      // functional unit node id -> resolved nodes
+	progs     map[string]*programNodes  // program node id -> resolved nodes
+	nodes     map[string]*ua.NodeID     // parsed node ids
+	nsArray   []string                  // the server's namespace URIs
+	live      map[string]bool           // signals read live (interlocks)
+	sigByNode map[string][]int          // the signals of each configured node id
+	info      map[string]nodeInfo       // setting node -> DataType, units, EURange
+	badRange  map[string]string         // setting -> why its limits conflict with the EURange
 
 	// The shared subscription's state nodes (functional units, programs).
 	watched      []*ua.NodeID
@@ -151,6 +185,12 @@ type sample struct {
 	have bool
 	dv   *ua.DataValue
 	at   time.Time
+	// floor is the source timestamp of a value confirmed by a write's
+	// read-back: subscription values older than it are late news.
+	floor time.Time
+	// liveUntil: a write without read-back was applied; reads go to the
+	// server until the subscription has surely caught up.
+	liveUntil time.Time
 }
 
 // New builds the driver of cfg. The driver connects in Start (an error when
@@ -161,17 +201,19 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 	}
 	cfg = cfg.withDefaults()
 	a := &adapter{
-		cfg:    cfg,
-		opt:    opt,
-		clk:    opt.Clock,
-		log:    opt.Logger,
-		latest: make([]sample, len(cfg.Signals)),
-		types:  map[string]ua.TypeID{},
-		args:   map[string][]*ua.Argument{},
-		units:  map[string]*ladsUnit{},
-		progs:  map[string]*programNodes{},
-		nodes:  map[string]*ua.NodeID{},
-		ladsNS: -1,
+		cfg:      cfg,
+		opt:      opt,
+		clk:      opt.Clock,
+		log:      opt.Logger,
+		latest:   make([]sample, len(cfg.Signals)),
+		types:    map[string]ua.TypeID{},
+		args:     map[string][]*ua.Argument{},
+		units:    map[string]*ladsUnit{},
+		progs:    map[string]*programNodes{},
+		nodes:    map[string]*ua.NodeID{},
+		ladsNS:   -1,
+		info:     map[string]nodeInfo{},
+		badRange: map[string]string{},
 	}
 	if a.clk == nil {
 		a.clk = clock.Real{}
@@ -182,6 +224,7 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 	if a.opt.Dial == nil {
 		a.opt.Dial = func(ctx context.Context, cfg Config, onConnect func(context.Context, Client) error) (Client, error) {
 			c, err := Dial(ctx, cfg, DialOptions{Logger: a.log, KeepAlive: opt.KeepAlive,
+				Background: !cfg.Reconn.FailFast, OnLink: a.setLink,
 				OnConnect: func(ctx context.Context, c *Conn) error { return onConnect(ctx, c) }})
 			if err != nil {
 				return nil, err
@@ -189,9 +232,13 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 			return c, nil
 		}
 	}
-	// Interlock signals are read live at the gate (a subscription's value
-	// lags the server by a publishing interval); every other signal is
-	// served from the subscription.
+	a.sigByNode = map[string][]int{}
+	for i, sig := range cfg.Signals {
+		a.sigByNode[sig.Node] = append(a.sigByNode[sig.Node], i)
+	}
+	// Interlock signals are read live unless timeouts.interlock_max_age_s
+	// lets a fresh subscription serve them; every other signal is served
+	// from the subscription.
 	a.live = map[string]bool{}
 	for _, n := range cfg.Safety.Interlocks {
 		a.live[n] = true
@@ -274,16 +321,10 @@ func (a *adapter) node(s string) *ua.NodeID {
 	if n, ok := a.nodes[s]; ok {
 		return n
 	}
-	if strings.HasPrefix(s, "nsu=") {
-		x, err := ua.ParseExpandedNodeID(s, a.nsArray)
-		if err != nil || x.NodeID == nil || x.NamespaceURI == "" {
-			return ua.NewStringNodeID(0xFFFF, s)
-		}
-		a.nodes[s] = x.NodeID
-		return x.NodeID
+	n := resolveNode(s, a.nsArray)
+	if n.Namespace() != 0xFFFF {
+		a.nodes[s] = n
 	}
-	n := ua.MustParseNodeID(s)
-	a.nodes[s] = n
 	return n
 }
 
@@ -293,52 +334,112 @@ func (a *adapter) client() Client {
 	return a.cl
 }
 
-// setup connects, reads the types and structure, and subscribes the signals.
+// setup connects (or, unless reconnect.fail_fast, starts connecting in
+// the background); every connection runs onConnect, which reads the types
+// and structure and subscribes the signals.
 func (a *adapter) setup(ctx context.Context) error {
 	cl, err := a.opt.Dial(ctx, a.cfg, a.onConnect)
 	if err != nil {
 		return err
 	}
 	a.mu.Lock()
+	var conflict string
+	for _, s := range a.cfg.Settings {
+		if why, bad := a.badRange[s.Name]; bad {
+			conflict = why
+			break
+		}
+	}
+	a.mu.Unlock()
+	if conflict != "" {
+		// The server was reachable at start and contradicts the config.
+		if c, ok := cl.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+		return &RangeError{Why: conflict}
+	}
+	stop := make(chan struct{})
+	a.mu.Lock()
 	a.cl = cl
 	if c, ok := cl.(interface{ Close() error }); ok {
 		a.closeCl = c.Close
 	}
+	a.stopFresh = func() { close(stop) }
 	a.mu.Unlock()
+	go a.watchFreshness(stop)
+	return nil
+}
+
+// setLink reports the link to the driver (Conn's OnLink).
+func (a *adapter) setLink(up bool, err error) {
+	if a.drv != nil {
+		a.drv.SetLink(up, err)
+	}
+}
+
+// subscribe (re)makes the one subscription when the resolved node ids
+// differ from the running one's (first connection, namespace indexes moved
+// on a restarted server). It carries the signals and every state node of
+// the functional units and programs: jobs listen to it instead of making
+// subscriptions of their own.
+func (a *adapter) subscribe(ctx context.Context, cl Client) error {
 	ids := make([]*ua.NodeID, len(a.cfg.Signals))
 	for i, s := range a.cfg.Signals {
 		ids[i] = a.node(s.Node)
 	}
-	// One subscription carries the signals and every state node of the
-	// functional units and programs: jobs listen to it instead of making
-	// subscriptions of their own.
-	watched := a.watchList()
+	watched, watchIdx := a.watchList()
 	nSig := len(ids)
 	ids = append(ids, watched...)
-	if len(ids) > 0 {
-		stop, err := cl.Subscribe(ctx, ids, func(i int, dv *ua.DataValue) {
-			if i < nSig {
-				a.onValue(i, dv)
-			} else {
-				a.onWatch(i-nSig, dv)
-			}
-		})
-		if err != nil {
-			a.close()
-			return fmt.Errorf("opcua: subscribe signals: %w", err)
-		}
-		a.mu.Lock()
-		a.stopSub = stop
+	if len(ids) == 0 {
+		return nil
+	}
+	a.mu.Lock()
+	if a.stopSub != nil && slices.EqualFunc(a.subIDs, ids, func(x, y *ua.NodeID) bool { return x.String() == y.String() }) {
 		a.mu.Unlock()
+		return nil
+	}
+	// A new generation: values of a subscription being replaced are
+	// dropped, the shared state slots start empty.
+	a.subGen++
+	gen := a.subGen
+	a.watched, a.watchIdx = watched, watchIdx
+	a.watchLatest = make([]*ua.DataValue, len(watched))
+	a.mu.Unlock()
+	stop, err := cl.Subscribe(ctx, ids, func(i int, dv *ua.DataValue) {
+		a.mu.Lock()
+		cur := a.subGen == gen
+		a.mu.Unlock()
+		if !cur {
+			return
+		}
+		if i < nSig {
+			a.onValue(i, dv)
+		} else {
+			a.onWatch(i-nSig, dv)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("opcua: subscribe signals: %w", err)
+	}
+	a.mu.Lock()
+	old := a.stopSub
+	a.stopSub, a.subIDs = stop, ids
+	a.mu.Unlock()
+	if old != nil {
+		a.log.Info("opcua: node ids moved on the server; subscription rebuilt", "endpoint", a.cfg.Endpoint)
+		old()
 	}
 	return nil
 }
 
 func (a *adapter) close() error {
 	a.mu.Lock()
-	stop, closeCl := a.stopSub, a.closeCl
-	a.stopSub, a.closeCl = nil, nil
+	stop, closeCl, stopFresh := a.stopSub, a.closeCl, a.stopFresh
+	a.stopSub, a.closeCl, a.stopFresh = nil, nil, nil
 	a.mu.Unlock()
+	if stopFresh != nil {
+		stopFresh()
+	}
 	if stop != nil {
 		stop()
 	}
@@ -353,6 +454,9 @@ func (a *adapter) close() error {
 // of functional units and programs. A node that cannot be read is logged
 // and stays unknown: its item is refused when used.
 func (a *adapter) onConnect(ctx context.Context, cl Client) error {
+	a.mu.Lock()
+	a.cl = cl
+	a.mu.Unlock()
 	res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: ua.NewNumericNodeID(0, id.Server_NamespaceArray), AttributeID: ua.AttributeIDValue}})
 	if err != nil {
 		return fmt.Errorf("opcua: read the namespace array: %w", err)
@@ -363,10 +467,7 @@ func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 	if arr, ok := res[0].Value.Value().([]string); ok {
 		a.mu.Lock()
 		if a.nsArray != nil && !slices.Equal(a.nsArray, arr) {
-			// Requests resolve nsu= ids afresh; the running subscription
-			// keeps the indexes of the first connection.
-			a.log.Warn("opcua: the server's namespace array changed since the first connection; restart the driver if subscribed nsu= nodes moved",
-				"endpoint", a.cfg.Endpoint)
+			a.log.Warn("opcua: the server's namespace array changed; nsu= node ids are resolved afresh", "endpoint", a.cfg.Endpoint)
 		}
 		a.nsArray = arr
 		a.nodes = map[string]*ua.NodeID{} // indexes may have changed
@@ -460,7 +561,8 @@ func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 			a.mu.Unlock()
 		}
 	}
-	return nil
+	_ = a.checkRanges(ctx, cl) // logged; the settings concerned refuse writes
+	return a.subscribe(ctx, cl)
 }
 
 // readArguments reads a method's InputArguments property.
@@ -523,211 +625,6 @@ func namespaceIndex(ctx context.Context, cl Client, uri string) (int, error) {
 		}
 	}
 	return -1, fmt.Errorf("namespace %s not on the server", uri)
-}
-
-// ---- signals ----
-
-// onValue is the subscription callback: it caches the value and pushes it
-// (null when bad) to the driver's subscribers.
-func (a *adapter) onValue(i int, dv *ua.DataValue) {
-	if i < 0 || i >= len(a.latest) {
-		return
-	}
-	now := a.clk.Now()
-	a.mu.Lock()
-	a.latest[i] = sample{have: true, dv: dv, at: now}
-	a.mu.Unlock()
-	if a.drv == nil || a.cfg.Signals[i].StaleAfterS > 0 {
-		return
-	}
-	s, err := a.sampleOf(i, sample{have: true, dv: dv, at: now})
-	if err != nil {
-		a.drv.PublishSignal(a.cfg.Signals[i].Name, binding.Sample{Value: nil})
-		return
-	}
-	a.drv.PublishSignal(a.cfg.Signals[i].Name, s)
-}
-
-// sampleOf judges one cached value: bad status or stale -> unavailable.
-func (a *adapter) sampleOf(i int, s sample) (binding.Sample, error) {
-	item := a.cfg.Signals[i]
-	dv := s.dv
-	if dv == nil {
-		return binding.Sample{}, binding.Unavailable("%s: no value", item.Name)
-	}
-	if isBad(dv.Status) {
-		if codeOnly(dv.Status) == ua.StatusBadServerNotConnected {
-			return binding.Sample{}, binding.Unavailable("%s: the OPC UA server is not connected", item.Name)
-		}
-		return binding.Sample{}, binding.Unavailable("%s: OPC UA status %s", item.Name, StatusName(dv.Status))
-	}
-	t := dv.SourceTimestamp
-	if t.IsZero() {
-		t = dv.ServerTimestamp
-	}
-	if item.StaleAfterS > 0 {
-		ref := t
-		if ref.IsZero() || s.at.After(ref) && dv.SourceTimestamp.IsZero() {
-			ref = s.at
-		}
-		if age := a.clk.Now().Sub(ref); age > seconds(item.StaleAfterS) {
-			return binding.Sample{}, binding.Unavailable("%s: value is %.1fs old (stale after %gs)", item.Name, age.Seconds(), item.StaleAfterS)
-		}
-	}
-	if t.IsZero() {
-		t = s.at
-	}
-	return binding.Sample{Value: fromVariant(dv.Value), Time: t}, nil
-}
-
-// readSignal serves a signal from the subscription's latest value; before
-// the first value arrives it reads the node directly.
-func (a *adapter) readSignal(i int) func(context.Context) (binding.Sample, error) {
-	item := a.cfg.Signals[i]
-	return func(ctx context.Context) (binding.Sample, error) {
-		a.mu.Lock()
-		s := a.latest[i]
-		cl := a.cl
-		a.mu.Unlock()
-		if s.have && !a.live[item.Name] {
-			return a.sampleOf(i, s)
-		}
-		if cl == nil {
-			return binding.Sample{}, binding.Unavailable("%s: not connected", item.Name)
-		}
-		res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: a.node(item.Node), AttributeID: ua.AttributeIDValue}})
-		if err != nil {
-			return binding.Sample{}, binding.Unavailable("%s: read: %v", item.Name, err)
-		}
-		return a.sampleOf(i, sample{have: true, dv: res[0], at: a.clk.Now()})
-	}
-}
-
-// verify is the reset check: every signal node reads Good, live.
-// A connection being rebuilt (after a drop) is waited for, bounded by ctx
-// and the request timeout.
-func (a *adapter) verify(ctx context.Context) error {
-	cl := a.client()
-	if cl == nil {
-		return errors.New("opcua: not connected")
-	}
-	req := []*ua.ReadValueID{{NodeID: ua.NewNumericNodeID(0, id.Server_ServerStatus_State), AttributeID: ua.AttributeIDValue}}
-	if len(a.cfg.Signals) > 0 {
-		req = make([]*ua.ReadValueID, len(a.cfg.Signals))
-		for i, s := range a.cfg.Signals {
-			req[i] = &ua.ReadValueID{NodeID: a.node(s.Node), AttributeID: ua.AttributeIDValue}
-		}
-	}
-	deadline := time.Now().Add(seconds(a.cfg.Timeouts.RequestS))
-	var res []*ua.DataValue
-	var err error
-	for {
-		res, err = cl.Read(ctx, req)
-		if err == nil || !connectionTrouble(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("opcua: verify: read signals: %w", err)
-	}
-	if len(a.cfg.Signals) == 0 {
-		return nil
-	}
-	for i, dv := range res {
-		if isBad(dv.Status) {
-			return fmt.Errorf("opcua: verify: signal %s reads %s", a.cfg.Signals[i].Name, StatusName(dv.Status))
-		}
-	}
-	return nil
-}
-
-// ---- settings ----
-
-func (a *adapter) typeOf(ctx context.Context, node string) (ua.TypeID, error) {
-	a.mu.Lock()
-	t, ok := a.types[node]
-	cl := a.cl
-	a.mu.Unlock()
-	if ok {
-		return t, nil
-	}
-	if cl == nil {
-		return 0, mhp.Errorf(mhp.CodeServerError, "node %s: the OPC UA server is not connected (nothing was sent)", node).With("reason", "not_connected")
-	}
-	res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: a.node(node), AttributeID: ua.AttributeIDDataType}})
-	if err != nil {
-		return 0, mhp.Errorf(mhp.CodeServerError, "node %s: data type unreadable (nothing was written): %v", node, err).With("reason", "type_unknown")
-	}
-	if isBad(res[0].Status) || res[0].Value == nil {
-		return 0, refusalError(fmt.Sprintf("node %s: reading its data type", node), res[0].Status)
-	}
-	t = builtinOf(dataTypeOf(res[0].Value.Value()))
-	a.mu.Lock()
-	a.types[node] = t
-	a.mu.Unlock()
-	return t, nil
-}
-
-// write converts and writes one value, classifying the outcome; it never retries.
-func (a *adapter) write(ctx context.Context, what, node string, forced ua.TypeID, value any) (*ua.Variant, error) {
-	t := forced
-	if t == 0 {
-		var err error
-		if t, err = a.typeOf(ctx, node); err != nil {
-			return nil, err
-		}
-	}
-	v, err := toVariant(what, value, t)
-	if err != nil {
-		return nil, err
-	}
-	cl := a.client()
-	if cl == nil {
-		return nil, mhp.Errorf(mhp.CodeServerError, "%s refused: the OPC UA server is not connected (nothing was sent)", what).With("reason", "not_connected")
-	}
-	sc, err := cl.Write(ctx, a.node(node), v)
-	if err != nil {
-		return nil, transportError(what, err)
-	}
-	if isBad(sc) {
-		return nil, refusalError(what, sc)
-	}
-	return v, nil
-}
-
-func (a *adapter) writeSetting(item SettingItem) func(context.Context, any) (binding.WriteStatus, error) {
-	readBack := item.ReadBack == nil || *item.ReadBack
-	return func(ctx context.Context, value any) (binding.WriteStatus, error) {
-		what := fmt.Sprintf("setting %s: write %v to %s", item.Name, value, item.Node)
-		v, err := a.write(ctx, what, item.Node, typeNames[item.DataType], value)
-		if err != nil {
-			if _, refused := mhp.AsError(err); refused {
-				return binding.Applied, err
-			}
-			return binding.Sent, err
-		}
-		if !readBack {
-			return binding.Applied, nil
-		}
-		// Read back: the server said Good; the node's value confirms it.
-		cl := a.client()
-		if cl == nil {
-			return binding.Sent, nil
-		}
-		res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: a.node(item.Node), AttributeID: ua.AttributeIDValue}})
-		if err != nil || isBad(res[0].Status) || res[0].Value == nil {
-			return binding.Sent, nil
-		}
-		if reflect.DeepEqual(fromVariant(res[0].Value), fromVariant(v)) {
-			return binding.Applied, nil
-		}
-		a.log.Info("opcua: read-back differs from the written value", "setting", item.Name, "wrote", fromVariant(v), "read", fromVariant(res[0].Value))
-		return binding.Sent, nil
-	}
 }
 
 // ---- methods ----

@@ -1,21 +1,13 @@
 package opcua
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net/url"
-	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gopcua/opcua"
@@ -55,12 +47,21 @@ type DialOptions struct {
 	// Logger receives connection events; default slog.Default().
 	Logger *slog.Logger
 	// OnConnect runs after every successful (re)connection, before the
-	// subscriptions are rebuilt (the adapter re-reads data types there).
+	// subscriptions are rebuilt (the adapter re-reads data types there and
+	// may replace its subscription); an error counts as a lost connection.
 	OnConnect func(ctx context.Context, c *Conn) error
 	// KeepAlive is how often the connection is probed by a read of the
 	// server state; two failed probes in a row count as a lost connection.
 	// Default 5s; negative disables.
 	KeepAlive time.Duration
+	// Background makes Dial return a Conn even when the first connection
+	// fails: it keeps trying with backoff (requests fail with
+	// ErrNotConnected meanwhile). Without it the first failure is Dial's
+	// error (fail fast).
+	Background bool
+	// OnLink is told every change of the link: up (err nil) or down with
+	// the reason. It must not block.
+	OnLink func(up bool, err error)
 }
 
 // Conn is a Client over gopcua that keeps one session up: it connects with
@@ -86,9 +87,27 @@ type Conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// heard is when a subscription last heard from the server (a value or
+	// the heartbeat), Unix nanoseconds; 0 while none is running.
+	heard atomic.Int64
+}
+
+// Heard returns when a subscription last heard from the server: a data
+// change or the heartbeat item every subscription carries (the server's
+// CurrentTime, sampled at half the keep-alive period). gopcua swallows
+// keep-alive messages, so the heartbeat is what shows that a subscription
+// without data changes is alive. Zero while no subscription runs.
+func (c *Conn) Heard() time.Time {
+	n := c.heard.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 type subReg struct {
+	id    int
 	nodes []*ua.NodeID
 	fn    func(int, *ua.DataValue)
 	// stopLive stops the subscription on the current client.
@@ -106,7 +125,7 @@ func Dial(ctx context.Context, cfg Config, opt DialOptions) (*Conn, error) {
 		opt.Logger = slog.Default()
 	}
 	if opt.KeepAlive == 0 {
-		opt.KeepAlive = 5 * time.Second
+		opt.KeepAlive = seconds(cfg.Timeouts.KeepAliveS)
 	}
 	c := &Conn{cfg: cfg, opt: opt, log: opt.Logger, subs: map[int]*subReg{}, done: make(chan struct{})}
 	if cfg.Security.Policy != PolicyNone {
@@ -117,18 +136,29 @@ func Dial(ctx context.Context, cfg Config, opt DialOptions) (*Conn, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	cl, lost, err := c.connect(ctx)
 	if err != nil {
-		c.cancel()
-		return nil, err
-	}
-	c.install(cl, lost)
-	if opt.OnConnect != nil {
-		if err := opt.OnConnect(ctx, c); err != nil {
-			c.Close()
+		if !opt.Background {
+			c.cancel()
 			return nil, err
 		}
+		c.log.Warn("opcua: server unreachable; serving and reconnecting in the background", "endpoint", cfg.Endpoint, "err", err)
+		c.link(false, err)
+		go c.supervise(true)
+		return c, nil
 	}
-	go c.supervise()
+	if err := c.install(ctx, cl, lost); err != nil && !opt.Background {
+		go c.supervise(false)
+		c.Close()
+		return nil, err
+	}
+	go c.supervise(false)
 	return c, nil
+}
+
+// link reports a link change to OnLink.
+func (c *Conn) link(up bool, err error) {
+	if c.opt.OnLink != nil {
+		c.opt.OnLink(up, err)
+	}
 }
 
 // Connected reports whether a session is up.
@@ -165,19 +195,35 @@ func (c *Conn) client() *opcua.Client {
 	return c.cl
 }
 
-// install makes cl the current client and rebuilds the subscriptions on it.
-func (c *Conn) install(cl *opcua.Client, lost chan struct{}) {
+// install makes cl the current client, runs OnConnect (which may replace
+// subscriptions, e.g. when namespace indexes moved), then rebuilds every
+// subscription OnConnect did not make afresh, and reports the link up.
+func (c *Conn) install(ctx context.Context, cl *opcua.Client, lost chan struct{}) error {
 	c.mu.Lock()
 	c.cl = cl
 	c.lost = lost
+	c.mu.Unlock()
+	if c.opt.OnConnect != nil {
+		if err := c.opt.OnConnect(ctx, c); err != nil {
+			// The session is not usable as the mapping needs it: treat it
+			// as lost (the supervisor reconnects with backoff).
+			c.log.Warn("opcua: after connecting", "endpoint", c.cfg.Endpoint, "err", err)
+			c.markLost(cl)
+			c.link(false, err)
+			return err
+		}
+	}
+	c.mu.Lock()
 	regs := make([]*subReg, 0, len(c.subs))
 	for _, r := range c.subs {
-		regs = append(regs, r)
+		if r.stopLive == nil {
+			regs = append(regs, r)
+		}
 	}
 	c.mu.Unlock()
 	for _, r := range regs {
-		ctx, cancel := context.WithTimeout(c.ctx, seconds(c.cfg.Timeouts.RequestS))
-		stop, err := c.startSub(ctx, cl, r)
+		sctx, cancel := context.WithTimeout(c.ctx, seconds(c.cfg.Timeouts.RequestS))
+		stop, err := c.startSub(sctx, cl, r)
 		cancel()
 		if err != nil {
 			c.log.Warn("opcua: rebuilding a subscription failed", "endpoint", c.cfg.Endpoint, "err", err)
@@ -185,9 +231,17 @@ func (c *Conn) install(cl *opcua.Client, lost chan struct{}) {
 			continue
 		}
 		c.mu.Lock()
-		r.stopLive = stop
+		if _, still := c.subs[r.id]; still && c.cl == cl && r.stopLive == nil {
+			r.stopLive = stop
+			stop = nil
+		}
 		c.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
 	}
+	c.link(true, nil)
+	return nil
 }
 
 // markLost treats cl as lost (keep-alive failure, subscription failure).
@@ -204,44 +258,26 @@ func (c *Conn) markLost(cl *opcua.Client) {
 }
 
 // supervise waits for the connection to be lost, marks every subscribed
-// value unavailable, and reconnects with backoff.
-func (c *Conn) supervise() {
+// value unavailable, and reconnects with backoff; down says the first
+// connection already failed.
+func (c *Conn) supervise(down bool) {
 	defer close(c.done)
 	for {
-		c.mu.Lock()
-		lost, cl := c.lost, c.cl
-		c.mu.Unlock()
-		if !c.waitLost(cl, lost) {
-			return
-		}
-		c.log.Warn("opcua: connection lost; reconnecting", "endpoint", c.cfg.Endpoint)
-		c.mu.Lock()
-		c.cl = nil
-		regs := make([]*subReg, 0, len(c.subs))
-		var stops []func()
-		for _, r := range c.subs {
-			regs = append(regs, r)
-			if r.stopLive != nil {
-				stops = append(stops, r.stopLive)
-				r.stopLive = nil
+		if !down {
+			c.mu.Lock()
+			lost, cl := c.lost, c.cl
+			c.mu.Unlock()
+			if !c.waitLost(cl, lost) {
+				return
 			}
+			// The link is reported down only when the first reconnect
+			// fails: a blip healed at once (a server closing idle channels,
+			// a proxy restart) is not an outage, and a reset verifying right
+			// after it waits for the session instead of being refused.
+			c.log.Warn("opcua: connection lost; reconnecting", "endpoint", c.cfg.Endpoint)
+			c.teardown(cl)
 		}
-		c.mu.Unlock()
-		go func() {
-			for _, s := range stops {
-				s()
-			}
-		}()
-		for _, r := range regs {
-			for i := range r.nodes {
-				r.fn(i, &ua.DataValue{EncodingMask: ua.DataValueStatusCode, Status: ua.StatusBadServerNotConnected})
-			}
-		}
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = cl.Close(ctx)
-		}()
+		down = false
 		wait := seconds(c.cfg.Reconn.MinS)
 		for {
 			select {
@@ -260,24 +296,53 @@ func (c *Conn) supervise() {
 					_ = ncl.Close(context.Background())
 					return
 				}
-				c.install(ncl, nlost)
-				if c.opt.OnConnect != nil {
-					if oerr := c.opt.OnConnect(ctx, c); oerr != nil {
-						c.log.Warn("opcua: after reconnect", "endpoint", c.cfg.Endpoint, "err", oerr)
-					}
-				}
+				_ = c.install(ctx, ncl, nlost)
 				cancel()
-				c.log.Info("opcua: reconnected", "endpoint", c.cfg.Endpoint)
+				c.log.Info("opcua: connected", "endpoint", c.cfg.Endpoint)
 				break
 			}
 			cancel()
-			c.log.Warn("opcua: reconnect failed", "endpoint", c.cfg.Endpoint, "err", err, "retry_in", wait)
+			c.link(false, err)
+			c.log.Warn("opcua: connect failed", "endpoint", c.cfg.Endpoint, "err", err, "retry_in", wait)
 			wait *= 2
 			if max := seconds(c.cfg.Reconn.MaxS); wait > max {
 				wait = max
 			}
 		}
 	}
+}
+
+// teardown forgets the lost client cl: its subscriptions stop, every
+// subscribed value turns BadServerNotConnected, and cl closes.
+func (c *Conn) teardown(cl *opcua.Client) {
+	c.heard.Store(0)
+	c.mu.Lock()
+	c.cl = nil
+	regs := make([]*subReg, 0, len(c.subs))
+	var stops []func()
+	for _, r := range c.subs {
+		regs = append(regs, r)
+		if r.stopLive != nil {
+			stops = append(stops, r.stopLive)
+			r.stopLive = nil
+		}
+	}
+	c.mu.Unlock()
+	go func() {
+		for _, s := range stops {
+			s()
+		}
+	}()
+	for _, r := range regs {
+		for i := range r.nodes {
+			r.fn(i, &ua.DataValue{EncodingMask: ua.DataValueStatusCode, Status: ua.StatusBadServerNotConnected})
+		}
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = cl.Close(ctx)
+	}()
 }
 
 // waitLost blocks until the client is lost (true) or the Conn closes (false),
@@ -339,6 +404,12 @@ func (c *Conn) connect(ctx context.Context) (*opcua.Client, chan struct{}, error
 		opcua.SecurityPolicy(ep.SecurityPolicyURI),
 		opcua.SecurityMode(ep.SecurityMode),
 		opcua.AutoReconnect(false),
+		// Nothing here expires on a healthy link: the session timeout is
+		// far beyond the keep-alive (every publish request, at least one per
+		// keep-alive, keeps the session alive), gopcua renews the secure
+		// channel at 75% of its lifetime, and the subscription's timing is
+		// set in startSub.
+		opcua.SessionTimeout(20 * time.Minute),
 		opcua.RequestTimeout(seconds(c.cfg.Timeouts.RequestS)),
 		opcua.DialTimeout(seconds(c.cfg.Timeouts.DialS)),
 		opcua.ApplicationURI(c.cfg.Security.ApplicationURI),
@@ -369,6 +440,9 @@ func (c *Conn) connect(ctx context.Context) (*opcua.Client, chan struct{}, error
 	defer cancel()
 	if err := cl.Connect(cctx); err != nil {
 		_ = cl.Close(context.Background())
+		if hint := c.certificateHint(err); hint != "" {
+			return nil, nil, fmt.Errorf("opcua: %s: connect (%s/%s, %s): %s: %w", c.cfg.Endpoint, c.cfg.Security.Policy, c.cfg.Security.Mode, c.cfg.Auth.Type, hint, err)
+		}
 		return nil, nil, fmt.Errorf("opcua: %s: connect (%s/%s, %s): %w", c.cfg.Endpoint, c.cfg.Security.Policy, c.cfg.Security.Mode, c.cfg.Auth.Type, err)
 	}
 	// gopcua can report a successful Connect on a session that was never
@@ -401,110 +475,6 @@ func (c *Conn) connect(ctx context.Context) (*opcua.Client, chan struct{}, error
 		}
 	}()
 	return cl, lost, nil
-}
-
-// checkPin compares the server certificate with security.server_certificate.
-func (c *Conn) checkPin(der []byte) error {
-	pin := c.cfg.Security.ServerCertificate
-	if pin == "" {
-		if c.cfg.Security.Policy != PolicyNone {
-			c.log.Warn("opcua: server certificate not pinned: any server certificate is accepted", "endpoint", c.cfg.Endpoint)
-		}
-		return nil
-	}
-	if fp, err := parseFingerprint(pin); err == nil {
-		sum := sha256.Sum256(der)
-		if len(der) > 0 && bytes.Equal(sum[:], fp) {
-			return nil
-		}
-		return fmt.Errorf("opcua: %s: server certificate %s does not match the pinned %s", c.cfg.Endpoint, Fingerprint(der), pin)
-	}
-	b, err := os.ReadFile(pin)
-	if err != nil {
-		return fmt.Errorf("opcua: security.server_certificate: %w", err)
-	}
-	want := derOf(b)
-	if len(der) == 0 || !bytes.Equal(want, der) {
-		return fmt.Errorf("opcua: %s: server certificate %s does not match the pinned file %s (%s)", c.cfg.Endpoint, Fingerprint(der), pin, Fingerprint(want))
-	}
-	return nil
-}
-
-// derOf returns the DER bytes of a PEM or DER file's content.
-func derOf(b []byte) []byte {
-	if blk, _ := pem.Decode(b); blk != nil {
-		return blk.Bytes
-	}
-	return b
-}
-
-// loadClientCert loads the configured client certificate and key, or makes
-// an ephemeral self-signed pair whose URI SAN is the application URI.
-func (c *Conn) loadClientCert() error {
-	s := c.cfg.Security
-	if s.ClientCertificate != "" {
-		cb, err := os.ReadFile(s.ClientCertificate)
-		if err != nil {
-			return fmt.Errorf("opcua: security.client_certificate: %w", err)
-		}
-		kb, err := os.ReadFile(s.ClientKey)
-		if err != nil {
-			return fmt.Errorf("opcua: security.client_key: %w", err)
-		}
-		kder := derOf(kb)
-		var key *rsa.PrivateKey
-		if k, err := x509.ParsePKCS1PrivateKey(kder); err == nil {
-			key = k
-		} else if k, err := x509.ParsePKCS8PrivateKey(kder); err == nil {
-			rk, ok := k.(*rsa.PrivateKey)
-			if !ok {
-				return fmt.Errorf("opcua: security.client_key: not an RSA key")
-			}
-			key = rk
-		} else {
-			return fmt.Errorf("opcua: security.client_key: not a PKCS#1 or PKCS#8 RSA key")
-		}
-		c.cert, c.key = derOf(cb), key
-		return nil
-	}
-	cert, key, err := SelfSignedCert(s.ApplicationURI, "mhp-go opcua adapter")
-	if err != nil {
-		return err
-	}
-	c.log.Warn("opcua: no client certificate configured; using an ephemeral self-signed one", "endpoint", c.cfg.Endpoint)
-	c.cert, c.key = cert, key
-	return nil
-}
-
-// SelfSignedCert makes an RSA-2048 self-signed certificate (DER) for an OPC
-// UA application: the URI SAN is appURI, valid for a year, usable for
-// signing and encryption as clients and servers need.
-func SelfSignedCert(appURI, name string) ([]byte, *rsa.PrivateKey, error) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return nil, nil, err
-	}
-	u, err := url.Parse(appURI)
-	if err != nil {
-		return nil, nil, fmt.Errorf("opcua: application URI %q: %w", appURI, err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: name, Organization: []string{"OpenMHP"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageDataEncipherment | x509.KeyUsageContentCommitment | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		URIs:                  []*url.URL{u},
-		DNSNames:              []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return der, key, nil
 }
 
 // Read implements Client.
@@ -577,9 +547,9 @@ func (c *Conn) Browse(ctx context.Context, node *ua.NodeID) ([]*ua.ReferenceDesc
 
 // Subscribe implements Client.
 func (c *Conn) Subscribe(ctx context.Context, nodes []*ua.NodeID, fn func(int, *ua.DataValue)) (func(), error) {
-	r := &subReg{nodes: nodes, fn: fn}
 	c.mu.Lock()
 	idx := c.nextID
+	r := &subReg{id: idx, nodes: nodes, fn: fn}
 	c.nextID++
 	c.subs[idx] = r
 	cl := c.cl
@@ -606,8 +576,16 @@ func (c *Conn) Subscribe(ctx context.Context, nodes []*ua.NodeID, fn func(int, *
 		return nil, err
 	}
 	c.mu.Lock()
-	r.stopLive = s
+	_, still := c.subs[idx]
+	if still && c.cl == cl && r.stopLive == nil {
+		r.stopLive, s = s, nil
+	}
 	c.mu.Unlock()
+	if s != nil {
+		// Stopped meanwhile, or the client was lost (the next connection
+		// rebuilds it), or a reconnect rebuilt it first.
+		s()
+	}
 	return stop, nil
 }
 
@@ -615,16 +593,32 @@ func (c *Conn) Subscribe(ctx context.Context, nodes []*ua.NodeID, fn func(int, *
 // notifications (gopcua's publish loop blocks on a slow consumer).
 func (c *Conn) startSub(ctx context.Context, cl *opcua.Client, r *subReg) (func(), error) {
 	ch := make(chan *opcua.PublishNotificationData, 64)
-	sub, err := cl.Subscribe(ctx, &opcua.SubscriptionParameters{Interval: 50 * time.Millisecond}, ch)
+	// Timing that cannot expire on a healthy link: the keep-alive period
+	// (interval x MaxKeepAliveCount) stays below the request timeout, which
+	// gopcua v0.8.0 uses as the publish wait when it is longer than the
+	// keep-alive (its publish wait is max(keep-alive, RequestTimeout); with
+	// its defaults, 3000 x interval, the wait equals the keep-alive and a
+	// keep-alive arriving a little late drops the link). The lifetime is ten
+	// keep-alives (the spec wants at least three).
+	interval := seconds(c.cfg.Timeouts.PublishS)
+	kaCount := uint32(max(1, int(c.cfg.Timeouts.KeepAliveS/c.cfg.Timeouts.PublishS)))
+	sub, err := cl.Subscribe(ctx, &opcua.SubscriptionParameters{Interval: interval, MaxKeepAliveCount: kaCount, LifetimeCount: 10 * kaCount}, ch)
 	if err != nil {
 		return nil, fmt.Errorf("opcua: create subscription: %w", err)
 	}
-	items := make([]*ua.MonitoredItemCreateRequest, len(r.nodes))
+	if ka := time.Duration(sub.RevisedMaxKeepAliveCount) * sub.RevisedPublishingInterval; ka >= seconds(c.cfg.Timeouts.RequestS) {
+		c.log.Warn("opcua: the server revised the subscription's keep-alive to the request timeout or more; raise timeouts.request_s above it or the link may drop",
+			"endpoint", c.cfg.Endpoint, "keepalive", ka, "request_timeout", seconds(c.cfg.Timeouts.RequestS))
+	}
+	items := make([]*ua.MonitoredItemCreateRequest, len(r.nodes), len(r.nodes)+1)
 	for i, n := range r.nodes {
 		items[i] = opcua.NewMonitoredItemCreateRequestWithDefaults(n, ua.AttributeIDValue, uint32(i))
 		items[i].RequestedParameters.QueueSize = 16
-		items[i].RequestedParameters.SamplingInterval = 50
+		items[i].RequestedParameters.SamplingInterval = c.cfg.Timeouts.PublishS * 1000
 	}
+	hb := opcua.NewMonitoredItemCreateRequestWithDefaults(ua.NewNumericNodeID(0, id.Server_ServerStatus_CurrentTime), ua.AttributeIDValue, uint32(len(r.nodes)))
+	hb.RequestedParameters.SamplingInterval = c.cfg.Timeouts.KeepAliveS * 1000 / 2
+	items = append(items, hb)
 	res, err := sub.Monitor(ctx, ua.TimestampsToReturnBoth, items...)
 	if err != nil {
 		_ = sub.Cancel(context.Background())
@@ -635,6 +629,7 @@ func (c *Conn) startSub(ctx context.Context, cl *opcua.Client, r *subReg) (func(
 			r.fn(i, &ua.DataValue{EncodingMask: ua.DataValueStatusCode, Status: x.StatusCode})
 		}
 	}
+	c.heard.Store(time.Now().UnixNano())
 	sctx, cancel := context.WithCancel(c.ctx)
 	go func() {
 		for {
@@ -652,9 +647,10 @@ func (c *Conn) startSub(ctx context.Context, cl *opcua.Client, r *subReg) (func(
 				if !ok {
 					continue
 				}
+				c.heard.Store(time.Now().UnixNano())
 				for _, it := range dcn.MonitoredItems {
 					if it == nil || int(it.ClientHandle) >= len(r.nodes) {
-						continue
+						continue // the heartbeat, or a handle we never gave
 					}
 					dv := it.Value
 					if dv == nil {

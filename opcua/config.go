@@ -89,6 +89,27 @@ type Timeouts struct {
 	// CancelS is how long a job keeps waiting for the server's final state
 	// after it sent Stop/Abort/Halt; default 30.
 	CancelS float64 `yaml:"cancel_s,omitempty"`
+	// PublishS is the subscription's publishing interval; default 0.05.
+	PublishS float64 `yaml:"publish_s,omitempty"`
+	// KeepAliveS is the subscription's keep-alive period (the server
+	// answers a publish at least this often) and the connection probe
+	// interval; default half of request_s, at most 5. It must stay below
+	// request_s: gopcua waits for a publish answer max(keep-alive,
+	// request_s), and a wait equal to the keep-alive races the server's
+	// keep-alive and drops a healthy link.
+	KeepAliveS float64 `yaml:"keepalive_s,omitempty"`
+	// MaxAgeS is how old (since the subscription last heard from the
+	// server) a served value may be before it reads unavailable; default
+	// two keep-alive periods plus a publishing interval.
+	MaxAgeS float64 `yaml:"max_age_s,omitempty"`
+	// InterlockMaxAgeS, when set, serves an interlock from the subscription
+	// when its value is known current within this bound (time since the
+	// subscription last heard from the server plus a sampling interval);
+	// older, it is read live. Default 0: interlocks are always read live,
+	// since a subscription lags a change at the server (the conformance
+	// suite's interlocks/read_live refuses an action right after the
+	// backend opened the interlock).
+	InterlockMaxAgeS float64 `yaml:"interlock_max_age_s,omitempty"`
 }
 
 // Reconnect is the backoff between connection attempts after a loss, in seconds.
@@ -97,6 +118,10 @@ type Reconnect struct {
 	MinS float64 `yaml:"min_s,omitempty"`
 	// MaxS caps the doubling waits; default 30.
 	MaxS float64 `yaml:"max_s,omitempty"`
+	// FailFast makes the driver's start fail when the server cannot be
+	// reached. Default false: the driver starts and serves with the backend
+	// reported down (ping, describe), and connects as soon as it can.
+	FailFast bool `yaml:"fail_fast,omitempty"`
 }
 
 // SignalItem maps a variable onto a signal.
@@ -229,10 +254,15 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("opcua: auth.type %q is not anonymous or username", c.Auth.Type)
 	}
-	for _, v := range []float64{c.Timeouts.RequestS, c.Timeouts.DialS, c.Timeouts.StartS, c.Timeouts.CancelS, c.Reconn.MinS, c.Reconn.MaxS} {
+	for _, v := range []float64{c.Timeouts.RequestS, c.Timeouts.DialS, c.Timeouts.StartS, c.Timeouts.CancelS, c.Reconn.MinS, c.Reconn.MaxS,
+		c.Timeouts.PublishS, c.Timeouts.KeepAliveS, c.Timeouts.MaxAgeS, c.Timeouts.InterlockMaxAgeS} {
 		if v < 0 {
 			return fmt.Errorf("opcua: negative timeout or backoff %v", v)
 		}
+	}
+	if t := c.withDefaults().Timeouts; t.KeepAliveS >= t.RequestS || t.KeepAliveS < t.PublishS {
+		return fmt.Errorf("opcua: timeouts.keepalive_s %g must be at least publish_s %g and below request_s %g (gopcua's publish wait is max(keep-alive, request_s); equal to the keep-alive it races the server and drops healthy links)",
+			t.KeepAliveS, t.PublishS, t.RequestS)
 	}
 	node := func(what, s string) error {
 		if s == "" {
@@ -375,6 +405,9 @@ func (c Config) withDefaults() Config {
 	def(&c.Timeouts.DialS, 5)
 	def(&c.Timeouts.StartS, 10)
 	def(&c.Timeouts.CancelS, 30)
+	def(&c.Timeouts.PublishS, 0.05)
+	def(&c.Timeouts.KeepAliveS, min(c.Timeouts.RequestS/2, 5))
+	def(&c.Timeouts.MaxAgeS, 2*c.Timeouts.KeepAliveS+c.Timeouts.PublishS)
 	def(&c.Reconn.MinS, 0.5)
 	def(&c.Reconn.MaxS, 30)
 	if c.Reconn.MaxS < c.Reconn.MinS {

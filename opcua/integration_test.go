@@ -182,7 +182,8 @@ func TestNodeReadSubscribeWrite(t *testing.T) {
 	}{
 		{"setpoint", 42.5, 0, ""},
 		{"mode", "heat", 0, ""},
-		{"setpoint", 150.0, mhp.CodeLimitViolation, "BadOutOfRange"},
+		// Setpoint's EURange is 0..100: refused before sending.
+		{"setpoint", 150.0, mhp.CodeLimitViolation, ""},
 		{"setpoint_int", 5, mhp.CodeInvalidValue, "BadTypeMismatch"},
 		{"counter", 3, mhp.CodeNotSupported, "BadNotWritable"},
 	}
@@ -195,7 +196,7 @@ func TestNodeReadSubscribeWrite(t *testing.T) {
 			continue
 		}
 		e, ok := mhp.AsError(err)
-		if !ok || e.Code != c.code || e.Data["opcua_status"] != c.status {
+		if st, _ := e.Data["opcua_status"].(string); !ok || e.Code != c.code || st != c.status {
 			t.Fatalf("%s=%v: want %v %s, got %v", c.name, c.value, c.code, c.status, err)
 		}
 	}
@@ -427,5 +428,69 @@ func TestNodeConfigFile(t *testing.T) {
 	job := invokeWait(t, dev, "add", map[string]any{"a": 1, "b": 2})
 	if job.State != mhp.JobDone {
 		t.Fatalf("add: %+v", job)
+	}
+}
+
+// The case: node-opcua's Setpoint has EURange 0..100; a config
+// limit of -10..150 is refused at start, naming node and both ranges, and
+// the unit comes from the server when the file gives none.
+func TestNodeEURange(t *testing.T) {
+	p := startNode(t)
+	cfg := plcConfig(p.url)
+	lo, hi := -10.0, 150.0
+	cfg.Settings[0].Limits = &mhp.Limits{Min: &lo, Max: &hi}
+	d, err := New(cfg, Options{Logger: quietLogger(), KeepAlive: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	err = d.Start(ctxT(t))
+	if err == nil || !strings.Contains(err.Error(), "-10..150") || !strings.Contains(err.Error(), "EURange 0..100") || !strings.Contains(err.Error(), "Plant.Setpoint") {
+		t.Fatalf("start with limits wider than the EURange: %v", err)
+	}
+	cfg = plcConfig(p.url)
+	cfg.Settings[0].Unit = ""
+	got, err := Probe(ctxT(t), cfg, DialOptions{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Settings[0]; s.Unit == "" || s.Limits == nil || *s.Limits.Min != 0 || *s.Limits.Max != 100 {
+		t.Fatalf("setpoint from the server: unit %q limits %+v", s.Unit, s.Limits)
+	}
+}
+
+// After an estop during a LADS program the unit stays Aborted; the reset
+// clears it and says verified only once it can Start; the next run works.
+func TestNodeLADSResetAfterEStop(t *testing.T) {
+	p := startNode(t)
+	d := startDriver(t, plcConfig(p.url), nil)
+	waitSignals(t, d)
+	ctx := ctxT(t)
+	dev := mhp.AsSession(d, "s1")
+	res, err := dev.Invoke(ctx, mhp.InvokeRequest{Name: "program", Params: map[string]any{"program_template": "ok", "duration_ms": 20000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the program to run", 15*time.Second, func() bool {
+		j, err := dev.Job(ctx, res.Job.ID)
+		return err == nil && j.State == mhp.JobRunning
+	})
+	if _, err := dev.EStop(ctx, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if j := waitJob(t, dev, res.Job.ID); j.State != mhp.JobCancelled {
+		t.Fatalf("the program after the estop: %+v", j)
+	}
+	eventually(t, "the unit to end Aborted", 15*time.Second, func() bool {
+		r, err := dev.Read(ctx, []string{"unit_state"})
+		return err == nil && r.Values["unit_state"] == "Aborted"
+	})
+	r, err := dev.Reset(ctx)
+	if err != nil || !r.Verified || r.State != mhp.StateIdle {
+		t.Fatalf("reset: %+v %v", r, err)
+	}
+	job := invokeWait(t, dev, "program", map[string]any{"program_template": "ok", "duration_ms": 300})
+	if job.State != mhp.JobDone {
+		t.Fatalf("the run after the reset: %+v", job)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,22 +155,24 @@ type event struct {
 
 // watchList fixes the shared state nodes (resolved at the first
 // connection) and returns them.
-func (a *adapter) watchList() []*ua.NodeID {
+func (a *adapter) watchList() (list []*ua.NodeID, idx map[string]int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.watchIdx = map[string]int{}
-	a.watched = nil
+	idx = map[string]int{}
 	add := func(n *ua.NodeID) {
 		if n == nil {
 			return
 		}
-		if _, ok := a.watchIdx[n.String()]; ok {
+		if _, ok := idx[n.String()]; ok {
 			return
 		}
-		a.watchIdx[n.String()] = len(a.watched)
-		a.watched = append(a.watched, n)
+		idx[n.String()] = len(list)
+		list = append(list, n)
 	}
-	for _, u := range a.units {
+	// Sorted: the same structure gives the same list, so a reconnect to an
+	// unchanged server keeps the subscription.
+	for _, k := range slices.Sorted(maps.Keys(a.units)) {
+		u := a.units[k]
 		add(u.stateID)
 		add(u.state)
 		add(u.runStateID)
@@ -176,11 +180,10 @@ func (a *adapter) watchList() []*ua.NodeID {
 		add(u.runtime)
 		add(u.estimate)
 	}
-	for _, p := range a.progs {
-		add(p.state)
+	for _, k := range slices.Sorted(maps.Keys(a.progs)) {
+		add(a.progs[k].state)
 	}
-	a.watchLatest = make([]*ua.DataValue, len(a.watched))
-	return append([]*ua.NodeID(nil), a.watched...)
+	return list, idx
 }
 
 // listener is a job listening to the shared subscription.
@@ -519,6 +522,15 @@ func (t *ladsJob) awaitInitial(ctx context.Context) error {
 		break
 	}
 	if t.state != "Stopped" {
+		// The shared subscription lags the server (a reset may just have
+		// cleared the unit): ask the server before refusing.
+		if st := t.liveState(ctx); st == "Stopped" {
+			return nil
+		} else if st != "" {
+			t.state = st
+		}
+	}
+	if t.state != "Stopped" {
 		return refusalError(fmt.Sprintf("%s: functional unit %s is %s, not Stopped", t.what, t.spec.FunctionalUnit, t.state), ua.StatusBadInvalidState).
 			With("lads_state", t.state)
 	}
@@ -539,7 +551,9 @@ func (t *ladsJob) follow(ctx context.Context) (any, error) {
 			case "Stopped":
 				return t.stopped(ctx)
 			case "Aborted":
-				if t.cancelSent == "Abort" {
+				// We asked it to stop (Stop, Abort, or the estop that
+				// cancelled this job, which LADS devices answer by aborting).
+				if t.cancelSent != "" || ctx.Err() != nil {
 					return nil, binding.ErrCancelled
 				}
 				return nil, binding.Failed(fmt.Errorf("%s: the functional unit aborted", t.what),
@@ -690,4 +704,97 @@ func (t *ladsJob) findResult(ctx context.Context) (bool, map[string]any) {
 		return true, vars
 	}
 	return false, nil
+}
+
+// liveState reads the unit's state at the server ("" when unreadable).
+func (t *ladsJob) liveState(ctx context.Context) string {
+	cl := t.a.client()
+	if cl == nil {
+		return ""
+	}
+	node := t.u.state
+	if t.u.stateID != nil {
+		node = t.u.stateID
+	}
+	rctx, cancel := context.WithTimeout(ctx, seconds(t.a.cfg.Timeouts.RequestS))
+	defer cancel()
+	res, err := cl.Read(rctx, []*ua.ReadValueID{{NodeID: node, AttributeID: ua.AttributeIDValue}})
+	if err != nil {
+		return ""
+	}
+	return t.a.stateName(res[0])
+}
+
+// verifyUnits is the LADS part of a reset's verification: every functional
+// unit of a LADS action must be able to Start, that is, be Stopped. A unit
+// left Aborted (an estop during a program aborts it on LADS devices) is
+// cleared with Clear, and one in a transient state (Stopping, Aborting,
+// Clearing) is waited for, within ctx and timeouts.cancel_s. Anything
+// else is an error saying what the unit needs.
+func (a *adapter) verifyUnits(ctx context.Context, cl Client) error {
+	a.mu.Lock()
+	keys := slices.Sorted(maps.Keys(a.units))
+	units := make([]*ladsUnit, len(keys))
+	for i, k := range keys {
+		units[i] = a.units[k]
+	}
+	a.mu.Unlock()
+	for i, u := range units {
+		if err := a.verifyUnit(ctx, cl, keys[i], u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *adapter) verifyUnit(ctx context.Context, cl Client, name string, u *ladsUnit) error {
+	deadline := time.Now().Add(seconds(a.cfg.Timeouts.CancelS))
+	node := u.state
+	if u.stateID != nil {
+		node = u.stateID
+	}
+	cleared := false
+	last := ""
+	for {
+		res, err := cl.Read(ctx, []*ua.ReadValueID{{NodeID: node, AttributeID: ua.AttributeIDValue}})
+		if err != nil {
+			return fmt.Errorf("opcua: verify: functional unit %s: read its state: %w", name, err)
+		}
+		st := a.stateName(res[0])
+		switch st {
+		case "Stopped":
+			return nil
+		case "Aborted":
+			if cleared {
+				break // Clear accepted; the unit is on its way
+			}
+			m := u.methods["Clear"]
+			if m == nil {
+				return fmt.Errorf("opcua: verify: functional unit %s is Aborted and has no Clear method: clear it at the device; until then it cannot Start", name)
+			}
+			cctx, cancel := a.callCtx(ctx)
+			_, err := a.call(cctx, fmt.Sprintf("verify: functional unit %s: Clear", name), u.stateMach, m, nil)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("opcua: verify: functional unit %s is Aborted and Clear failed: %w", name, err)
+			}
+			a.log.Info("opcua: reset cleared an Aborted functional unit", "unit", name)
+			cleared = true
+		case "Stopping", "Aborting", "Clearing":
+			// transient: wait for it to settle
+		case "":
+			return fmt.Errorf("opcua: verify: functional unit %s: state unreadable (%s)", name, StatusName(res[0].Status))
+		default:
+			return fmt.Errorf("opcua: verify: functional unit %s is %s, not Stopped: it cannot Start; stop it at the device", name, st)
+		}
+		last = st
+		if time.Now().After(deadline) {
+			return fmt.Errorf("opcua: verify: functional unit %s still %s after %gs; it cannot Start", name, last, a.cfg.Timeouts.CancelS)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("opcua: verify: functional unit %s still %s: %w", name, last, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

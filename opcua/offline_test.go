@@ -24,10 +24,10 @@ func TestDisconnectedReadsUnavailableWritesRefused(t *testing.T) {
 	srv.Down()
 	eventually(t, "signals to read unavailable", 5*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{"temperature"})
-		return err == nil && r.Values["temperature"] == nil && strings.Contains(r.Unavailable["temperature"], "not connected")
+		return err == nil && r.Values["temperature"] == nil && strings.Contains(r.Unavailable["temperature"], "backend")
 	})
 	_, err := dev.Write(ctx, mhp.WriteRequest{Name: "setpoint", Value: 30.0})
-	if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeServerError || e.Data["reason"] != "not_connected" {
+	if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeServerError || e.Data["outcome"] != mhp.OutcomeNotStarted {
 		t.Fatalf("write while disconnected: %v", err)
 	}
 	if p, _ := dev.Ping(ctx); p.State != mhp.StateIdle {
@@ -115,6 +115,12 @@ func TestConfigValidate(t *testing.T) {
 			c.Settings = []SettingItem{{Setting: mhp.Setting{Name: "s", Type: mhp.TypeNumber}, Node: "i=1", DataType: "Decimal"}}
 		}, "data_type"},
 		{"empty estop", func(c *Config) { c.EStop = &EStopSpec{} }, "estop"},
+		// gopcua's publish wait is max(keep-alive, request timeout): equal
+		// to the keep-alive, it races the server's keep-alive.
+		{"keepalive at request timeout", func(c *Config) { c.Timeouts = Timeouts{RequestS: 2, KeepAliveS: 2} }, "keepalive_s"},
+		{"keepalive below publishing", func(c *Config) { c.Timeouts = Timeouts{PublishS: 0.5, KeepAliveS: 0.1} }, "keepalive_s"},
+		{"keepalive ok", func(c *Config) { c.Timeouts = Timeouts{RequestS: 3, KeepAliveS: 1} }, ""},
+		{"negative max age", func(c *Config) { c.Timeouts.MaxAgeS = -1 }, "negative"},
 	}
 	for _, tc := range cases {
 		c := base()

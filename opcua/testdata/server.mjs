@@ -11,13 +11,15 @@
 //   Plant.Temperature   Double, read only, changes on Control.SetTemperature
 //   Plant.DoorClosed    Boolean, read only
 //   Plant.Counter       Int32, read only (writes: BadNotWritable)
-//   Plant.Setpoint      Double, writable; the server refuses values outside
-//                       0..100 with BadOutOfRange
+//   Plant.Setpoint      Double, writable, an AnalogItem (EURange 0..100,
+//                       EngineeringUnits degC); the server refuses values
+//                       outside 0..100 with BadOutOfRange
 //   Plant.Mode          String, writable
 //   Plant.Add(a Double, b Double) -> sum Double
 //   Plant.Slow(ms UInt32) -> done Boolean     answers after ms milliseconds
 //   Plant.Fail()        answers BadDeviceFailure
-//   Plant.EStop()       sets Plant.Stopped true
+//   Plant.EStop()       sets Plant.Stopped true; aborts a running Unit1,
+//                       which stays Aborted until Clear
 //   Plant.Stopped       Boolean
 //   Control.SetTemperature(Double), Control.Exit()
 //
@@ -33,11 +35,12 @@
 //     "ok"   runs duration_ms (property, default 600) then completes
 //     "fail" runs 300 ms then the device aborts itself
 //   Stop -> Stopping -> Stopped; Abort -> Aborting -> Aborted (then Clear
-//   happens by itself after 300 ms). Start when not Stopped: BadInvalidState.
+//   happens by itself after 300 ms); Clear: Aborted -> Clearing -> Stopped.
+//   Start when not Stopped: BadInvalidState.
 import path from "node:path";
 import {
     OPCUAServer, OPCUACertificateManager, nodesets, DataType, Variant, StatusCodes,
-    SecurityPolicy, MessageSecurityMode, NodeId, LocalizedText, coerceNodeId,
+    SecurityPolicy, MessageSecurityMode, NodeId, LocalizedText, coerceNodeId, standardUnits,
 } from "node-opcua";
 
 const port = Number(process.argv[2] || 4840);
@@ -84,7 +87,8 @@ ns.addVariable({ componentOf: plant, browseName: "Counter", nodeId: "s=Plant.Cou
     accessLevel: "CurrentRead", userAccessLevel: "CurrentRead",
     minimumSamplingInterval: 50, value: { get: () => new Variant({ dataType: DataType.Int32, value: 7 }) } });
 let setpoint = 20;
-ns.addVariable({ componentOf: plant, browseName: "Setpoint", nodeId: "s=Plant.Setpoint", dataType: "Double",
+ns.addAnalogDataItem({ componentOf: plant, browseName: "Setpoint", nodeId: "s=Plant.Setpoint", dataType: "Double",
+    engineeringUnitsRange: { low: 0, high: 100 }, engineeringUnits: standardUnits.degree_celsius,
     accessLevel: "CurrentRead | CurrentWrite", userAccessLevel: "CurrentRead | CurrentWrite", minimumSamplingInterval: 50,
     value: {
         get: () => new Variant({ dataType: DataType.Double, value: setpoint }),
@@ -120,7 +124,17 @@ method(plant, "Slow", [arg("ms", DataType.UInt32)], [arg("done", DataType.Boolea
     return { statusCode: StatusCodes.Good, outputArguments: [{ dataType: DataType.Boolean, value: true }] };
 });
 method(plant, "Fail", [], [], () => ({ statusCode: StatusCodes.BadDeviceFailure }));
-method(plant, "EStop", [], [], () => { stopped = true; return { statusCode: StatusCodes.Good }; });
+method(plant, "EStop", [], [], () => {
+    stopped = true;
+    // As LADS devices do, the emergency stop aborts a running unit, which
+    // stays Aborted until a client calls Clear.
+    if (state === S.Running || state === S.Stopping) {
+        clearTimers();
+        setState(S.Aborting);
+        later(hold, () => setState(S.Aborted, S.Idle));
+    }
+    return { statusCode: StatusCodes.Good };
+});
 
 const control = ns.addObject({ organizedBy: objects, browseName: "Control", nodeId: "s=Control" });
 method(control, "SetTemperature", [arg("value", DataType.Double)], [], (args) => {
@@ -228,6 +242,12 @@ method(fus, "Abort", [], [], () => {
     clearTimers();
     setState(S.Aborting);
     later(hold, () => { setState(S.Aborted, S.Idle); later(300, () => setState(S.Stopped)); });
+    return { statusCode: StatusCodes.Good };
+});
+method(fus, "Clear", [], [], () => {
+    if (state !== S.Aborted) return { statusCode: StatusCodes.BadInvalidState };
+    setState(S.Clearing);
+    later(hold, () => setState(S.Stopped, S.Idle));
     return { statusCode: StatusCodes.Good };
 });
 

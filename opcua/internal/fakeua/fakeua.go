@@ -8,13 +8,19 @@
 //     signal reads BadNoCommunication;
 //   - settings: setpoint, confirm_level, forbidden_level (Double), mode
 //     (String), fan (Boolean); writes go through Instrument.WriteSetting;
+//     temperature has EngineeringUnits degC, setpoint also EURange 0..100;
 //   - extra nodes: ro_counter (Int32, read only), small (Int16, the server
 //     refuses values outside 0..100 with BadOutOfRange);
 //   - methods on object Device: quick, profile (steps String JSON, cycles
 //     Int32), confirm_action, forbidden_action, estop; outputs (ok, action);
 //   - LADS-style functional units FU_run and FU_monitor (FunctionalUnitState
-//     with CurrentState/Id in the LADS namespace, Start/Stop/Abort, and
-//     RunningStateMachine/CurrentState/Id).
+//     with CurrentState/Id in the LADS namespace, Start/Stop/Abort/Clear,
+//     and RunningStateMachine/CurrentState/Id); an estop during a run
+//     leaves the unit Aborted until Clear, as LADS devices do.
+//
+// Freeze/Thaw hang the server with its sockets open; SetValueLag delays
+// value notifications as a real server's sampling does; the server's
+// CurrentTime is notified every HeartbeatEvery.
 //
 // Instrument behaviours become OPC UA answers: Refuse -> BadInvalidState,
 // FailReported -> BadDeviceFailure (methods) or Aborted (functional units),
@@ -27,12 +33,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gopcua/opcua/id"
@@ -53,6 +59,10 @@ const LADSNamespace = "http://opcfoundation.org/UA/LADS/"
 // state, so that a subscription (which reports the latest value per
 // publishing interval) sees every state.
 const Hold = 150 * time.Millisecond
+
+// HeartbeatEvery is how often the fake notifies subscribers of the
+// server's CurrentTime, as a server sampling it would.
+const HeartbeatEvery = 200 * time.Millisecond
 
 // syncWindow is how long a handler waits for the instrument before it
 // answers from another goroutine.
@@ -88,6 +98,11 @@ type Server struct {
 	channels map[*uasc.SecureChannel]bool
 	stop     chan struct{}
 	done     chan struct{}
+	thawed   chan struct{} // non-nil while frozen
+	lag      time.Duration // SetValueLag
+	reject   Rejection     // RejectCertificates
+	reads    atomic.Int64  // signal values taken (reads, notifications)
+	clears   atomic.Int64  // Clear calls that cleared a unit
 }
 
 type unit struct {
@@ -97,6 +112,7 @@ type unit struct {
 	work     *conformance.Work
 	runs     int
 	runID    string
+	estopped bool // aborted by the estop: ends Aborted, waits for Clear
 	progress float64
 	// results is a ring of result slots: DeviceProgramRunId and the
 	// VariableSet (ok, action) of finished runs.
@@ -123,8 +139,25 @@ var registerOnce sync.Once
 // NodeID returns the node id of a fake node by name ("ns=1;s=<name>").
 func NodeID(name string) string { return "ns=1;s=" + name }
 
+// Options tune StartWith.
+type Options struct {
+	// Basic256Sha256 also advertises a Basic256Sha256/SignAndEncrypt
+	// endpoint (with a fresh self-signed server certificate). gopcua's
+	// server cannot complete such a channel: use it with RejectCertificates.
+	Basic256Sha256 bool
+	// Addr is the address clients connect to; default a free port.
+	Addr string
+	// ExtraNamespaces are registered before Namespace, which then has a
+	// higher index (a server whose namespace indexes moved on a restart).
+	// The LADS extension objects decode only without them.
+	ExtraNamespaces []string
+}
+
 // Start starts a fake on 127.0.0.1 with a free port.
-func Start(in *conformance.Instrument) (*Server, error) {
+func Start(in *conformance.Instrument) (*Server, error) { return StartWith(in, Options{}) }
+
+// StartWith starts a fake with options.
+func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
 	registerOnce.Do(func() {
 		// LADS is namespace 2 in the fake: StartProgram's Properties decode.
 		ua.RegisterExtensionObject(ua.NewNumericNodeID(2, 5045), new(KeyValue))
@@ -135,21 +168,38 @@ func Start(in *conformance.Instrument) (*Server, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	proxy, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := o.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	proxy, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{In: in, extra: map[string]any{"ro_counter": int32(7), "small": int16(10)},
 		snapshot: map[string]string{}, units: map[string]*unit{}, channels: map[*uasc.SecureChannel]bool{},
 		stop: make(chan struct{}), done: make(chan struct{}), proxy: proxy, conns: map[net.Conn]bool{}}
-	s.srv = server.New(
+	opts := []server.Option{
 		server.EndPoint("127.0.0.1", port),
 		// Clients connect through the proxy; discovery matches by URL.
 		server.EndPoint("127.0.0.1", proxy.Addr().(*net.TCPAddr).Port),
 		server.EnableSecurity("None", ua.MessageSecurityModeNone),
 		server.EnableAuthMode(ua.UserTokenTypeAnonymous),
 		server.ServerName("mhp-go fakeua"),
-	)
+	}
+	if o.Basic256Sha256 {
+		cert, key, err := selfSigned()
+		if err != nil {
+			proxy.Close()
+			return nil, err
+		}
+		opts = append(opts, server.Certificate(cert), server.PrivateKey(key),
+			server.EnableSecurity("Basic256Sha256", ua.MessageSecurityModeSignAndEncrypt))
+	}
+	s.srv = server.New(opts...)
+	for _, uri := range o.ExtraNamespaces {
+		server.NewNodeNameSpace(s.srv, uri)
+	}
 	s.ns = server.NewNodeNameSpace(s.srv, Namespace)
 	s.lads = server.NewNodeNameSpace(s.srv, LADSNamespace)
 	s.build()
@@ -169,93 +219,50 @@ func Start(in *conformance.Instrument) (*Server, error) {
 	return s, nil
 }
 
-// serveProxy forwards client connections to the gopcua server, so that
-// DropConnections can cut them like a broken link.
-func (s *Server) serveProxy(l net.Listener, target string) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
+// Clears is how many Clear calls cleared an Aborted functional unit.
+func (s *Server) Clears() int64 { return s.clears.Load() }
+
+// UnitState is the LADS FunctionalUnitState of the unit of an action
+// ("Stopped", "Aborted", ...).
+func (s *Server) UnitState(action string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.units[action]
+	if !ok {
+		return ""
+	}
+	return ladsName(u.state)
+}
+
+// Reads is how often the server took a signal's value (a Read of the
+// node, or a notification of its change).
+func (s *Server) Reads() int64 { return s.reads.Load() }
+
+// SetValueLag delays the notifications of signal and setting value changes
+// by d, as real servers do (sampling plus a publishing interval: 0.2-0.5 s
+// was seen on node-opcua); a Read answers the new value at once.
+func (s *Server) SetValueLag(d time.Duration) {
+	s.mu.Lock()
+	s.lag = d
+	s.mu.Unlock()
+}
+
+// notifyValue notifies subscribers of a value change after the lag.
+func (s *Server) notifyValue(n *ua.NodeID) {
+	s.mu.Lock()
+	lag := s.lag
+	s.mu.Unlock()
+	if lag <= 0 {
+		s.srv.ChangeNotification(n)
+		return
+	}
+	time.AfterFunc(lag, func() {
+		select {
+		case <-s.stop:
+		default:
+			s.srv.ChangeNotification(n)
 		}
-		up, err := net.Dial("tcp", target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		s.mu.Lock()
-		s.conns[c], s.conns[up] = true, true
-		s.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			_, _ = io.Copy(dst, src)
-			dst.Close()
-			src.Close()
-			s.mu.Lock()
-			delete(s.conns, dst)
-			delete(s.conns, src)
-			s.mu.Unlock()
-		}
-		go pipe(up, c)
-		go pipe(c, up)
-	}
-}
-
-// Close stops the fake.
-func (s *Server) Close() error {
-	select {
-	case <-s.stop:
-		return nil
-	default:
-	}
-	close(s.stop)
-	<-s.done
-	s.mu.Lock()
-	l := s.proxy
-	s.mu.Unlock()
-	l.Close()
-	s.DropConnections()
-	err := s.srv.Close()
-	s.cancel()
-	return err
-}
-
-// Down makes the server unreachable: the listener closes and every
-// connection is cut, so reconnects fail until Up.
-func (s *Server) Down() {
-	s.mu.Lock()
-	l := s.proxy
-	s.mu.Unlock()
-	l.Close()
-	s.DropConnections()
-}
-
-// Up makes the server reachable again on the same address.
-func (s *Server) Up() error {
-	s.mu.Lock()
-	addr := s.proxy.Addr().String()
-	s.mu.Unlock()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.proxy = l
-	s.mu.Unlock()
-	go s.serveProxy(l, s.target)
-	return nil
-}
-
-// DropConnections cuts every client connection (TCP), as a broken link
-// would: pending replies are lost.
-func (s *Server) DropConnections() {
-	s.mu.Lock()
-	conns := make([]net.Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
+	})
 }
 
 func (s *Server) nid(name string) *ua.NodeID { return ua.NewStringNodeID(s.ns.ID(), name) }
@@ -307,6 +314,21 @@ func (s *Server) method(parent *server.Node, name, key string, args []*ua.Argume
 	return m
 }
 
+// analog gives a variable the EngineeringUnits and (when r is set)
+// EURange properties of an OPC UA AnalogItem.
+func (s *Server) analog(n *server.Node, key, unit string, r *ua.Range) {
+	eu := ua.NewExtensionObject(&ua.EUInformation{NamespaceURI: "http://www.opcfoundation.org/UA/units/un/cefact",
+		UnitID: 4408652, DisplayName: &ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: unit},
+		Description: &ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: unit}})
+	p := s.variable(nil, "EngineeringUnits", key+".EngineeringUnits", id.EUInformation, 1, func() *ua.DataValue { return good(eu) })
+	n.AddRef(p, id.HasProperty, true)
+	if r != nil {
+		rng := ua.NewExtensionObject(r)
+		p := s.variable(nil, "EURange", key+".EURange", id.Range, 1, func() *ua.DataValue { return good(rng) })
+		n.AddRef(p, id.HasProperty, true)
+	}
+}
+
 func good(v any) *ua.DataValue {
 	return &ua.DataValue{EncodingMask: ua.DataValueValue | ua.DataValueSourceTimestamp | ua.DataValueServerTimestamp,
 		Value: ua.MustVariant(v), SourceTimestamp: time.Now(), ServerTimestamp: time.Now()}
@@ -326,23 +348,30 @@ func (s *Server) build() {
 		if name == conformance.SignalDoorClosed {
 			dt = id.Boolean
 		}
-		s.variable(dev, name, name, dt, 1, func() *ua.DataValue {
+		sig := s.variable(dev, name, name, dt, 1, func() *ua.DataValue {
+			s.reads.Add(1)
 			v, err := s.In.ReadSignal(name)
 			if err != nil {
 				return bad(ua.StatusBadNoCommunication)
 			}
 			return good(v)
 		})
+		if name == conformance.SignalTemperature {
+			s.analog(sig, name, "degC", nil)
+		}
 	}
 	for name, dt := range settingTypes {
 		name := name
-		s.variable(dev, name, name, dt, 3, func() *ua.DataValue {
+		n := s.variable(dev, name, name, dt, 3, func() *ua.DataValue {
 			v, ok := s.In.Written(name)
 			if !ok {
 				return bad(ua.StatusBadNoData)
 			}
 			return good(v)
 		})
+		if name == conformance.SettingSetpoint {
+			s.analog(n, name, "degC", &ua.Range{Low: 0, High: 100})
+		}
 	}
 	s.variable(dev, "ro_counter", "ro_counter", id.Int32, 1, func() *ua.DataValue { return good(s.extraValue("ro_counter")) })
 	s.variable(dev, "small", "small", id.Int16, 3, func() *ua.DataValue { return good(s.extraValue("small")) })
@@ -361,222 +390,6 @@ func (s *Server) build() {
 	s.buildProgram(root)
 }
 
-// ProgramAction is the instrument action name of the Part 10 program "Batch".
-const ProgramAction = "batch"
-
-// program is the Part 10 program Batch: Ready -> Running <-> Suspended ->
-// Halted, with Result (Boolean) and Yield (Double).
-type program struct {
-	state  uint32
-	result bool
-	yield  float64
-	work   *conformance.Work
-	halted bool
-}
-
-func (s *Server) buildProgram(root *server.Node) {
-	p := &program{state: 2400}
-	s.prog = p
-	b := s.object(root, "Batch", "Batch")
-	cs := s.variable(b, "CurrentState", "Batch.CurrentState", id.LocalizedText, 1, func() *ua.DataValue {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return good(&ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: map[uint32]string{2400: "Ready", 2402: "Running", 2404: "Suspended", 2406: "Halted"}[p.state]})
-	})
-	s.variable(cs, "Id", "Batch.CurrentState.Id", id.NodeID, 1, func() *ua.DataValue {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return good(ua.NewNumericNodeID(0, p.state))
-	})
-	s.variable(b, "Result", "Batch.Result", id.Boolean, 1, func() *ua.DataValue {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return good(p.result)
-	})
-	s.variable(b, "Yield", "Batch.Yield", id.Double, 1, func() *ua.DataValue {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return good(p.yield)
-	})
-	for _, m := range []string{"Start", "Suspend", "Resume", "Halt", "Reset"} {
-		s.method(b, m, "Batch."+m, nil)
-	}
-}
-
-func (s *Server) setProgram(state uint32) {
-	s.mu.Lock()
-	s.prog.state = state
-	s.mu.Unlock()
-	s.srv.ChangeNotification(s.nid("Batch.CurrentState.Id"))
-	s.srv.ChangeNotification(s.nid("Batch.CurrentState"))
-}
-
-// callProgram runs the Part 10 methods.
-func (s *Server) callProgram(key string) ua.StatusCode {
-	p := s.prog
-	s.mu.Lock()
-	state, w := p.state, p.work
-	s.mu.Unlock()
-	switch key {
-	case "Batch.Reset":
-		if state != 2406 {
-			return ua.StatusBadInvalidState
-		}
-		s.setProgram(2400)
-	case "Batch.Start":
-		if state != 2400 {
-			return ua.StatusBadInvalidState
-		}
-		w, err := s.In.Start(ProgramAction, nil)
-		if err != nil {
-			return ua.StatusBadInvalidState
-		}
-		s.mu.Lock()
-		p.work, p.result, p.yield, p.halted = w, false, 0, false
-		s.mu.Unlock()
-		s.setProgram(2402)
-		go func() {
-			time.Sleep(Hold)
-			<-w.Done()
-			st, _, _ := w.State()
-			s.mu.Lock()
-			switch st {
-			case conformance.WorkSucceeded:
-				p.result, p.yield = true, 12.5
-			default:
-				p.result = false
-			}
-			p.work = nil
-			s.mu.Unlock()
-			if st == conformance.WorkDropped {
-				s.DropConnections()
-			}
-			s.setProgram(2406)
-		}()
-	case "Batch.Suspend":
-		if state != 2402 {
-			return ua.StatusBadInvalidState
-		}
-		s.setProgram(2404)
-	case "Batch.Resume":
-		if state != 2404 {
-			return ua.StatusBadInvalidState
-		}
-		s.setProgram(2402)
-	case "Batch.Halt":
-		if (state != 2402 && state != 2404) || w == nil {
-			return ua.StatusBadInvalidState
-		}
-		w.Cancel()
-	default:
-		return ua.StatusBadMethodInvalid
-	}
-	return ua.StatusOK
-}
-
-func (s *Server) extraValue(name string) any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.extra[name]
-}
-
-// buildUnit makes FU_<action>: FunctionalUnitState {CurrentState {Id},
-// Start, Stop, Abort, RunningStateMachine {CurrentState {Id}}}.
-func (s *Server) buildUnit(root *server.Node, action string) {
-	u := &unit{name: action, state: 5085, runState: 5120}
-	s.units[action] = u
-	key := "FU_" + action
-	fu := s.object(root, key, key)
-	sm := s.object(fu, "FunctionalUnitState", key+".FunctionalUnitState")
-	cs := s.variable(sm, "CurrentState", key+".FunctionalUnitState.CurrentState", id.LocalizedText, 1, func() *ua.DataValue {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return good(&ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: ladsName(u.state)})
-	})
-	s.variable(cs, "Id", key+".FunctionalUnitState.CurrentState.Id", id.NodeID, 1, func() *ua.DataValue {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return good(s.ladsID(u.state))
-	})
-	s.method(sm, "Start", key+".Start", []*ua.Argument{{Name: "Properties", DataType: ua.NewNumericNodeID(0, id.KeyValuePair), ValueRank: 1, Description: &ua.LocalizedText{}}})
-	s.method(sm, "StartProgram", key+".StartProgram", []*ua.Argument{
-		{Name: "ProgramTemplateId", DataType: ua.NewNumericNodeID(0, id.String), ValueRank: -1, Description: &ua.LocalizedText{}},
-		{Name: "Properties", DataType: s.ladsID(3003), ValueRank: 1, Description: &ua.LocalizedText{}},
-		{Name: "SupervisoryJobId", DataType: ua.NewNumericNodeID(0, id.String), ValueRank: -1, Description: &ua.LocalizedText{}},
-		{Name: "SupervisoryTaskId", DataType: ua.NewNumericNodeID(0, id.String), ValueRank: -1, Description: &ua.LocalizedText{}},
-		{Name: "Samples", DataType: s.ladsID(3002), ValueRank: 1, Description: &ua.LocalizedText{}},
-	})
-	pm := s.object(fu, "ProgramManager", key+".ProgramManager")
-	ap := s.object(pm, "ActiveProgram", key+".ActiveProgram")
-	s.variable(ap, "CurrentRuntime", key+".ActiveProgram.CurrentRuntime", id.Double, 1, func() *ua.DataValue {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return good(u.progress * 1000)
-	})
-	s.variable(ap, "EstimatedRuntime", key+".ActiveProgram.EstimatedRuntime", id.Double, 1, func() *ua.DataValue { return good(1000.0) })
-	s.variable(ap, "DeviceProgramRunId", key+".ActiveProgram.DeviceProgramRunId", id.String, 1, func() *ua.DataValue {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return good(u.runID)
-	})
-	rs := s.object(pm, "ResultSet", key+".ResultSet")
-	for i := 0; i < resultSlots; i++ {
-		i := i
-		rk := fmt.Sprintf("%s.Result%d", key, i)
-		r := s.object(rs, fmt.Sprintf("Result%d", i), rk)
-		s.variable(r, "DeviceProgramRunId", rk+".DeviceProgramRunId", id.String, 1, func() *ua.DataValue {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return good(u.results[i].runID)
-		})
-		vs := s.object(r, "VariableSet", rk+".VariableSet")
-		s.variable(vs, "ok", rk+".ok", id.Boolean, 1, func() *ua.DataValue {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return good(u.results[i].ok)
-		})
-		s.variable(vs, "action", rk+".action", id.String, 1, func() *ua.DataValue {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return good(u.results[i].action)
-		})
-	}
-	s.method(sm, "Stop", key+".Stop", nil)
-	s.method(sm, "Abort", key+".Abort", nil)
-	rsm := s.object(sm, "RunningStateMachine", key+".RunningStateMachine")
-	rcs := s.variable(rsm, "CurrentState", key+".RunningStateMachine.CurrentState", id.LocalizedText, 1, func() *ua.DataValue {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return good(&ua.LocalizedText{EncodingMask: ua.LocalizedTextText, Text: ladsName(u.runState)})
-	})
-	s.variable(rcs, "Id", key+".RunningStateMachine.CurrentState.Id", id.NodeID, 1, func() *ua.DataValue {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return good(s.ladsID(u.runState))
-	})
-}
-
-func ladsName(n uint32) string {
-	return map[uint32]string{5085: "Stopped", 5099: "Running", 5100: "Stopping", 5159: "Aborting", 5160: "Aborted",
-		5120: "Idle", 5168: "Execute", 5128: "Complete"}[n]
-}
-
-// setUnit changes a unit's states and notifies subscribers.
-func (s *Server) setUnit(u *unit, state, runState uint32) {
-	s.mu.Lock()
-	if state != 0 {
-		u.state = state
-	}
-	if runState != 0 {
-		u.runState = runState
-	}
-	s.mu.Unlock()
-	key := "FU_" + u.name
-	for _, n := range []string{".FunctionalUnitState.CurrentState", ".FunctionalUnitState.CurrentState.Id", ".RunningStateMachine.CurrentState", ".RunningStateMachine.CurrentState.Id"} {
-		s.srv.ChangeNotification(s.nid(key + n))
-	}
-}
-
 // watch notifies subscribers of instrument changes (the suite changes the
 // Instrument directly).
 func (s *Server) watch() {
@@ -587,11 +400,18 @@ func (s *Server) watch() {
 	for n := range settingTypes {
 		names = append(names, n)
 	}
+	beat := time.Now()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
+		}
+		// A real server samples CurrentTime; gopcua's server notifies only
+		// when told, so the fake tells it every HeartbeatEvery.
+		if time.Since(beat) >= HeartbeatEvery && s.frozen() == nil {
+			beat = time.Now()
+			s.srv.ChangeNotification(ua.NewNumericNodeID(0, id.Server_ServerStatus_CurrentTime))
 		}
 		for _, u := range s.units {
 			s.mu.Lock()
@@ -619,7 +439,7 @@ func (s *Server) watch() {
 			s.snapshot[n] = cur
 			s.mu.Unlock()
 			if changed {
-				s.srv.ChangeNotification(s.nid(n))
+				s.notifyValue(s.nid(n))
 			}
 		}
 	}
@@ -683,7 +503,7 @@ func (s *Server) handleWrite(sc *uasc.SecureChannel, r ua.Request, reqID uint32)
 		s.mu.Lock()
 		s.extra["small"] = x
 		s.mu.Unlock()
-		s.srv.ChangeNotification(s.nid("small"))
+		s.notifyValue(s.nid("small"))
 		return respond(ua.StatusOK), nil
 	}
 	dt, ok := settingTypes[name]
@@ -696,7 +516,7 @@ func (s *Server) handleWrite(sc *uasc.SecureChannel, r ua.Request, reqID uint32)
 	answer := func(err error) ua.Response {
 		switch err {
 		case nil:
-			s.srv.ChangeNotification(s.nid(name))
+			s.notifyValue(s.nid(name))
 			return respond(ua.StatusOK)
 		case conformance.ErrRefused:
 			return respond(ua.StatusBadInvalidState)
@@ -756,7 +576,22 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 	key := m.MethodID.StringID()
 	switch key {
 	case "estop":
+		// As LADS devices do, an emergency stop aborts a running unit, and
+		// the unit stays Aborted until a client calls Clear.
+		s.mu.Lock()
+		for _, u := range s.units {
+			if u.work != nil {
+				u.estopped = true
+			}
+		}
+		s.mu.Unlock()
 		if err := s.In.Stop(); err != nil {
+			// The stop did not reach the work: it runs on, not aborted.
+			s.mu.Lock()
+			for _, u := range s.units {
+				u.estopped = false
+			}
+			s.mu.Unlock()
 			return status(ua.StatusBadDeviceFailure), nil
 		}
 		return status(ua.StatusOK), nil
@@ -824,6 +659,20 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 		switch key {
 		case prefix + "Start", prefix + "StartProgram":
 			return s.startUnit(sc, u, m, respond), nil
+		case prefix + "Clear":
+			s.mu.Lock()
+			aborted := u.state == 5160
+			s.mu.Unlock()
+			if !aborted {
+				return status(ua.StatusBadInvalidState), nil
+			}
+			s.clears.Add(1)
+			s.setUnit(u, 5143, 0)
+			go func() {
+				time.Sleep(Hold)
+				s.setUnit(u, 5085, 5120)
+			}()
+			return status(ua.StatusOK), nil
 		case prefix + "Stop", prefix + "Abort":
 			s.mu.Lock()
 			w, running := u.work, u.state == 5099
@@ -836,98 +685,4 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 		}
 	}
 	return status(ua.StatusBadMethodInvalid), nil
-}
-
-// startUnit starts a functional unit's run and follows its work.
-func (s *Server) startUnit(sc *uasc.SecureChannel, u *unit, m *ua.CallMethodRequest, respond func(*ua.CallMethodResult) *ua.CallResponse) *ua.CallResponse {
-	status := func(code ua.StatusCode) *ua.CallResponse { return respond(&ua.CallMethodResult{StatusCode: code}) }
-	program := strings.HasSuffix(m.MethodID.StringID(), ".StartProgram")
-	s.mu.Lock()
-	busy := u.state != 5085
-	s.mu.Unlock()
-	if busy {
-		return status(ua.StatusBadInvalidState)
-	}
-	params := map[string]any{}
-	if program {
-		if len(m.InputArguments) != 5 {
-			return status(ua.StatusBadArgumentsMissing)
-		}
-		if _, ok := m.InputArguments[0].Value().(string); !ok {
-			return respond(&ua.CallMethodResult{StatusCode: ua.StatusBadInvalidArgument, InputArgumentResults: []ua.StatusCode{ua.StatusBadTypeMismatch, 0, 0, 0, 0}})
-		}
-		if eos, ok := m.InputArguments[1].Value().([]*ua.ExtensionObject); ok {
-			for _, eo := range eos {
-				if kv, ok := eo.Value.(*KeyValue); ok {
-					var v any = kv.Value
-					var f float64
-					if json.Unmarshal([]byte(kv.Value), &f) == nil {
-						v = f
-					}
-					params[kv.Key] = v
-				}
-			}
-		}
-	} else if len(m.InputArguments) == 1 {
-		if eos, ok := m.InputArguments[0].Value().([]*ua.ExtensionObject); ok {
-			for _, eo := range eos {
-				if kv, ok := eo.Value.(*ua.KeyValuePair); ok && kv.Key != nil {
-					var v any
-					if kv.Value != nil {
-						v = kv.Value.Value()
-					}
-					params[kv.Key.Name] = v
-				}
-			}
-		}
-	}
-	w, err := s.In.Start(u.name, params)
-	if err != nil {
-		return status(ua.StatusBadInvalidState)
-	}
-	s.mu.Lock()
-	u.work = w
-	u.runs++
-	runID := fmt.Sprintf("%s-%d", u.name, u.runs)
-	u.runID = runID
-	u.progress = 0
-	s.mu.Unlock()
-	s.srv.ChangeNotification(s.nid("FU_" + u.name + ".ActiveProgram.CurrentRuntime"))
-	s.setUnit(u, 5099, 5168)
-	go func() {
-		time.Sleep(Hold) // let subscribers see Running
-		<-w.Done()
-		st, _, _ := w.State()
-		switch st {
-		case conformance.WorkSucceeded:
-			s.mu.Lock()
-			u.progress = 1
-			u.results[u.next%resultSlots] = result{runID: runID, ok: true, action: u.name}
-			u.next++
-			s.mu.Unlock()
-			s.setUnit(u, 0, 5128)
-			time.Sleep(Hold)
-			s.setUnit(u, 5085, 5120)
-		case conformance.WorkCancelled:
-			s.setUnit(u, 5100, 0)
-			time.Sleep(Hold)
-			s.setUnit(u, 5085, 5120)
-		case conformance.WorkFailed:
-			s.setUnit(u, 5159, 0)
-			time.Sleep(Hold)
-			s.setUnit(u, 5160, 5120)
-			time.Sleep(Hold)
-			s.setUnit(u, 5085, 0) // cleared by the device
-		default: // dropped: the link goes, the unit ends without a trace
-			s.DropConnections()
-			s.setUnit(u, 5085, 5120)
-		}
-		s.mu.Lock()
-		u.work = nil
-		s.mu.Unlock()
-	}()
-	if program {
-		return respond(&ua.CallMethodResult{StatusCode: ua.StatusOK, OutputArguments: []*ua.Variant{ua.MustVariant(runID)}})
-	}
-	return status(ua.StatusOK)
 }
