@@ -41,6 +41,10 @@ type Driver struct {
 	// so the stop is the last command the backend hears.
 	calls    map[*backendCall]struct{}
 	stopOwed int
+	// reasserting: the re-assertion runs (a reset waits for it, so no stale
+	// stop reaches the backend after a reset); reassertAgain: a call cut off
+	// meanwhile returned, so the stop runs once more after this one.
+	reasserting, reassertAgain bool
 
 	// Jobs: the records (finished ones trimmed to KeepJobs, oldest first in
 	// finished) and how many are not yet terminal.

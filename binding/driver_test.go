@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
@@ -121,7 +123,7 @@ func TestEStopDoesNotWaitForBlockedWrite(t *testing.T) {
 	if me, ok := mhp.AsError(err); !ok || me.Code != mhp.CodeEStopActive || !me.OutcomeUnknown() {
 		t.Fatalf("interrupted write: %v, want EStopActive with outcome unknown", err)
 	}
-	waitUntil(t, "the stop to be re-asserted after the cut-off write returned", func() bool { return stops.Load() == 2 })
+	conformance.EventuallyWithin(t, "the stop to be re-asserted after the cut-off write returned", 5*time.Second, func() bool { return stops.Load() == 2 })
 }
 
 func TestWatchdogTripsOnceOnSilentHolder(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 )
@@ -118,7 +120,7 @@ func TestEStopAnswersWithinBoundWhateverTheHook(t *testing.T) {
 				t.Fatalf("safety/estop at the answer: %+v, want one with stop_pending and stopped false", first)
 			}
 			close(release)
-			waitUntil(t, "the final safety/estop", func() bool { return len(n.of(mhp.NotifySafetyEStop)) == 2 })
+			conformance.EventuallyWithin(t, "the final safety/estop", 5*time.Second, func() bool { return len(n.of(mhp.NotifySafetyEStop)) == 2 })
 			final := n.of(mhp.NotifySafetyEStop)[1].Params
 			if final["stop_pending"] != nil || final["stopped"] != (tt.hookErr == nil) {
 				t.Fatalf("final safety/estop %v, want stopped %v and no stop_pending", final, tt.hookErr == nil)
@@ -225,11 +227,11 @@ func TestAbandonedJobAfterEStopCostsOneReassertion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the job to run", func() bool { j, _ := d.Job(ctx, inv.Job.ID); return j.State == mhp.JobRunning })
+	conformance.EventuallyWithin(t, "the job to run", 5*time.Second, func() bool { j, _ := d.Job(ctx, inv.Job.ID); return j.State == mhp.JobRunning })
 	if _, err := d.EStop(ctx, "stop"); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the job to be abandoned", func() bool { j, _ := d.Job(ctx, inv.Job.ID); return j.State.Terminal() })
+	conformance.EventuallyWithin(t, "the job to be abandoned", 5*time.Second, func() bool { j, _ := d.Job(ctx, inv.Job.ID); return j.State.Terminal() })
 	if j, _ := d.Job(ctx, inv.Job.ID); j.State != mhp.JobFailed || j.Outcome != mhp.OutcomeUnknown {
 		t.Fatalf("abandoned job %+v, want failed with outcome unknown", j)
 	}
@@ -242,7 +244,7 @@ func TestAbandonedJobAfterEStopCostsOneReassertion(t *testing.T) {
 		t.Fatalf("reset while the abandoned Run is out: %v, want DeviceBusy naming the cut-off call", err)
 	}
 	close(release)
-	waitUntil(t, "the stop re-asserted after the Run returned", func() bool { return len(snapshot()) == 3 })
+	conformance.EventuallyWithin(t, "the stop re-asserted after the Run returned", 5*time.Second, func() bool { return len(snapshot()) == 3 })
 	if got := snapshot(); got[1] != "heat" || got[2] != "stop" {
 		t.Fatalf("backend heard %v, want [stop heat stop]", got)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
@@ -51,19 +53,6 @@ func newDoneSignal(ctx context.Context) *doneSignal {
 func (c *doneSignal) Done() <-chan struct{} {
 	c.once.Do(func() { close(c.waiting) })
 	return c.Context.Done()
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
 }
 
 // jobDevice has a cooperative pausable action, a stubborn one, and hooks the
@@ -216,7 +205,7 @@ func TestLeaseExpirySeenFirstByARequestTripsWatchdog(t *testing.T) {
 	if st := jd.drv.State(); st != mhp.StateEStop {
 		t.Fatalf("state %s after the lease expired unreleased on a watchdog device, want estop", st)
 	}
-	waitUntil(t, "the stop hook", func() bool { return jd.stops.Load() == 1 })
+	conformance.EventuallyWithin(t, "the stop hook", 5*time.Second, func() bool { return jd.stops.Load() == 1 })
 	if j, _ := a.Job(ctx, res.Job.ID); !j.CancelRequested {
 		t.Fatalf("job %+v not cancelled by the watchdog", j)
 	}
@@ -253,7 +242,7 @@ func TestEndSessionOfHolderLeavesWatchdogArmed(t *testing.T) {
 			t.Fatalf("another session took the lease of a vanished holder before the watchdog ran out: %v", err)
 		}
 		clk.Advance(3 * time.Second)
-		waitUntil(t, "the watchdog to estop", func() bool { return jd.drv.State() == mhp.StateEStop && jd.stops.Load() == 1 })
+		conformance.EventuallyWithin(t, "the watchdog to estop", 5*time.Second, func() bool { return jd.drv.State() == mhp.StateEStop && jd.stops.Load() == 1 })
 		if j, _ := b.Job(ctx, res.Job.ID); !j.CancelRequested {
 			t.Fatalf("job %+v not cancelled by the watchdog", j)
 		}
@@ -405,7 +394,7 @@ func TestCancelGraceFollowsTheJobDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The abandonment timer is armed once runJob saw the cancel.
-		waitUntil(t, "the grace timer", func() bool { return clk.Pending() > 0 })
+		conformance.EventuallyWithin(t, "the grace timer", 5*time.Second, func() bool { return clk.Pending() > 0 })
 		clk.Advance(time.Hour + time.Minute)
 		j := waitJob(t, jd.drv, res.Job.ID)
 		if j.State != mhp.JobFailed || j.Outcome != mhp.OutcomeUnknown {
@@ -433,10 +422,10 @@ func TestCancelGraceFollowsTheJobDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-sawCancel
-		waitUntil(t, "the grace timer", func() bool { return clk.Pending() > 0 })
+		conformance.EventuallyWithin(t, "the grace timer", 5*time.Second, func() bool { return clk.Pending() > 0 })
 		clk.Advance(time.Second) // a heartbeat's worth of time
 		// Give a wrongly fired abandonment timer the chance to finish the job.
-		waitUntil(t, "the clock's timers to run", func() bool {
+		conformance.EventuallyWithin(t, "the clock's timers to run", 5*time.Second, func() bool {
 			j, _ := jd.drv.Job(ctx, res.Job.ID)
 			return j.State.Terminal() || clk.Pending() > 0
 		})
@@ -893,7 +882,7 @@ func TestPollerIdleWithOnlyPushedSubscriptions(t *testing.T) {
 	// PollInterval after the last. Advance runs each due callback before
 	// it returns.
 	for i := 1; i <= 3; i++ {
-		waitUntil(t, "the poller to be armed", func() bool { return clk.Pending() > 0 })
+		conformance.EventuallyWithin(t, "the poller to be armed", 5*time.Second, func() bool { return clk.Pending() > 0 })
 		step := time.Second
 		if i == 1 {
 			step = 0
@@ -1018,7 +1007,7 @@ func TestEStopBeforeRunStartsSkipsRun(t *testing.T) {
 	if runs.Load() != 0 || j.State != mhp.JobCancelled || !j.CancelRequested {
 		t.Fatalf("job %+v after an estop before Run, Run called %d times; want cancelled without Run", j, runs.Load())
 	}
-	waitUntil(t, "the stop hook", func() bool { return jd.stops.Load() == 1 })
+	conformance.EventuallyWithin(t, "the stop hook", 5*time.Second, func() bool { return jd.stops.Load() == 1 })
 }
 
 // TestListenerMayCallTheDriver: a listener that reads the driver (State,

@@ -126,7 +126,13 @@ func (d *Driver) endCall(c *backendCall) (inEStop bool) {
 	reassert := false
 	if c.cutOff {
 		d.stopOwed--
-		reassert = d.stopOwed == 0
+		if d.stopOwed == 0 {
+			if d.reasserting {
+				d.reassertAgain = true
+			} else {
+				d.reasserting, reassert = true, true
+			}
+		}
 	}
 	inEStop = d.estop
 	d.mu.Unlock()
@@ -138,15 +144,26 @@ func (d *Driver) endCall(c *backendCall) (inEStop bool) {
 
 // reassertStop runs the stop hook again after the last backend call cut off
 // by an estop returned.
+// A reset waits until it is done; a cut-off call that returns while it runs
+// gets one more run after it.
 func (d *Driver) reassertStop() {
-	if d.cfg.EStop == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
-	defer cancel()
-	if err := d.cfg.EStop(ctx); err != nil {
-		d.cfg.Logger.Error("estop hook failed re-asserting the stop after a call cut off by estop returned",
-			"device", d.cfg.Device.ID, "err", err)
+	for {
+		if d.cfg.EStop != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
+			if err := d.cfg.EStop(ctx); err != nil {
+				d.cfg.Logger.Error("estop hook failed re-asserting the stop after a call cut off by estop returned",
+					"device", d.cfg.Device.ID, "err", err)
+			}
+			cancel()
+		}
+		d.mu.Lock()
+		if !d.reassertAgain {
+			d.reasserting = false
+			d.mu.Unlock()
+			return
+		}
+		d.reassertAgain = false
+		d.mu.Unlock()
 	}
 }
 
@@ -266,6 +283,10 @@ func (d *Driver) resetBusyLocked() *mhp.Error {
 		return d.errorf(mhp.CodeDeviceBusy,
 			"cannot reset while %d backend call(s) cut off by the estop have not returned; the stop is re-asserted when they do",
 			d.stopOwed).With("cut_off", d.stopOwed)
+	}
+	if d.reasserting {
+		return d.errorf(mhp.CodeDeviceBusy, "cannot reset while the stop is being re-asserted after a call cut off by the estop").
+			With("reason", "stop_reasserting")
 	}
 	return nil
 }

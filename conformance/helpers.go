@@ -37,12 +37,19 @@ func ExpectCode(t testing.TB, err error, code mhp.Code) *mhp.Error {
 // Eventually polls cond every few milliseconds until it holds, failing t after WaitTimeout.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(WaitTimeout)
+	EventuallyWithin(t, what, WaitTimeout, cond)
+}
+
+// EventuallyWithin is Eventually with its own deadline: the one polling
+// helper every package's tests use (no sleeps to wait for things).
+func EventuallyWithin(t testing.TB, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", WaitTimeout, what)
+			t.Fatalf("timed out after %v waiting for %s", within, what)
 		}
 		<-tick.C
 	}

@@ -205,7 +205,7 @@ func invokeWait(t *testing.T, dev mhp.Device, name string, params map[string]any
 func waitJob(t *testing.T, dev mhp.Device, id string) *mhp.Job {
 	t.Helper()
 	var job *mhp.Job
-	eventually(t, "job "+id+" to end", 15*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "job "+id+" to end", 15*time.Second, func() bool {
 		j, err := dev.Job(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
@@ -238,7 +238,7 @@ func TestLADSOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the work to run", 5*time.Second, func() bool { return srv.In.Calls(conformance.ActionRun) == 2 })
+	conformance.EventuallyWithin(t, "the work to run", 5*time.Second, func() bool { return srv.In.Calls(conformance.ActionRun) == 2 })
 	if _, err := dev.CancelJob(ctx, res.Job.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestLADSOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the work to run", 5*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the work to run", 5*time.Second, func() bool {
 		if j, _ := dev.Job(ctx, res.Job.ID); j.State.Terminal() {
 			t.Fatalf("job ended early: %+v", j)
 		}
@@ -274,7 +274,7 @@ func TestLADSOutcomes(t *testing.T) {
 	if job.State != mhp.JobFailed || job.Outcome != mhp.OutcomeFailed {
 		t.Fatalf("aborted run: %+v", job)
 	}
-	eventually(t, "the unit to be cleared", 5*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the unit to be cleared", 5*time.Second, func() bool {
 		p, _ := dev.Ping(ctx)
 		return p.State == mhp.StateIdle
 	})
@@ -302,7 +302,7 @@ func TestReconnect(t *testing.T) {
 	waitSignals(t, d)
 	srv.DropConnections()
 	srv.In.SetSignal("temperature", 25.0)
-	eventually(t, "a read after reconnecting", 10*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "a read after reconnecting", 10*time.Second, func() bool {
 		res, err := d.Read(context.Background(), []string{"temperature"})
 		return err == nil && res.Values["temperature"] == 25.0
 	})

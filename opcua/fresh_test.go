@@ -46,13 +46,13 @@ func TestFrozenServerGoesStale(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	srv.Freeze()
-	eventually(t, "the frozen server's signal to read unavailable", 15*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the frozen server's signal to read unavailable", 15*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{"temperature"})
 		return err == nil && r.Values["temperature"] == nil && strings.Contains(r.Unavailable["temperature"], "frozen")
 	})
 	waitNotification(t, got, func(m map[string]any) bool { v, ok := m["value"]; return m["name"] == "temperature" && ok && v == nil })
 	srv.Thaw()
-	eventually(t, "the value to come back after thawing", 15*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the value to come back after thawing", 15*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{"temperature"})
 		return err == nil && r.Values["temperature"] == 21.5
 	})
@@ -142,7 +142,7 @@ func TestReadAfterWrite(t *testing.T) {
 				t.Fatalf("first write: %+v %v", r, err)
 			}
 			waitSignals(t, d)
-			eventually(t, "the first value to settle", 10*time.Second, func() bool {
+			conformance.EventuallyWithin(t, "the first value to settle", 10*time.Second, func() bool {
 				r, err := dev.Read(ctx, []string{"setpoint_now"})
 				return err == nil && r.Values["setpoint_now"] == 20.0
 			})
@@ -178,7 +178,7 @@ func TestInterlockFromFreshSubscription(t *testing.T) {
 	ctx := ctxT(t)
 	dev := mhp.AsSession(d, "s1")
 	// Once the subscription has delivered, interlock reads cost no round trip.
-	eventually(t, "20 interlock reads without a server read", 10*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "20 interlock reads without a server read", 10*time.Second, func() bool {
 		reads := srv.Reads()
 		for i := 0; i < 20; i++ {
 			if r, err := dev.Read(ctx, []string{conformance.SignalDoorClosed}); err != nil || r.Values[conformance.SignalDoorClosed] != true {
@@ -188,7 +188,7 @@ func TestInterlockFromFreshSubscription(t *testing.T) {
 		return srv.Reads()-reads <= 1
 	})
 	srv.In.SetSignal(conformance.SignalDoorClosed, false)
-	eventually(t, "the interlock to see the open door", 10*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the interlock to see the open door", 10*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{conformance.SignalDoorClosed})
 		return err == nil && r.Values[conformance.SignalDoorClosed] == false
 	})

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/gopcua/opcua"
 	"github.com/gopcua/opcua/ua"
 
@@ -265,7 +267,7 @@ func TestNodeMethodsAndPrograms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the program to run", 10*time.Second, func() bool {
+		conformance.EventuallyWithin(t, "the program to run", 10*time.Second, func() bool {
 			j, _ := dev.Job(ctx, res.Job.ID)
 			return j.Progress > 0
 		})
@@ -288,7 +290,7 @@ func TestNodeMethodsAndPrograms(t *testing.T) {
 // waitUnitStopped waits until a program can start again (the unit cleared itself).
 func waitUnitStopped(t *testing.T, dev mhp.Device) {
 	t.Helper()
-	eventually(t, "the functional unit to be Stopped", 10*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the functional unit to be Stopped", 10*time.Second, func() bool {
 		r, err := dev.Read(context.Background(), []string{"unit_state"})
 		return err == nil && r.Values["unit_state"] == "Stopped"
 	})
@@ -304,7 +306,7 @@ func TestNodeKilledMidCallThenRestarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the call to be running", 5*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the call to be running", 5*time.Second, func() bool {
 		j, _ := dev.Job(ctx, res.Job.ID)
 		return j.State == mhp.JobRunning
 	})
@@ -317,13 +319,13 @@ func TestNodeKilledMidCallThenRestarted(t *testing.T) {
 		t.Fatalf("state %s, want fault", ping.State)
 	}
 	// While the server is down: reads are unavailable, writes refused.
-	eventually(t, "signals to read unavailable", 10*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "signals to read unavailable", 10*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{"temperature"})
 		return err == nil && r.Values["temperature"] == nil
 	})
 	// Restart on the same port: the adapter reconnects and reads again.
 	p.start()
-	eventually(t, "a read after the restart", 30*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "a read after the restart", 30*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{"temperature"})
 		return err == nil && r.Values["temperature"] == 21.5
 	})
@@ -346,7 +348,7 @@ func TestNodeEStop(t *testing.T) {
 	if err != nil || !r.Stopped {
 		t.Fatalf("estop: %+v %v", r, err)
 	}
-	eventually(t, "Plant.Stopped", 5*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "Plant.Stopped", 5*time.Second, func() bool {
 		v, err := dev.Read(ctx, []string{"stopped"})
 		return err == nil && v.Values["stopped"] == true
 	})
@@ -471,7 +473,7 @@ func TestNodeLADSResetAfterEStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the program to run", 15*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the program to run", 15*time.Second, func() bool {
 		j, err := dev.Job(ctx, res.Job.ID)
 		return err == nil && j.State == mhp.JobRunning
 	})
@@ -481,7 +483,7 @@ func TestNodeLADSResetAfterEStop(t *testing.T) {
 	if j := waitJob(t, dev, res.Job.ID); j.State != mhp.JobCancelled {
 		t.Fatalf("the program after the estop: %+v", j)
 	}
-	eventually(t, "the unit to end Aborted", 15*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the unit to end Aborted", 15*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{"unit_state"})
 		return err == nil && r.Values["unit_state"] == "Aborted"
 	})

@@ -47,7 +47,7 @@ func TestStartBeforeServer(t *testing.T) {
 	if err := srv.Up(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the backend to come up", 10*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the backend to come up", 10*time.Second, func() bool {
 		l := d.Link()
 		return l != nil && l.Connected
 	})
@@ -90,12 +90,12 @@ func TestDropIdleVersusInFlight(t *testing.T) {
 	ctx := ctxT(t)
 	dev := mhp.AsSession(d, "s1")
 	srv.DropConnections()
-	eventually(t, "the drop to be noticed and healed", 10*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the drop to be noticed and healed", 10*time.Second, func() bool {
 		l := d.Link()
 		return l != nil && l.Connected && l.Since > 0
 	})
 	srv.Down()
-	eventually(t, "the link to be reported down", 10*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "the link to be reported down", 10*time.Second, func() bool {
 		l := d.Link()
 		return l != nil && !l.Connected
 	})
@@ -106,13 +106,13 @@ func TestDropIdleVersusInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSignals(t, d)
-	eventually(t, "the link to be up", 10*time.Second, func() bool { l := d.Link(); return l != nil && l.Connected })
+	conformance.EventuallyWithin(t, "the link to be up", 10*time.Second, func() bool { l := d.Link(); return l != nil && l.Connected })
 	srv.In.Script(conformance.ActionQuick, conformance.Block)
 	res, err := dev.Invoke(ctx, mhp.InvokeRequest{Name: conformance.ActionQuick})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the call to reach the server", 10*time.Second, func() bool { return srv.In.Calls(conformance.ActionQuick) > 0 })
+	conformance.EventuallyWithin(t, "the call to reach the server", 10*time.Second, func() bool { return srv.In.Calls(conformance.ActionQuick) > 0 })
 	srv.DropConnections()
 	job := waitJob(t, dev, res.Job.ID)
 	if job.Outcome != mhp.OutcomeUnknown {
@@ -159,7 +159,7 @@ func TestNamespaceMovedOnRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.In.ReleaseAll(); _ = b.Close() })
-	eventually(t, "the link to come back", 15*time.Second, func() bool { l := d.Link(); return l != nil && l.Connected })
+	conformance.EventuallyWithin(t, "the link to come back", 15*time.Second, func() bool { l := d.Link(); return l != nil && l.Connected })
 	b.In.SetSignal(conformance.SignalTemperature, 30.0)
 	waitNotification(t, got, func(m map[string]any) bool { return m["name"] == "temperature" && m["value"] == 30.0 })
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/gopcua/opcua/ua"
 
 	"github.com/openmhp/mhp-go"
@@ -22,7 +24,7 @@ func TestDisconnectedReadsUnavailableWritesRefused(t *testing.T) {
 	ctx := ctxT(t)
 	dev := mhp.AsSession(d, "s1")
 	srv.Down()
-	eventually(t, "signals to read unavailable", 5*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "signals to read unavailable", 5*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{"temperature"})
 		return err == nil && r.Values["temperature"] == nil && strings.Contains(r.Unavailable["temperature"], "backend")
 	})
@@ -36,7 +38,7 @@ func TestDisconnectedReadsUnavailableWritesRefused(t *testing.T) {
 	if err := srv.Up(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "reads after the server came back", 10*time.Second, func() bool {
+	conformance.EventuallyWithin(t, "reads after the server came back", 10*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{"temperature"})
 		return err == nil && r.Values["temperature"] == 21.5
 	})

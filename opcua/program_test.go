@@ -42,7 +42,7 @@ func TestProgramOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the batch to run", 5*time.Second, func() bool { return in.Calls(act) == 3 })
+	conformance.EventuallyWithin(t, "the batch to run", 5*time.Second, func() bool { return in.Calls(act) == 3 })
 	if _, err := dev.PauseJob(ctx, res.Job.ID); err != nil {
 		t.Fatalf("pause: %v", err)
 	}
@@ -63,7 +63,7 @@ func TestProgramOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the batch to run", 5*time.Second, func() bool { return in.Calls(act) == 4 })
+	conformance.EventuallyWithin(t, "the batch to run", 5*time.Second, func() bool { return in.Calls(act) == 4 })
 	if _, err := dev.CancelJob(ctx, res.Job.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -25,12 +25,12 @@ func TestLADSResetClearsAbortedUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the unit to run", 10*time.Second, func() bool { return srv.UnitState(conformance.ActionRun) == "Running" })
+	conformance.EventuallyWithin(t, "the unit to run", 10*time.Second, func() bool { return srv.UnitState(conformance.ActionRun) == "Running" })
 	if _, err := dev.EStop(ctx, "test"); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, dev, res.Job.ID)
-	eventually(t, "the unit to end Aborted", 10*time.Second, func() bool { return srv.UnitState(conformance.ActionRun) == "Aborted" })
+	conformance.EventuallyWithin(t, "the unit to end Aborted", 10*time.Second, func() bool { return srv.UnitState(conformance.ActionRun) == "Aborted" })
 	r, err := dev.Reset(ctx)
 	if err != nil || !r.Verified || r.State != mhp.StateIdle {
 		t.Fatalf("reset after an estop mid-program: %+v %v", r, err)

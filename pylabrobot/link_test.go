@@ -99,7 +99,7 @@ func TestStartsBeforeBridge(t *testing.T) {
 	}
 	back := plrtest.NewBridgeAt(addr)
 	t.Cleanup(back.Close)
-	eventually(t, "the link up", func() bool { l := f.drv.Link(); return l != nil && l.Connected })
+	conformance.EventuallyWithin(t, "the link up", waitFor, func() bool { l := f.drv.Link(); return l != nil && l.Connected })
 	if j := f.finish(t, f.invoke(t, conformance.ActionQuick, nil)); j.State != mhp.JobDone {
 		t.Fatalf("quick after the bridge came back: %+v", j)
 	}
@@ -108,7 +108,7 @@ func TestStartsBeforeBridge(t *testing.T) {
 	if r, _ := f.dev.Read(ctx, nil); r == nil {
 		t.Fatal("read failed")
 	}
-	eventually(t, "the link down", func() bool { l := f.drv.Link(); return l != nil && !l.Connected })
+	conformance.EventuallyWithin(t, "the link down", waitFor, func() bool { l := f.drv.Link(); return l != nil && !l.Connected })
 	if f.state(t) != mhp.StateIdle {
 		t.Fatalf("state %s after an idle drop, want idle", f.state(t))
 	}
@@ -166,7 +166,7 @@ func TestLegacyStartsBeforeServer(t *testing.T) {
 	}
 	back := plrtest.NewLegacyServerAt(addr)
 	t.Cleanup(back.Close)
-	eventually(t, "the link up", func() bool { l := f.drv.Link(); return l != nil && l.Connected })
+	conformance.EventuallyWithin(t, "the link up", waitFor, func() bool { l := f.drv.Link(); return l != nil && l.Connected })
 	if f.state(t) != mhp.StateIdle {
 		t.Fatalf("state %s", f.state(t))
 	}

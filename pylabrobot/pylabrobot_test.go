@@ -99,18 +99,6 @@ func (f *fixture) state(t *testing.T) mhp.DeviceState {
 	return p.State
 }
 
-// eventually polls cond with a deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, waitFor)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestBridgeDescribeMapping(t *testing.T) {
 	f, _ := bridgeFixture(t, func(c *pylabrobot.Config) {
 		c.Settings = map[string]pylabrobot.SettingMapping{"setpoint": {Method: "set_setpoint", Type: mhp.TypeNumber, Unit: "degC", Limits: mhp.Range(0, 100)}}
@@ -207,7 +195,7 @@ func TestBridgeTerminalStates(t *testing.T) {
 				if _, err := f.dev.CancelJob(context.Background(), job); err != nil {
 					t.Fatal(err)
 				}
-				eventually(t, "cancel posted", func() bool { return b.Requests("POST /tasks/{id}/cancel") == 1 })
+				conformance.EventuallyWithin(t, "cancel posted", waitFor, func() bool { return b.Requests("POST /tasks/{id}/cancel") == 1 })
 				if j, _ := f.dev.Job(context.Background(), job); j.State.Terminal() {
 					t.Fatalf("job ended %s while the machine still ran", j.State)
 				}
@@ -260,7 +248,7 @@ func TestBridgeTerminalStates(t *testing.T) {
 			before := b.In.Calls(c.action)
 			id := f.invoke(t, c.action, c.params)
 			if c.during != nil {
-				eventually(t, "the machine runs "+c.action, func() bool { return b.In.Calls(c.action) > before })
+				conformance.EventuallyWithin(t, "the machine runs "+c.action, waitFor, func() bool { return b.In.Calls(c.action) > before })
 				f.waitJob(t, id, "running", func(j *mhp.Job) bool { return j.Extra["status"] == pylabrobot.TaskRunning })
 				c.during(t, f, b, id)
 			}
@@ -312,7 +300,7 @@ func TestBridgeEStopAndSettings(t *testing.T) {
 	}
 	b.In.Script(conformance.ActionRun, conformance.Block)
 	id := f.invoke(t, conformance.ActionRun, map[string]any{"duration_s": 3.0})
-	eventually(t, "run reaches the machine", func() bool { return b.In.Calls(conformance.ActionRun) == 1 })
+	conformance.EventuallyWithin(t, "run reaches the machine", waitFor, func() bool { return b.In.Calls(conformance.ActionRun) == 1 })
 	r, err := f.dev.EStop(ctx, "test")
 	if err != nil || !r.Stopped || b.In.StopCalls() != 1 {
 		t.Fatalf("estop %+v %v, stop calls %d", r, err, b.In.StopCalls())
@@ -455,7 +443,7 @@ func TestLegacyTerminalStates(t *testing.T) {
 			before := l.In.Calls(route)
 			id := f.invoke(t, c.action, c.params)
 			if c.during != nil {
-				eventually(t, "the server runs "+route, func() bool { return l.In.Calls(route) > before })
+				conformance.EventuallyWithin(t, "the server runs "+route, waitFor, func() bool { return l.In.Calls(route) > before })
 				f.waitJob(t, id, "running", func(j *mhp.Job) bool { return j.Extra["status"] == pylabrobot.LegacyRunning })
 				c.during(t, f, l, id)
 			}
@@ -486,7 +474,7 @@ func TestLegacyNotCancellableAndLabware(t *testing.T) {
 	}
 	l.In.Script(plrtest.RouteSetup, conformance.Block)
 	id := f.invoke(t, "setup", nil)
-	eventually(t, "setup runs", func() bool { return l.In.Calls(plrtest.RouteSetup) == 1 })
+	conformance.EventuallyWithin(t, "setup runs", waitFor, func() bool { return l.In.Calls(plrtest.RouteSetup) == 1 })
 	if _, err := f.dev.CancelJob(context.Background(), id); mhp.CodeOf(err) != mhp.CodeNotSupported {
 		t.Fatalf("cancel on the legacy server: %v, want NotSupported", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
@@ -115,7 +117,7 @@ func TestGoalTerminalStates(t *testing.T) {
 				if _, ok := srv.WaitFor(wait, rosbridgetest.Op("cancel_action_goal", "/arm/move_to")); !ok {
 					t.Fatal("no cancel_action_goal sent")
 				}
-				eventually(t, "the robot to see the cancel", func() bool { return g.Cancels() == 1 })
+				conformance.EventuallyWithin(t, "the robot to see the cancel", wait, func() bool { return g.Cancels() == 1 })
 				if c.release {
 					close(release)
 				}
@@ -169,7 +171,7 @@ func TestGoalFeedbackProgress(t *testing.T) {
 		Feedback: []any{map[string]any{"percent": 40.0}}, Release: release}))
 	r := newRig(t, srv, moveConfig(0), nil)
 	id := r.invoke("move_to", nil)
-	eventually(t, "progress 0.4", func() bool {
+	conformance.EventuallyWithin(t, "progress 0.4", wait, func() bool {
 		j, _ := r.dev.Job(r.ctx(), id)
 		return j != nil && j.Progress == 0.4
 	})
@@ -280,7 +282,7 @@ func TestActionlibStates(t *testing.T) {
 					t.Fatal("goal never reached the robot")
 				}
 				r.dev.CancelJob(r.ctx(), id)
-				eventually(t, "the cancel to reach the robot", func() bool { return g.Cancels() == 1 })
+				conformance.EventuallyWithin(t, "the cancel to reach the robot", wait, func() bool { return g.Cancels() == 1 })
 			}
 			wantJob(t, r.waitJob(id), c.state, c.outcome, c.errText)
 			if got := r.state(); got != c.dev {
@@ -333,7 +335,7 @@ func TestReconnectResubscribesAndGoalsEndUnknown(t *testing.T) {
 	r := newRig(t, srv, cfg, nil)
 	srv.WaitFor(wait, rosbridgetest.Op("subscribe", "/arm/temp"))
 	srv.Publish("/arm/temp", map[string]any{"data": 30.5})
-	eventually(t, "the first value", func() bool { v, _ := r.read("temp"); return v == 30.5 })
+	conformance.EventuallyWithin(t, "the first value", wait, func() bool { v, _ := r.read("temp"); return v == 30.5 })
 
 	id := r.invoke("move_to", nil)
 	g, ok := srv.WaitGoal(wait, "/arm/move_to")
@@ -351,7 +353,7 @@ func TestReconnectResubscribesAndGoalsEndUnknown(t *testing.T) {
 	}
 	// The goal had a connection of its own: its loss may be seen before
 	// the main connection's.
-	eventually(t, "temp unavailable while the link is down", func() bool {
+	conformance.EventuallyWithin(t, "temp unavailable while the link is down", wait, func() bool {
 		v, why := r.read("temp")
 		return v == nil && why != ""
 	})
@@ -372,7 +374,7 @@ func TestReconnectResubscribesAndGoalsEndUnknown(t *testing.T) {
 		t.Fatal("no resubscribe")
 	}
 	srv.Publish("/arm/temp", map[string]any{"data": 31.0})
-	eventually(t, "a fresh value after the reconnect", func() bool { v, _ := r.read("temp"); return v == 31.0 })
+	conformance.EventuallyWithin(t, "a fresh value after the reconnect", wait, func() bool { v, _ := r.read("temp"); return v == 31.0 })
 }
 
 // TestStaleTopicOpensInterlock: a signal older than max_age reads
@@ -397,7 +399,7 @@ func TestStaleTopicOpensInterlock(t *testing.T) {
 		t.Fatalf("before any message: %v %q", v, why)
 	}
 	srv.Publish("/cell/door_closed", map[string]any{"data": true})
-	eventually(t, "door closed", func() bool { v, _ := r.read("door_closed"); return v == true })
+	conformance.EventuallyWithin(t, "door closed", wait, func() bool { v, _ := r.read("door_closed"); return v == true })
 	wantJob(t, r.waitJob(r.invoke("home", nil)), mhp.JobDone, "", "")
 
 	clk.Advance(2500 * time.Millisecond)
@@ -410,7 +412,7 @@ func TestStaleTopicOpensInterlock(t *testing.T) {
 		t.Fatalf("invoke with a stale interlock: %v, want InterlockOpen", err)
 	}
 	srv.Publish("/cell/door_closed", map[string]any{"data": true})
-	eventually(t, "a fresh door value", func() bool { v, _ := r.read("door_closed"); return v == true })
+	conformance.EventuallyWithin(t, "a fresh door value", wait, func() bool { v, _ := r.read("door_closed"); return v == true })
 	wantJob(t, r.waitJob(r.invoke("home", nil)), mhp.JobDone, "", "")
 }
 
@@ -614,7 +616,7 @@ func TestBadTypeClearErrorWithinDeadline(t *testing.T) {
 		cfg.CheckTypes = true
 		cfg.Signals = []SignalConfig{{Signal: mhp.Signal{Name: "temp", Type: mhp.TypeNumber}, Topic: "/arm/temp", MsgType: "std_msgs/Float64"}}
 		r := newRig(t, srv, cfg, nil)
-		eventually(t, "temp", func() bool { v, _ := r.read("temp"); return v == 20.0 })
+		conformance.EventuallyWithin(t, "temp", wait, func() bool { v, _ := r.read("temp"); return v == 20.0 })
 	})
 }
 
@@ -632,14 +634,14 @@ func TestSignalValues(t *testing.T) {
 	r := newRig(t, srv, cfg, nil)
 	srv.WaitFor(wait, rosbridgetest.Op("subscribe", "/joint_states"))
 	srv.Publish("/joint_states", map[string]any{"header": map[string]any{"seq": 7}, "name": []any{"j1"}, "position": []any{0.1, 0.2}})
-	eventually(t, "j2", func() bool { v, _ := r.read("j2"); return v == 0.2 })
+	conformance.EventuallyWithin(t, "j2", wait, func() bool { v, _ := r.read("j2"); return v == 0.2 })
 	// Each signal has its own subscription: wait for each handler.
-	eventually(t, "count as int64 7", func() bool { v, _ := r.read("count"); return v == int64(7) })
-	eventually(t, "name unavailable: not a boolean", func() bool {
+	conformance.EventuallyWithin(t, "count as int64 7", wait, func() bool { v, _ := r.read("count"); return v == int64(7) })
+	conformance.EventuallyWithin(t, "name unavailable: not a boolean", wait, func() bool {
 		v, why := r.read("name")
 		return v == nil && strings.Contains(why, "not a boolean")
 	})
-	eventually(t, "the whole message", func() bool {
+	conformance.EventuallyWithin(t, "the whole message", wait, func() bool {
 		v, _ := r.read("whole")
 		m, _ := v.(map[string]any)
 		return m["header"] != nil
@@ -667,7 +669,7 @@ func TestAdvertiseAheadAndAfterReconnect(t *testing.T) {
 	if !ok {
 		t.Fatal("estop topic not advertised again after the reconnect")
 	}
-	eventually(t, "the link", func() bool { return r.a.client.Connected() })
+	conformance.EventuallyWithin(t, "the link", wait, func() bool { return r.a.client.Connected() })
 	if st := r.state(); st != mhp.StateIdle {
 		t.Fatalf("state %s after a drop with nothing in flight, want idle (no fault)", st)
 	}

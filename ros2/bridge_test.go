@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
@@ -91,7 +93,7 @@ func TestCancelResentAfterTheGoalIsKnown(t *testing.T) {
 	if _, err := r.dev.CancelJob(r.ctx(), id); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the early cancel to be dropped", func() bool { return g.DroppedCancels() == 1 })
+	conformance.EventuallyWithin(t, "the early cancel to be dropped", wait, func() bool { return g.DroppedCancels() == 1 })
 	close(accept)
 	wantJob(t, r.waitJob(id), mhp.JobCancelled, "", "")
 	if g.Cancels() != 1 || g.Status() != rosbridgetest.StatusCanceled {
@@ -120,7 +122,7 @@ func TestExactIntegersAndByteArrays(t *testing.T) {
 	r := newRig(t, srv, cfg, nil)
 	srv.WaitFor(wait, rosbridgetest.Op("subscribe", "/cam/info"))
 	srv.Publish("/cam/info", json.RawMessage(`{"big":9007199254740993,"u":18446744073709551615,"neg":-9223372036854775808,"bytes":"AAEC/w==","stamp":{"sec":1,"nanosec":999999999}}`))
-	eventually(t, "the message", func() bool { v, _ := r.read("big"); return v != nil })
+	conformance.EventuallyWithin(t, "the message", wait, func() bool { v, _ := r.read("big"); return v != nil })
 	for name, want := range map[string]string{
 		"big": "9007199254740993", "max_u64": "18446744073709551615", "neg": "-9223372036854775808",
 		"bytes": "[0,1,2,255]", "byte3": "255", "bytes_raw": `"AAEC/w=="`, "stamp_ns": "999999999",
@@ -180,12 +182,12 @@ func TestStartsWithTheBridgeDown(t *testing.T) {
 		t.Fatal("invoke while down was accepted")
 	}
 	srv.Refuse(false)
-	eventually(t, "the link to come up", func() bool {
+	conformance.EventuallyWithin(t, "the link to come up", wait, func() bool {
 		p, _ := r.dev.Ping(ctx)
 		return p.Backend != nil && p.Backend.Connected
 	})
 	srv.Publish("/arm/temp", map[string]any{"data": 21.5})
-	eventually(t, "a value", func() bool { v, _ := r.read("temp"); return v == 21.5 })
+	conformance.EventuallyWithin(t, "a value", wait, func() bool { v, _ := r.read("temp"); return v == 21.5 })
 	if _, err := r.dev.Write(ctx, mhp.WriteRequest{Name: "speed", Value: 0.5}); err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,7 @@ func TestCheckTypesLaterKeepsTheLinkDown(t *testing.T) {
 	srv.Refuse(true)
 	r := newRig(t, srv, cfg, nil)
 	srv.Refuse(false)
-	eventually(t, "the mismatch to be reported", func() bool {
+	conformance.EventuallyWithin(t, "the mismatch to be reported", wait, func() bool {
 		p, _ := r.dev.Ping(r.ctx())
 		return p.Backend != nil && !p.Backend.Connected && strings.Contains(p.Backend.Error, "ROS 2 spelling")
 	})
@@ -415,7 +417,7 @@ func TestLinkLostLogCountsGoals(t *testing.T) {
 	}
 	srv.Drop()
 	var r slog.Record
-	eventually(t, "the link-lost log", func() bool { var ok bool; r, ok = rec.find("link to rosbridge lost"); return ok })
+	conformance.EventuallyWithin(t, "the link-lost log", wait, func() bool { var ok bool; r, ok = rec.find("link to rosbridge lost"); return ok })
 	n := int64(-1)
 	r.Attrs(func(at slog.Attr) bool {
 		if at.Key == "goals_in_flight" {

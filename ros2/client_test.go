@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
@@ -272,7 +274,7 @@ func TestClientNothingWaitsBehindAGoal(t *testing.T) {
 		t.Fatalf("topic while a goal hangs: %+v", e)
 	}
 	h.Release()
-	eventually(t, "the goal's connection to close", func() bool { return srv.Connections() <= 4 })
+	conformance.EventuallyWithin(t, "the goal's connection to close", wait, func() bool { return srv.Connections() <= 4 })
 }
 
 func TestClientReconnectRestoresSubscriptionsAndCancelsOrphans(t *testing.T) {
@@ -379,7 +381,7 @@ func TestClientPoolStaysBounded(t *testing.T) {
 		return nil, rosbridgetest.NoReply
 	})
 	c := dialTest(t, srv, ClientOptions{MaxIdle: 2})
-	eventually(t, "the estop connection", func() bool { return srv.Connections() == 2 })
+	conformance.EventuallyWithin(t, "the estop connection", wait, func() bool { return srv.Connections() == 2 })
 	const n = 6
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
@@ -388,7 +390,7 @@ func TestClientPoolStaysBounded(t *testing.T) {
 			errs <- err
 		}()
 	}
-	eventually(t, "every call on a connection of its own", func() bool {
+	conformance.EventuallyWithin(t, "every call on a connection of its own", wait, func() bool {
 		return srv.Count(rosbridgetest.Op("call_service", "/slow")) == n
 	})
 	close(release)
@@ -398,13 +400,13 @@ func TestClientPoolStaysBounded(t *testing.T) {
 		}
 	}
 	// main + estop + MaxIdle
-	eventually(t, "the pool to shrink to MaxIdle", func() bool { return srv.Connections() == 4 })
+	conformance.EventuallyWithin(t, "the pool to shrink to MaxIdle", wait, func() bool { return srv.Connections() == 4 })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := c.CallService(ctx, "/silent", nil); !errors.Is(err, ErrNoReply) {
 		t.Fatalf("silent: %v", err)
 	}
-	eventually(t, "the unanswered call's connection to close", func() bool { return srv.Connections() == 3 })
+	conformance.EventuallyWithin(t, "the unanswered call's connection to close", wait, func() bool { return srv.Connections() == 3 })
 	if _, err := c.CallService(context.Background(), "/rosapi/topics", nil); err != nil {
 		t.Fatalf("a call after an unanswered one: %v", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
@@ -99,9 +101,9 @@ func TestExampleRobot(t *testing.T) {
 	if _, err := r.dev.Acquire(r.ctx(), time.Minute); err != nil { // the example declares a watchdog
 		t.Fatal(err)
 	}
-	eventually(t, "the door value", func() bool { v, _ := r.read("cell_door_closed"); return v == true })
-	eventually(t, "tool_z 0.42 (pose.position.z)", func() bool { v, _ := r.read("tool_z"); return v == 0.42 })
-	eventually(t, "joint1_temperature 41.5", func() bool { v, _ := r.read("joint1_temperature"); return v == 41.5 })
+	conformance.EventuallyWithin(t, "the door value", wait, func() bool { v, _ := r.read("cell_door_closed"); return v == true })
+	conformance.EventuallyWithin(t, "tool_z 0.42 (pose.position.z)", wait, func() bool { v, _ := r.read("tool_z"); return v == 0.42 })
+	conformance.EventuallyWithin(t, "joint1_temperature 41.5", wait, func() bool { v, _ := r.read("joint1_temperature"); return v == 41.5 })
 	res, err := r.dev.Write(r.ctx(), mhp.WriteRequest{Name: "speed_scale", Value: 0.5})
 	if err != nil || !res.Applied {
 		t.Fatalf("speed_scale write %+v %v, want applied (confirmed by the state topic)", res, err)
@@ -155,7 +157,7 @@ func TestExampleRobotBridgeDown(t *testing.T) {
 		t.Fatalf("describe while down: %+v %v", desc.Backend, err)
 	}
 	srv.Refuse(false)
-	eventually(t, "the backend to come up", func() bool {
+	conformance.EventuallyWithin(t, "the backend to come up", wait, func() bool {
 		p, _ := dev.Ping(ctx)
 		return p.Backend != nil && p.Backend.Connected
 	})

@@ -88,18 +88,6 @@ func (r *rig) waitJob(id string) *mhp.Job {
 	}
 }
 
-// eventually polls cond until it holds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func (r *rig) state() mhp.DeviceState {
 	p, err := r.dev.Ping(r.ctx())
 	if err != nil {

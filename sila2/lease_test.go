@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
@@ -33,18 +35,6 @@ func openLeaseAdapter(t *testing.T, l *lab, extra string, clk clock.Clock, watch
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	return d
-}
-
-// waitFor polls cond until it holds or the test deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func TestLeaseLocksServer(t *testing.T) {
@@ -96,7 +86,7 @@ func TestLeaseLocksServer(t *testing.T) {
 	if err := a.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the server unlocked after release", func() bool { return l.srv.Locked() == "" })
+	conformance.EventuallyWithin(t, "the server unlocked after release", testTimeout, func() bool { return l.srv.Locked() == "" })
 	if n := l.srv.Calls("LockController/UnlockServer"); n != 1 {
 		t.Fatalf("UnlockServer called %d times for one release", n)
 	}
@@ -148,7 +138,7 @@ func TestLeaseEndUnlocks(t *testing.T) {
 				t.Fatal("lease acquire did not lock the server")
 			}
 			clk.Advance(tc.advance)
-			waitFor(t, "the server unlocked after the lease ended", func() bool { return l.srv.Locked() == "" })
+			conformance.EventuallyWithin(t, "the server unlocked after the lease ended", testTimeout, func() bool { return l.srv.Locked() == "" })
 			if _, err := mhp.AsSession(d, "b").Acquire(ctxT(t), time.Minute); tc.watchdogS == 0 && err != nil {
 				t.Fatalf("next lease after expiry: %v", err)
 			}
@@ -201,17 +191,17 @@ func TestLeaseLockLapse(t *testing.T) {
 	id := l.srv.Locked()
 	// The lock lapses at the server: the keepalive locks again, same identifier.
 	l.srv.ForceUnlock()
-	waitFor(t, "the lease lock taken again", func() bool { return l.srv.Locked() == id })
+	conformance.EventuallyWithin(t, "the lease lock taken again", testTimeout, func() bool { return l.srv.Locked() == id })
 	if deviceState(t, d) == mhp.StateFault {
 		t.Fatal("a lock taken again latched a fault")
 	}
 	// It lapses and another client takes the server: the device latches in fault.
 	other := l.dial(t, sila2.TLSConfig{PinSHA256: l.cert.PinSHA256})
-	waitFor(t, "the other client's lock", func() bool {
+	conformance.EventuallyWithin(t, "the other client's lock", testTimeout, func() bool {
 		l.srv.ForceUnlock()
 		return other.Lock(ctxT(t), "intruder", 0) == nil
 	})
-	waitFor(t, "the fault", func() bool { return deviceState(t, d) == mhp.StateFault })
+	conformance.EventuallyWithin(t, "the fault", testTimeout, func() bool { return deviceState(t, d) == mhp.StateFault })
 	if err := a.Release(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/client"
@@ -133,14 +135,14 @@ func TestEStopRaceOverHTTP(t *testing.T) {
 		}
 		// The stop is the last word: wait (bounded) for it, then reset,
 		// which is refused while a cut-off call still owes its re-assertion.
-		waitFor(t, fmt.Sprintf("race %d: the stop to be the last command", i), func() bool {
+		conformance.EventuallyWithin(t, fmt.Sprintf("race %d: the stop to be the last command", i), testTimeout, func() bool {
 			log := b.since(from)
 			return len(log) > 0 && log[len(log)-1] == "stop"
 		})
 		if n := count(b.since(from), "stop"); n > 2 {
 			t.Fatalf("race %d: the stop ran %d times: %v", i, n, b.since(from))
 		}
-		waitFor(t, fmt.Sprintf("race %d: reset", i), func() bool {
+		conformance.EventuallyWithin(t, fmt.Sprintf("race %d: reset", i), testTimeout, func() bool {
 			_, err := writer.Reset(ctx)
 			return err == nil
 		})

@@ -155,7 +155,7 @@ func replayGolden(t *testing.T, file string) {
 	// The scripted backend must not hold the driver's jobs past the test.
 	// (A job's Run may reach the backend after a first release: release
 	// until the device is no longer busy.)
-	waitFor(t, "jobs to end", func() bool {
+	conformance.EventuallyWithin(t, "jobs to end", testTimeout, func() bool {
 		m.in.ReleaseAll()
 		return m.drv.State() != "busy"
 	})

@@ -59,7 +59,7 @@ func TestEStopReasonCapped(t *testing.T) {
 	if r := rpcAnswer(t, b); r.Error != nil {
 		t.Fatalf("estop: %v", r.Error)
 	}
-	waitFor(t, "the estop event", func() bool { return strings.Contains(string(tap.bytes()), mhp.NotifySafetyEStop) })
+	conformance.EventuallyWithin(t, "the estop event", testTimeout, func() bool { return strings.Contains(string(tap.bytes()), mhp.NotifySafetyEStop) })
 	if n := len(tap.bytes()); n > 4*transport.MaxReason {
 		t.Fatalf("the event stream carried %d bytes for one estop; the reason is not capped", n)
 	}
@@ -209,7 +209,7 @@ func TestEventStreamOutlivesTimeouts(t *testing.T) {
 	if _, r := post(t, url, `{"jsonrpc":"2.0","id":2,"method":"safety/estop"}`, map[string]string{transport.HeaderSession: sid}); r.Error != nil {
 		t.Fatal(r.Error)
 	}
-	waitFor(t, "the estop event on the long stream", func() bool { return strings.Contains(string(tap.bytes()), mhp.NotifySafetyEStop) })
+	conformance.EventuallyWithin(t, "the estop event on the long stream", testTimeout, func() bool { return strings.Contains(string(tap.bytes()), mhp.NotifySafetyEStop) })
 }
 
 // At the cap with no idle connection, a connection still trickling its
@@ -233,7 +233,7 @@ func TestTricklersGiveWayServedRequestsStay(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"settings/write","params":{"name":"setpoint","value":30}}`
 	fmt.Fprintf(wc, "POST /rpc HTTP/1.1\r\nHost: %s\r\nMhp-Session: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		addr, sid, len(body), body)
-	waitFor(t, "the write to reach the backend", func() bool { return m.in.Calls(conformance.SettingSetpoint) == 1 })
+	conformance.EventuallyWithin(t, "the write to reach the backend", testTimeout, func() bool { return m.in.Calls(conformance.SettingSetpoint) == 1 })
 
 	// The rest of the cap and more: requests that never finish their body.
 	for i := 0; i < 2*limit; i++ {

@@ -304,7 +304,7 @@ func TestSecretsNeverLeakHTTP(t *testing.T) {
 	if la == lb {
 		t.Fatalf("two sessions share the label %q", la)
 	}
-	runLeakSteps(t, a, b, sa, sb, la, lb, func(cond func() bool) { waitFor(t, "the estop event", cond) })
+	runLeakSteps(t, a, b, sa, sb, la, lb, func(cond func() bool) { conformance.EventuallyWithin(t, "the estop event", testTimeout, cond) })
 	for _, secret := range []string{sa, sb} {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("the server log carries a session secret")
@@ -332,7 +332,7 @@ func TestSecretsNeverLeakStdio(t *testing.T) {
 	}
 	a, sa, la := open()
 	b, sb, lb := open()
-	runLeakSteps(t, a, b, sa, sb, la, lb, func(cond func() bool) { waitFor(t, "the estop event", cond) })
+	runLeakSteps(t, a, b, sa, sb, la, lb, func(cond func() bool) { conformance.EventuallyWithin(t, "the estop event", testTimeout, cond) })
 }
 
 // A label is never accepted as a credential, nor is a header session's.
@@ -392,7 +392,7 @@ func TestEStopServedToAnyCallerHTTP(t *testing.T) {
 	srv := newServer(t, m.drv, transport.Options{Clock: clk, SessionTTL: time.Minute, MaxSessions: 2})
 	hs := serveHTTP(t, srv)
 	expired := initHTTP(t, hs.URL, nil)
-	waitFor(t, "the expired session to go", func() bool {
+	conformance.EventuallyWithin(t, "the expired session to go", testTimeout, func() bool {
 		clk.Advance(20 * time.Second)
 		return srv.Sessions() == 0
 	})
@@ -475,7 +475,7 @@ func TestFullTableEvictsIdleWithoutLease(t *testing.T) {
 			t.Errorf("session live=%v after eviction, want %v (%+v)", got, live, r.Error)
 		}
 	}
-	waitFor(t, "the evicted session's stream to end", tap.ended)
+	conformance.EventuallyWithin(t, "the evicted session's stream to end", testTimeout, tap.ended)
 }
 
 // An open event stream does not keep a silent session alive.
@@ -486,11 +486,11 @@ func TestStreamOnlySessionExpires(t *testing.T) {
 	hs := serveHTTP(t, srv)
 	sid := initHTTP(t, hs.URL, nil)
 	tap := tapEvents(t, hs.URL, map[string]string{transport.HeaderSession: sid})
-	waitFor(t, "the silent session to expire", func() bool {
+	conformance.EventuallyWithin(t, "the silent session to expire", testTimeout, func() bool {
 		clk.Advance(10 * time.Second)
 		return srv.Sessions() == 0
 	})
-	waitFor(t, "its stream to end", tap.ended)
+	conformance.EventuallyWithin(t, "its stream to end", testTimeout, tap.ended)
 }
 
 // On a stream, requests pipelined after initialize wait for it: none is
@@ -580,7 +580,7 @@ func TestReferenceClientExchange(t *testing.T) {
 	if err := json.Unmarshal(c.must("actions/invoke", `{"name":"quick","params":{}}`), &inv); err != nil || inv.Job.ID == "" {
 		t.Fatalf("invoke: %v %+v", err, inv)
 	}
-	waitFor(t, "the job to finish", func() bool {
+	conformance.EventuallyWithin(t, "the job to finish", testTimeout, func() bool {
 		var st struct {
 			Job mhp.Job `json:"job"`
 		}
@@ -691,7 +691,7 @@ func TestHeaderSessionSeesOnlyItself(t *testing.T) {
 		t.Fatal(r.Error)
 	}
 	tap := tapEvents(t, hs.URL, h)
-	waitFor(t, "the stream's opening comment", func() bool { return bytes.Contains(tap.bytes(), []byte("session ")) })
+	conformance.EventuallyWithin(t, "the stream's opening comment", testTimeout, func() bool { return bytes.Contains(tap.bytes(), []byte("session ")) })
 	got := string(tap.bytes())
 	if strings.Contains(got, init.Result.Label) || strings.Contains(got, init.Result.Session) || !strings.Contains(got, "viewer#") {
 		t.Fatalf("the header session's stream: %q (issued session %s)", got, init.Result.Label)

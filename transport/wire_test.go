@@ -230,7 +230,7 @@ func blockedWrite(t *testing.T, m *memory, d *client.Device) <-chan error {
 		_, err := d.Write(context.Background(), mhp.WriteRequest{Name: conformance.SettingSetpoint, Value: 42.0})
 		done <- err
 	}()
-	waitFor(t, "the write to reach the backend", func() bool { return m.in.Calls(conformance.SettingSetpoint) == 1 })
+	conformance.EventuallyWithin(t, "the write to reach the backend", testTimeout, func() bool { return m.in.Calls(conformance.SettingSetpoint) == 1 })
 	return done
 }
 
@@ -362,7 +362,7 @@ func TestLeaseOnFirstUseAndHeartbeat(t *testing.T) {
 	if e, _ := mhp.AsError(err); e == nil || e.Code != mhp.CodeNotLeased || e.Data["reason"] == "lease_required" {
 		t.Fatalf("second session's write: %v, want NotLeased (held by another)", err)
 	}
-	waitFor(t, "three heartbeat renewals", func() bool { return dev.renews.Load() >= 3 })
+	conformance.EventuallyWithin(t, "three heartbeat renewals", testTimeout, func() bool { return dev.renews.Load() >= 3 })
 	if err := d.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -402,11 +402,11 @@ func TestSessionExpiry(t *testing.T) {
 		t.Fatalf("ping within the ttl: %v", r.Error)
 	}
 	clk.Advance(45 * time.Second) // 45s idle: still alive
-	waitFor(t, "the sweep to run", func() bool { return clk.Pending() == 1 })
+	conformance.EventuallyWithin(t, "the sweep to run", testTimeout, func() bool { return clk.Pending() == 1 })
 	if srv.Sessions() != 1 {
 		t.Fatalf("session forgotten after 45s idle with a 1m ttl")
 	}
-	waitFor(t, "the idle session to be forgotten", func() bool {
+	conformance.EventuallyWithin(t, "the idle session to be forgotten", testTimeout, func() bool {
 		clk.Advance(5 * time.Second)
 		return srv.Sessions() == 0
 	})
@@ -891,7 +891,7 @@ func TestStreamInFlightLimitSparesPriority(t *testing.T) {
 	rs.await("0")
 	m.in.Script(conformance.SettingSetpoint, conformance.Block)
 	rs.send(`{"jsonrpc":"2.0","id":1,"method":"settings/write","params":{"name":"setpoint","value":5}}`)
-	waitFor(t, "the write to block in the backend", func() bool { return m.in.Calls(conformance.SettingSetpoint) == 1 })
+	conformance.EventuallyWithin(t, "the write to block in the backend", testTimeout, func() bool { return m.in.Calls(conformance.SettingSetpoint) == 1 })
 	rs.send(`{"jsonrpc":"2.0","id":2,"method":"signals/read"}`)
 	if r := rs.await("2"); code(r) != mhp.CodeServerError || r.Error.Data["reason"] != "too_many_requests" {
 		t.Fatalf("read over the in-flight limit: %+v", r.Error)
@@ -1000,13 +1000,13 @@ func TestClientResumesEventsAfterDrop(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i == 5 {
-			waitFor(t, "the first notifications", func() bool { return count() == 5 })
+			conformance.EventuallyWithin(t, "the first notifications", testTimeout, func() bool { return count() == 5 })
 		}
 		if i%10 == 5 {
 			hs.CloseClientConnections() // the event stream drops mid-sequence
 		}
 	}
-	waitFor(t, "every notification after the drops", func() bool { return count() >= n })
+	conformance.EventuallyWithin(t, "every notification after the drops", testTimeout, func() bool { return count() >= n })
 	mu.Lock()
 	defer mu.Unlock()
 	for i, v := range got {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
+
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
@@ -48,17 +50,6 @@ func waitJob(t *testing.T, d mhp.Device, id string) *mhp.Job {
 	}
 	t.Fatalf("job %s did not end", id)
 	return nil
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func invoke(t *testing.T, d mhp.Device, name string, params map[string]any, approved bool) *mhp.Job {
@@ -245,7 +236,7 @@ func TestRunProtocolCancelEndsCancelled(t *testing.T) {
 	tc, d := closedThermocycler(t)
 	long := map[string]any{"steps": []any{map[string]any{"temp": 95, "hold_s": 3600}}, "cycles": 20}
 	j := invoke(t, d, TCRunProtocol, long, false)
-	waitUntil(t, "block above 40", func() bool { return tc.BlockTemperature() > 40 })
+	conformance.EventuallyWithin(t, "block above 40", 10*time.Second, func() bool { return tc.BlockTemperature() > 40 })
 	if _, err := d.CancelJob(ctx(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +282,7 @@ func TestRunProtocolPauseResume(t *testing.T) {
 	}
 	// Let the job reach its checkpoint, then note where it stopped.
 	clk.Advance(time.Second)
-	waitUntil(t, "job parked at its checkpoint", func() bool { return clk.Pending() == 0 })
+	conformance.EventuallyWithin(t, "job parked at its checkpoint", 10*time.Second, func() bool { return clk.Pending() == 0 })
 	x, _ := d.Job(ctx(t), j.ID)
 	p0 := x.Progress
 	// Ten simulated minutes pass while paused: the hold does not advance.
@@ -318,7 +309,7 @@ func TestThermocyclerEStopDuringRun(t *testing.T) {
 	}
 	long := map[string]any{"steps": []any{map[string]any{"temp": 95, "hold_s": 3600}}, "cycles": 20}
 	j := invoke(t, d, TCRunProtocol, long, false)
-	waitUntil(t, "running", func() bool { return read(t, d, TCCycle) == 1 })
+	conformance.EventuallyWithin(t, "running", 10*time.Second, func() bool { return read(t, d, TCCycle) == 1 })
 	res, err := d.EStop(ctx(t), "test")
 	if err != nil || !res.Stopped {
 		t.Fatalf("estop: %+v %v", res, err)
@@ -410,7 +401,7 @@ func TestArmCancelMidTravel(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := invoke(t, d, ArmPickPlate, map[string]any{"location": "deck_A1"}, false)
-	waitUntil(t, "moving", func() bool { return arm.Position() == "moving to deck_A1" })
+	conformance.EventuallyWithin(t, "moving", 10*time.Second, func() bool { return arm.Position() == "moving to deck_A1" })
 	if _, err := d.CancelJob(ctx(t), j.ID); err != nil {
 		t.Fatal(err)
 	}
