@@ -60,12 +60,8 @@ func TestRunEndsWithItsRequest(t *testing.T) {
 	var cancelledAt atomic.Int64
 	started := make(chan struct{})
 	l, reads := countingBridge(t, func(n int64) {
-		switch n {
-		case 1:
+		if n == 1 {
 			close(started)
-		case 100:
-			cancelledAt.Store(n)
-			cancel()
 		}
 	})
 	cs := connect(t, l, nil)
@@ -87,6 +83,9 @@ func TestRunEndsWithItsRequest(t *testing.T) {
 	if !res.IsError || errCode(body) != float64(mhp.CodeServerError) || !strings.Contains(jsonString(body), "maximum") {
 		t.Fatalf("a run over the cap: %v", body)
 	}
+	// Now cancel the first call: its run must stop.
+	cancelledAt.Store(reads.Load())
+	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled call returned a result")
 	}

@@ -293,16 +293,26 @@ func (a *adapter) verify(ctx context.Context) error {
 	if err := WaitUp(wctx, a.c); err != nil {
 		return fmt.Errorf("mqtt: broker %s not connected: %w", a.cfg.Broker, err)
 	}
-	var bad []string
-	for _, s := range a.cfg.Signals {
-		if _, err := a.read(s.Name); err != nil {
-			bad = append(bad, fmt.Sprintf("%s: %v", s.Name, err))
+	// Just after a (re)connection the broker may not have delivered the
+	// retained values yet: poll, bounded by the same deadline.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var bad []string
+		for _, s := range a.cfg.Signals {
+			if _, err := a.read(s.Name); err != nil {
+				bad = append(bad, fmt.Sprintf("%s: %v", s.Name, err))
+			}
+		}
+		if len(bad) == 0 {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("mqtt: signals unavailable: %s", strings.Join(bad, "; "))
+		case <-tick.C:
 		}
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("mqtt: signals unavailable: %s", strings.Join(bad, "; "))
-	}
-	return nil
 }
 
 // newID returns a random request id.
