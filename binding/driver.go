@@ -45,6 +45,7 @@ type Driver struct {
 	// stop reaches the backend after a reset); reassertAgain: a call cut off
 	// meanwhile returned, so the stop runs once more after this one.
 	reasserting, reassertAgain bool
+	reassertDone               chan struct{} // closed when the running re-assertion ends
 
 	// Jobs: the records (finished ones trimmed to KeepJobs, oldest first in
 	// finished) and how many are not yet terminal.

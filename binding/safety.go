@@ -131,13 +131,15 @@ func (d *Driver) endCall(c *backendCall) (inEStop bool) {
 				d.reassertAgain = true
 			} else {
 				d.reasserting, reassert = true, true
+				d.reassertDone = make(chan struct{})
 			}
 		}
 	}
 	inEStop = d.estop
+	done := d.reassertDone
 	d.mu.Unlock()
 	if reassert {
-		go d.reassertStop()
+		go d.reassertStop(done)
 	}
 	return inEStop
 }
@@ -146,7 +148,8 @@ func (d *Driver) endCall(c *backendCall) (inEStop bool) {
 // by an estop returned.
 // A reset waits until it is done; a cut-off call that returns while it runs
 // gets one more run after it.
-func (d *Driver) reassertStop() {
+func (d *Driver) reassertStop(done chan struct{}) {
+	defer close(done)
 	for {
 		if d.cfg.EStop != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
@@ -231,6 +234,7 @@ func (d *Driver) publishEStop(by, reason string, res *mhp.EStopResult) {
 // before those refusals.
 func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	s := d.touch(ctx)
+	d.awaitReassert(ctx)
 	var latches uint64
 	var e *mhp.Error
 	d.locked(func() {
@@ -271,6 +275,26 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 		d.publishLocked(mhp.NotifySafetyReset, map[string]any{"by": s, "verified": true})
 	}
 	return &mhp.ResetResult{State: d.State(), Verified: true}, nil
+}
+
+// awaitReassert lets a reset that comes while the stop is being re-asserted
+// wait for it (bounded by StopTimeout and ctx) instead of being refused: the
+// re-assertion is the estop's last word, and a reset after it is safe.
+func (d *Driver) awaitReassert(ctx context.Context) {
+	d.mu.Lock()
+	if !d.reasserting {
+		d.mu.Unlock()
+		return
+	}
+	done := d.reassertDone
+	d.mu.Unlock()
+	t := time.NewTimer(d.cfg.StopTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // resetBusyLocked refuses a reset while a job is active or a backend call
