@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -64,7 +66,13 @@ func TestServersMountConsoleAndMetrics(t *testing.T) {
 	if code, _ := get(t, lab+"/metrics", ""); code != http.StatusUnauthorized {
 		t.Fatalf("directory GET /metrics without the token: %d, want 401", code)
 	}
-	for _, tok := range []string{"", "tok"} {
+	type answer struct {
+		ID      string
+		State   string
+		Stopped bool
+		Error   string
+	}
+	estopAll := func(tok string) (int, []answer) {
 		req, _ := http.NewRequest(http.MethodPost, lab+"/lab/estop-all", strings.NewReader(`{"reason":"test"}`))
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)
@@ -73,25 +81,23 @@ func TestServersMountConsoleAndMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out struct {
-			Answers []struct {
-				ID      string
-				State   string
-				Stopped bool
-				Error   string
-			}
-		}
+		defer resp.Body.Close()
+		var out struct{ Answers []answer }
 		_ = json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
-		if tok == "" {
-			if resp.StatusCode != http.StatusUnauthorized {
-				t.Fatalf("estop-all without the token: %d, want 401", resp.StatusCode)
-			}
-			continue
-		}
-		if len(out.Answers) != 1 || out.Answers[0].ID != "thermocycler-01" || !out.Answers[0].Stopped || out.Answers[0].State != "estop" {
-			t.Fatalf("estop-all answers: %+v", out.Answers)
-		}
+		return resp.StatusCode, out.Answers
+	}
+	if code, _ := estopAll(""); code != http.StatusUnauthorized {
+		t.Fatalf("estop-all without the token: %d, want 401", code)
+	}
+	// The directory crawls its manifest in the background: wait until it
+	// knows the device.
+	var answers []answer
+	conformance.EventuallyWithin(t, "the directory indexed the device", 30*time.Second, func() bool {
+		_, answers = estopAll("tok")
+		return len(answers) > 0
+	})
+	if len(answers) != 1 || answers[0].ID != "thermocycler-01" || !answers[0].Stopped || answers[0].State != "estop" {
+		t.Fatalf("estop-all answers: %+v", answers)
 	}
 }
 
