@@ -36,7 +36,7 @@ func baseConfig(url, files string) madsci.Config {
 		PollMax:        10 * time.Millisecond,
 		ActionTimeout:  10 * time.Second,
 		CancelWait:     3 * time.Second,
-		ResetWait:      2 * time.Second,
+		ResetWait:      10 * time.Second, // headroom for a loaded machine; refusals wait it out
 		SignalCache:    -1,
 		FilesDir:       files,
 		ReadyInterlock: &f,

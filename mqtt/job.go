@@ -144,7 +144,11 @@ func (a *adapter) run(ctx context.Context, ac *ActionConfig, job *binding.Job) (
 	if !st.Up {
 		return nil, a.notSent(what, ErrNotConnected)
 	}
-	if err := a.publish(ctx, ac.CommandTopic, a.cfg.QoS, payload); err != nil {
+	// The start command is published to its acknowledgement (bounded by the
+	// connect timeout) even if a cancel or estop comes meanwhile: a publish
+	// cut half way would leave the outcome unknown, while a delivered one is
+	// cancelled below through the cancel topic, and the device says how it ended.
+	if err := a.publish(context.WithoutCancel(ctx), ac.CommandTopic, a.cfg.QoS, payload); err != nil {
 		if errors.Is(err, ErrNotConnected) {
 			return nil, a.notSent(what, err)
 		}
