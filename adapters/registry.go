@@ -1,6 +1,39 @@
-// Package adapters holds what the ecosystem adapters share: the registry of
-// config-file kinds behind `mhp serve plc.yaml`, and the common parts of
-// their config files.
+// Package adapters holds what the ecosystem adapters share: the one shape
+// every adapter package has, the registry of config-file kinds behind
+// `mhp serve plc.yaml`, the common parts of their config files, and the
+// backend link.
+//
+// # The adapter shape
+//
+// Every adapter package (opcua, sila2, ros2, madsci, pylabrobot, mqtt) has
+// the same public face, so a user who learned one knows all six and a new
+// ecosystem starts as a copy:
+//
+//	const Kind = "opcua"                                   // the config file's `adapter:`
+//	func Load(src adapters.Source) (Config, error)          // strict YAML, paths resolved, validated
+//	func (c Config) Validate() error                        // no I/O: what the file says is coherent
+//	func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error)
+//	func Register(r *adapters.Registry) error               // Kind -> Load, then New
+//
+// New validates cfg again (a program may build it in Go), builds the
+// bindings and returns an unstarted [binding.Driver]; the caller Starts and
+// Closes it. The adapter's Options embed [Options] (clock, logger, Refine)
+// next to its backend seam: a small client interface or a dial function,
+// nil for the real backend. Fakes of each backend live in a <name>test
+// package (opcuatest, silatest, rosbridgetest, madscitest, plrtest,
+// mqtttest) that tests and users import alike. From a file:
+//
+//	src, err := adapters.ReadSource("plc.yaml")
+//	cfg, err := opcua.Load(src)
+//	drv, err := opcua.New(ctx, cfg, opcua.Options{})
+//	err = drv.Start(ctx)
+//	defer drv.Close()
+//
+// or through a registry, as cmd/mhp does:
+//
+//	r := adapters.NewRegistry()
+//	_ = opcua.Register(r)
+//	drv, err := r.Open(ctx, "plc.yaml")
 //
 // A config file names its adapter at the top:
 //
@@ -12,12 +45,12 @@
 // adapter package it links); library code never registers itself in init.
 //
 // An adapter that follows its backend link takes a `link:` block
-// (LinkConfig, a field of its own config, so that an adapter that does not
+// ([LinkConfig], a field of its own config, so that an adapter that does not
 // honour it refuses the key instead of ignoring it): the adapter starts
 // whether or not its backend is up, reports the link to the driver
-// (binding.Driver.SetLink) and reconnects with bounded, jittered backoff
-// (Link, Backoff); self-describing adapters serve a descriptor cache while
-// the backend is down and never adopt a description that changed.
+// ([binding.Driver.SetLink]) and reconnects with bounded, jittered backoff
+// ([Link], [Backoff]); self-describing adapters serve a descriptor cache
+// while the backend is down and never adopt a description that changed.
 package adapters
 
 import (
@@ -49,14 +82,12 @@ type Source struct {
 }
 
 // NewDriver builds the driver of an adapter's bindings, applying the
-// source's Refine first. Every adapter factory builds its driver with it.
+// source's Refine first.
+//
+// Deprecated: adapters build through [Options.NewDriver]; this stays until
+// every adapter has the shape.
 func (s Source) NewDriver(cfg binding.Config) (*binding.Driver, error) {
-	if s.Refine != nil {
-		if err := s.Refine(&cfg); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.Path, err)
-		}
-	}
-	return binding.New(cfg)
+	return Options{Refine: s.Refine}.NewDriver(cfg)
 }
 
 // Decode decodes the config strictly into v: an unknown field is an error
