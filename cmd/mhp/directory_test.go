@@ -46,7 +46,8 @@ func TestServeDirectoryFindsLiveDevices(t *testing.T) {
 	dirURL := serveAsync(t, "serve-directory", manifest, "--http", "127.0.0.1:0")[0]
 	r := &directory.Remote{URL: dirURL}
 	ctx := context.Background()
-	// The manifest's targets are crawled in the background.
+	// The manifest's targets are crawled in the background, each on its
+	// own: wait until both are indexed, not only the one searched first.
 	var res []directory.Result
 	conformance.Eventually(t, "the manifest's targets indexed", func() bool {
 		var err error
@@ -54,7 +55,8 @@ func TestServeDirectoryFindsLiveDevices(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(res) == 2
+		_, armErr := r.Get(ctx, "arm-01")
+		return len(res) == 2 && armErr == nil
 	})
 	states := map[string]mhp.DeviceState{}
 	for _, x := range res {
