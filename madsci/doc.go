@@ -1,6 +1,20 @@
 // Package madsci serves a MADSci node (AD-SDL/MADSci, the REST node API of
 // RestNode, and the older single-call layout of v0.1-v0.4) as an MHP device.
 //
+// This package has the shape every adapter has (see package adapters): Load,
+// Config.Validate, New, Register.
+//
+//	src, err := adapters.ReadSource("node.yaml")  // adapter: madsci
+//	cfg, err := madsci.Load(src)                  // strict YAML, paths resolved, defaults, validated
+//	drv, err := madsci.New(ctx, cfg, madsci.Options{})
+//	err = drv.Start(ctx)
+//	defer drv.Close()
+//
+// [Options] embed [adapters.Options] (clock, link clock, logger, Refine) next
+// to the node seam: [Node] and [Actions] (nil = an HTTP [Client] of
+// [Config.NodeURL]), the Retry-After clock and the http.Client. The fake
+// node of package madsci/madscitest serves tests and examples.
+//
 // The node describes itself: GET /info actions become MHP actions (typed args
 // become typed params; file args become string params naming local files,
 // which are uploaded), GET /state keys become signals (nested objects are
