@@ -22,12 +22,12 @@ const Kind = "madsci"
 //	actions:
 //	  run_protocol: {approval: confirm, timeout: 2h}
 //
-// Zero values take the defaults documented on each field (see Defaults).
+// Zero values take the defaults documented on each field (see [Config.Defaults]).
 type Config struct {
 	adapters.Common `yaml:",inline"`
 	// Link says how the adapter treats a backend that is not there: start
 	// anyway (default) or fail fast, the reconnect backoff, the descriptor
-	// cache (see adapters.LinkConfig).
+	// cache (see [adapters.LinkConfig]).
 	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// NodeURL is the node's base URL; default http://127.0.0.1:2000.

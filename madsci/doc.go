@@ -25,7 +25,7 @@
 // settings block names and those config_schema marks "x-mhp-setting"; the
 // node's wiring (node_url, node_id, rate limiting, uvicorn) never.
 //
-// The node may start after the adapter (link block, adapters.LinkConfig):
+// The node may start after the adapter (link block, [adapters.LinkConfig]):
 // the adapter then serves the description its last start with the node up
 // saved in link.descriptor_cache (without one, or with link.fail_fast, it
 // refuses to start and says why), reports backend connected:false, and
@@ -84,7 +84,7 @@
 //	             ends outcome unknown (fault) when its own polls keep
 //	             failing (poll_failures).
 //
-// A fault on the node's word is latched once (binding.Driver.Fault), runs
+// A fault on the node's word is latched once ([binding.Driver.Fault]), runs
 // the fault hook like every fault (the estop hook: safety_stop when
 // listed), and refuses writes and invokes with DeviceFault. A failed action
 // that left the node errored faults the device by the time the job ends.

@@ -1,16 +1,20 @@
 package madsci_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/madsci"
 	"github.com/openmhp/mhp-go/madsci/madscitest"
@@ -194,4 +198,54 @@ func TestExampleConfigParsesWhole(t *testing.T) {
 		!strings.HasSuffix(cfg.FilesDir, filepath.Join("madsci-node", "protocols")) {
 		t.Fatalf("example config decoded as %+v", cfg)
 	}
+}
+
+// TestOptionsLoggerAndClock: the shared options reach the adapter: the
+// link reports to Options.Logger, and the driver's clock is Options.Clock.
+func TestOptionsLoggerAndClock(t *testing.T) {
+	n := madscitest.New(madscitest.Options{})
+	defer n.Close()
+	cfg := baseConfig(n.URL, "")
+	cfg.Device.ID = "a"
+	var buf syncBuffer
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
+	defer cancel()
+	d, err := madsci.New(ctx, cfg, madsci.Options{Options: adapters.Options{Clock: clk,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if s := buf.String(); !strings.Contains(s, "backend link up") || !strings.Contains(s, n.URL) {
+		t.Fatalf("the given logger got %q, want the link's report", s)
+	}
+	p, err := d.Ping(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(clk.Now().Unix()); p.TS < want || p.TS >= want+1 {
+		t.Fatalf("ping ts %v, want the given clock's %v", p.TS, want)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
