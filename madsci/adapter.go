@@ -17,40 +17,36 @@ import (
 	"github.com/openmhp/mhp-go/clock"
 )
 
-// Deps are the seams of the adapter. Nil fields are filled from the config:
-// an HTTP Client for Node and Actions, the real clock.
-type Deps struct {
-	Node    Node
+// Options are what a program, not the config file, gives New: the
+// [adapters.Options] every adapter shares (clock, link clock, logger,
+// Refine) and the node seam. Nil seams are filled from the [Config]: an
+// HTTP [Client] of [Config.NodeURL] serves Node and Actions.
+type Options struct {
+	adapters.Options
+	// Node reads the node's description, status and state and sends its
+	// config writes and admin commands; nil = the HTTP client.
+	Node Node
+	// Actions submits actions and follows them; nil = the HTTP client.
 	Actions Actions
-	// Clock is the driver's clock (binding.Config.Clock).
-	Clock clock.Clock
-	// LinkClock times the reconnect backoff; default real.
-	LinkClock clock.Clock
-	// RetryClock times Retry-After waits of the HTTP client; default real.
+	// RetryClock times the HTTP client's Retry-After waits; default real.
 	RetryClock clock.Clock
-	// HTTP is the transport of the HTTP client.
+	// HTTP is the http.Client of the HTTP client; default one of its own.
 	HTTP *http.Client
-	// NewDriver builds the driver from the generated binding config;
-	// default binding.New. Factory passes the config file's
-	// Source.NewDriver; tests adjust the config here.
-	NewDriver func(binding.Config) (*binding.Driver, error)
 }
 
-// New builds an unstarted driver for the node cfg names: it reads /info and
-// /state (and /openapi.json when the layout is auto) to make the items, and
-// attaches the adapter to the driver so the node's own word (errored,
-// stopped) can latch the device in fault. Start runs the status watch;
-// Close stops it.
-func New(ctx context.Context, cfg Config, deps Deps) (*binding.Driver, error) {
-	bc, a, err := build(ctx, cfg, deps)
+// New builds an unstarted driver for the node cfg names: it validates cfg
+// (zero options take their defaults), reads /info and /state (and
+// /openapi.json when the layout is auto) to make the items, and attaches
+// the adapter to the driver so the node's own word (errored, stopped) can
+// latch the device in fault. With the node down it serves
+// link.descriptor_cache (unless link.fail_fast) and reconnects. Start runs
+// the status watch; Close stops it.
+func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error) {
+	bc, a, err := build(ctx, cfg, opt)
 	if err != nil {
 		return nil, err
 	}
-	mk := deps.NewDriver
-	if mk == nil {
-		mk = binding.New
-	}
-	d, err := mk(bc)
+	d, err := opt.Options.NewDriver(bc)
 	if err != nil {
 		return nil, err
 	}
@@ -61,29 +57,30 @@ func New(ctx context.Context, cfg Config, deps Deps) (*binding.Driver, error) {
 
 // build makes the binding config of the node cfg names and the adapter
 // behind its hooks.
-func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter, error) {
+func build(ctx context.Context, cfg Config, opt Options) (binding.Config, *adapter, error) {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return binding.Config{}, nil, err
 	}
+	log := opt.Log()
 	var client *Client
-	if deps.Node == nil || deps.Actions == nil {
+	if opt.Node == nil || opt.Actions == nil {
 		c, err := NewClient(ClientOptions{URL: cfg.NodeURL, Layout: cfg.Layout, RequestTimeout: cfg.RequestTimeout,
-			MaxRetryAfter: cfg.MaxRetryAfter, MaxRetries: cfg.MaxRetries, HTTP: deps.HTTP, Clock: deps.RetryClock})
+			MaxRetryAfter: cfg.MaxRetryAfter, MaxRetries: cfg.MaxRetries, HTTP: opt.HTTP, Clock: opt.RetryClock})
 		if err != nil {
 			return binding.Config{}, nil, err
 		}
 		client = c
-		if deps.Node == nil {
-			deps.Node = c
+		if opt.Node == nil {
+			opt.Node = c
 		}
-		if deps.Actions == nil {
-			deps.Actions = c
+		if opt.Actions == nil {
+			opt.Actions = c
 		}
 	}
 	// The node may be down at start: serve the cached description, report
 	// the link down and reconnect (see LinkConfig).
-	desc, downErr := describe(ctx, cfg, deps.Node, client)
+	desc, downErr := describe(ctx, cfg, opt.Node, client)
 	if downErr != nil {
 		var err error
 		if desc, err = loadDescription(cfg, downErr); err != nil {
@@ -91,7 +88,7 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 		}
 	} else if cfg.Link.DescriptorCache != "" {
 		if err := adapters.SaveDescriptor(cfg.Link.DescriptorCache, Kind, cfg.NodeURL, desc); err != nil {
-			slog.Default().Warn("madsci: descriptor cache not written", "err", err)
+			log.Warn("madsci: descriptor cache not written", "err", err)
 		}
 	}
 	if client != nil && desc.Layout != "" && desc.Layout != LayoutAuto {
@@ -99,16 +96,16 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 	}
 	info := desc.Info
 	var err error
-	clk := deps.Clock
+	clk := opt.Clock
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	a := &adapter{cfg: cfg, node: deps.Node, acts: deps.Actions, info: info, running: map[string]string{}, clk: clk,
-		log: slog.Default(), reachable: true, firstState: desc.State}
+	a := &adapter{cfg: cfg, node: opt.Node, acts: opt.Actions, info: info, running: map[string]string{}, clk: clk,
+		log: log, reachable: true, firstState: desc.State}
 	a.status = &cached[*NodeStatus]{ttl: cfg.SignalCache, fetch: a.readStatus}
-	a.state = &cached[map[string]any]{ttl: cfg.SignalCache, fetch: deps.Node.State}
+	a.state = &cached[map[string]any]{ttl: cfg.SignalCache, fetch: opt.Node.State}
 
-	bc := binding.Config{Clock: deps.Clock}
+	bc := binding.Config{Clock: opt.Clock, Logger: opt.Logger}
 	cfg.Apply(&bc)
 	if bc.Device.Make == "" {
 		bc.Device.Make = "MADSci"
@@ -141,7 +138,7 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 	// A reset posts the node's reset, then waits for it to come back.
 	bc.VerifyTimeout = a.cfg.ResetWait + 2*a.cfg.RequestTimeout
 	a.link = adapters.NewLink(adapters.LinkOptions{Name: "madsci node " + cfg.NodeURL, Config: cfg.Link, Probe: a.probe,
-		ProbeTimeout: 2 * cfg.RequestTimeout, Clock: deps.LinkClock, Logger: bc.Logger})
+		ProbeTimeout: 2 * cfg.RequestTimeout, Clock: opt.LinkClock, Logger: bc.Logger})
 	if downErr != nil {
 		a.link.Down(downErr)
 	} else {
@@ -158,9 +155,6 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, *adapter
 		return nil
 	}
 	bc.Close = a.close
-	if bc.Logger != nil {
-		a.log = bc.Logger
-	}
 	return bc, a, nil
 }
 

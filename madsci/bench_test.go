@@ -20,7 +20,7 @@ func BenchmarkAdapterVsDirect(b *testing.B) {
 	ctx := context.Background()
 	cfg := baseConfig(n.URL, "")
 	cfg.Device = mhp.DeviceInfo{ID: "bench"}
-	d, err := madsci.New(ctx, cfg, madsci.Deps{})
+	d, err := madsci.New(ctx, cfg, madsci.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

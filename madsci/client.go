@@ -34,7 +34,7 @@ type Node interface {
 
 // Actions submits actions and follows them.
 //
-// Submit returns an *mhp.Error when the node refused before anything could
+// Submit returns an [*mhp.Error] when the node refused before anything could
 // run (validation, upload failed, unknown action); any other error means the
 // start may or may not have reached the node.
 type Actions interface {

@@ -12,7 +12,7 @@ import (
 // Kind is the adapter kind of madsci config files (`adapter: madsci`).
 const Kind = "madsci"
 
-// Config is a madsci config file:
+// Config is a madsci config file ([Load] reads one, [New] serves it):
 //
 //	adapter: madsci
 //	device: {id: liquidhandler-01, class: liquid_handler}
@@ -22,12 +22,12 @@ const Kind = "madsci"
 //	actions:
 //	  run_protocol: {approval: confirm, timeout: 2h}
 //
-// Zero values take the defaults documented on each field (see Defaults).
+// Zero values take the defaults documented on each field (see [Config.Defaults]).
 type Config struct {
 	adapters.Common `yaml:",inline"`
 	// Link says how the adapter treats a backend that is not there: start
 	// anyway (default) or fail fast, the reconnect backoff, the descriptor
-	// cache (see adapters.LinkConfig).
+	// cache (see [adapters.LinkConfig]).
 	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// NodeURL is the node's base URL; default http://127.0.0.1:2000.
@@ -132,10 +132,12 @@ type SettingOverride struct {
 	Hide       bool         `yaml:"hide,omitempty"`
 }
 
-// ActionOverride adjusts one action the node's /info reports.
+// ActionOverride adjusts one action the node's /info reports (see
+// [adapters.ActionOverride]).
 type ActionOverride = adapters.ActionOverride
 
-// Defaults returns c with every zero option at its default.
+// Defaults returns c with every zero option at its default; [Load],
+// [Config.Validate] and [New] apply it.
 func (c Config) Defaults() Config {
 	if c.Adapter == "" {
 		c.Adapter = Kind
@@ -187,8 +189,12 @@ func (c Config) Defaults() Config {
 	return c
 }
 
-// Validate reports the first problem of a defaulted config.
+// Validate reports the first problem of c, naming the field and why; zero
+// options are taken at their defaults first ([Config.Defaults]), so it
+// accepts what a config file leaves out. It does no I/O: whether the node
+// answers is New's business.
 func (c Config) Validate() error {
+	c = c.Defaults()
 	if c.Adapter != Kind {
 		return fmt.Errorf("madsci: adapter is %q, want %q", c.Adapter, Kind)
 	}
@@ -207,11 +213,14 @@ func (c Config) Validate() error {
 	if c.Result != ResultEnvelope && c.Result != ResultJSON {
 		return fmt.Errorf("madsci: result %q is not envelope or json_result", c.Result)
 	}
-	for name, d := range map[string]time.Duration{"request_timeout": c.RequestTimeout, "poll_interval": c.PollInterval,
-		"poll_max": c.PollMax, "action_timeout": c.ActionTimeout, "cancel_wait": c.CancelWait, "reset_wait": c.ResetWait,
-		"max_retry_after": c.MaxRetryAfter} {
-		if d <= 0 {
-			return fmt.Errorf("madsci: %s must be positive, got %v", name, d)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"request_timeout", c.RequestTimeout}, {"poll_interval", c.PollInterval}, {"poll_max", c.PollMax},
+		{"action_timeout", c.ActionTimeout}, {"cancel_wait", c.CancelWait}, {"reset_wait", c.ResetWait},
+		{"max_retry_after", c.MaxRetryAfter}} {
+		if d.v <= 0 {
+			return fmt.Errorf("madsci: %s must be positive, got %v", d.name, d.v)
 		}
 	}
 	if *c.StatusPoll < 0 {
@@ -220,15 +229,21 @@ func (c Config) Validate() error {
 	if err := c.Link.Validate(); err != nil {
 		return fmt.Errorf("madsci: %w", err)
 	}
-	if c.MaxRetries < 0 || c.PollFailures < 1 || c.UnknownPolls < 1 {
-		return fmt.Errorf("madsci: max_retries must be >= 0, poll_failures and unknown_polls >= 1")
+	if c.MaxRetries < 0 {
+		return fmt.Errorf("madsci: max_retries must be >= 0, got %d", c.MaxRetries)
+	}
+	if c.PollFailures < 1 {
+		return fmt.Errorf("madsci: poll_failures must be >= 1, got %d", c.PollFailures)
+	}
+	if c.UnknownPolls < 1 {
+		return fmt.Errorf("madsci: unknown_polls must be >= 1, got %d", c.UnknownPolls)
 	}
 	if *c.ReadyInterlock && !*c.StatusSignals {
 		return fmt.Errorf("madsci: ready_interlock needs status_signals")
 	}
-	for name, a := range c.Actions {
-		if a.Timeout < 0 {
-			return fmt.Errorf("madsci: action %q: timeout %v is negative", name, a.Timeout)
+	for _, name := range sortedNames(c.Actions) {
+		if t := c.Actions[name].Timeout; t < 0 {
+			return fmt.Errorf("madsci: actions.%s.timeout %v is negative", name, t)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
@@ -56,10 +57,10 @@ func harness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 	cfg := fixtureConfig(n.URL, opt)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := madsci.New(ctx, cfg, madsci.Deps{Clock: clk, NewDriver: func(bc binding.Config) (*binding.Driver, error) {
+	d, err := madsci.New(ctx, cfg, madsci.Options{Options: adapters.Options{Clock: clk, Refine: func(bc *binding.Config) error {
 		bc.PollInterval = 20 * time.Millisecond
-		return binding.New(bc)
-	}})
+		return nil
+	}}})
 	if err != nil {
 		n.Close()
 		t.Fatalf("madsci.New: %v", err)

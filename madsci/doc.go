@@ -1,6 +1,20 @@
 // Package madsci serves a MADSci node (AD-SDL/MADSci, the REST node API of
 // RestNode, and the older single-call layout of v0.1-v0.4) as an MHP device.
 //
+// This package has the shape every adapter has (see package adapters): Load,
+// Config.Validate, New, Register.
+//
+//	src, err := adapters.ReadSource("node.yaml")  // adapter: madsci
+//	cfg, err := madsci.Load(src)                  // strict YAML, paths resolved, defaults, validated
+//	drv, err := madsci.New(ctx, cfg, madsci.Options{})
+//	err = drv.Start(ctx)
+//	defer drv.Close()
+//
+// [Options] embed [adapters.Options] (clock, link clock, logger, Refine) next
+// to the node seam: [Node] and [Actions] (nil = an HTTP [Client] of
+// [Config.NodeURL]), the Retry-After clock and the http.Client. The fake
+// node of package madsci/madscitest serves tests and examples.
+//
 // The node describes itself: GET /info actions become MHP actions (typed args
 // become typed params; file args become string params naming local files,
 // which are uploaded), GET /state keys become signals (nested objects are
@@ -11,7 +25,7 @@
 // settings block names and those config_schema marks "x-mhp-setting"; the
 // node's wiring (node_url, node_id, rate limiting, uvicorn) never.
 //
-// The node may start after the adapter (link block, adapters.LinkConfig):
+// The node may start after the adapter (link block, [adapters.LinkConfig]):
 // the adapter then serves the description its last start with the node up
 // saved in link.descriptor_cache (without one, or with link.fail_fast, it
 // refuses to start and says why), reports backend connected:false, and
@@ -70,7 +84,7 @@
 //	             ends outcome unknown (fault) when its own polls keep
 //	             failing (poll_failures).
 //
-// A fault on the node's word is latched once (binding.Driver.Fault), runs
+// A fault on the node's word is latched once ([binding.Driver.Fault]), runs
 // the fault hook like every fault (the estop hook: safety_stop when
 // listed), and refuses writes and invokes with DeviceFault. A failed action
 // that left the node errored faults the device by the time the job ends.

@@ -28,7 +28,7 @@ func TestStartsBeforeNode(t *testing.T) {
 	cfg.Device = mhp.DeviceInfo{ID: "node-01", Class: "test"}
 	cfg.Link = adapters.LinkConfig{RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond, DescriptorCache: cache}
 	ctx := context.Background()
-	d, err := madsci.New(ctx, cfg, madsci.Deps{})
+	d, err := madsci.New(ctx, cfg, madsci.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,13 +42,13 @@ func TestStartsBeforeNode(t *testing.T) {
 	} {
 		c := cfg
 		mut(&c)
-		_, err := madsci.New(ctx, c, madsci.Deps{})
+		_, err := madsci.New(ctx, c, madsci.Options{})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("start with the node down: %v, want a refusal naming %s", err, want)
 		}
 	}
 
-	d, err = madsci.New(ctx, cfg, madsci.Deps{})
+	d, err = madsci.New(ctx, cfg, madsci.Options{})
 	if err != nil {
 		t.Fatalf("start with the node down and a cache: %v", err)
 	}
@@ -203,7 +203,7 @@ func TestSettingsOnlyRuntimeKeys(t *testing.T) {
 	cfg := baseConfig(n.URL, t.TempDir())
 	cfg.Device = mhp.DeviceInfo{ID: "node-02", Class: "test"}
 	cfg.Settings = map[string]madsci.SettingOverride{"node_url": {}}
-	if _, err := madsci.New(context.Background(), cfg, madsci.Deps{}); err == nil || !strings.Contains(err.Error(), "node_url") {
+	if _, err := madsci.New(context.Background(), cfg, madsci.Options{}); err == nil || !strings.Contains(err.Error(), "node_url") {
 		t.Fatalf("a config naming node_url as a setting: %v, want refused", err)
 	}
 }

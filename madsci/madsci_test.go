@@ -17,8 +17,6 @@ import (
 	"github.com/openmhp/mhp-go/madsci/madscitest"
 )
 
-const waitFor = 5 * time.Second
-
 // fixture is a driver over a fake node.
 type fixture struct {
 	node  *madscitest.Node
@@ -53,9 +51,9 @@ func newFixture(t *testing.T, opts madscitest.Options, mut func(*madsci.Config))
 	if mut != nil {
 		mut(&cfg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
 	defer cancel()
-	d, err := madsci.New(ctx, cfg, madsci.Deps{})
+	d, err := madsci.New(ctx, cfg, madsci.Options{})
 	if err != nil {
 		t.Fatalf("madsci.New: %v", err)
 	}
@@ -68,7 +66,7 @@ func newFixture(t *testing.T, opts madscitest.Options, mut func(*madsci.Config))
 
 func (f *fixture) invoke(t *testing.T, name string, params map[string]any) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
 	defer cancel()
 	res, err := f.dev.Invoke(ctx, mhp.InvokeRequest{Name: name, Params: params})
 	if err != nil {
@@ -77,25 +75,18 @@ func (f *fixture) invoke(t *testing.T, name string, params map[string]any) strin
 	return res.Job.ID
 }
 
-// waitJob polls the job until pred holds, with a deadline.
+// waitJob polls the job until pred holds (conformance.Eventually).
 func (f *fixture) waitJob(t *testing.T, id string, what string, pred func(*mhp.Job) bool) *mhp.Job {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		j, err := f.dev.Job(context.Background(), id)
-		if err != nil {
+	var j *mhp.Job
+	conformance.Eventually(t, "job "+id+": "+what, func() bool {
+		var err error
+		if j, err = f.dev.Job(context.Background(), id); err != nil {
 			t.Fatalf("job %s: %v", id, err)
 		}
-		if pred(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s: %s not reached within %v: %+v", id, what, waitFor, j)
-		}
-		<-tick.C
-	}
+		return pred(j)
+	})
+	return j
 }
 
 func (f *fixture) finish(t *testing.T, id string) *mhp.Job {
@@ -105,18 +96,16 @@ func (f *fixture) finish(t *testing.T, id string) *mhp.Job {
 // running waits until the node runs the job's action.
 func (f *fixture) nodeRuns(t *testing.T, action string) madscitest.ActionRecord {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for {
-		if rec, ok := f.node.Last(action); ok {
-			if st, ok := f.node.Action(rec.ID); ok && st.ID != "" && f.node.Requests("POST /action/"+action+"/"+rec.ID+"/start") > 0 {
-				return rec
-			}
+	var rec madscitest.ActionRecord
+	conformance.Eventually(t, "the node to start "+action, func() bool {
+		var ok bool
+		if rec, ok = f.node.Last(action); !ok {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node never started %s", action)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		st, ok := f.node.Action(rec.ID)
+		return ok && st.ID != "" && f.node.Requests("POST /action/"+action+"/"+rec.ID+"/start") > 0
+	})
+	return rec
 }
 
 func (f *fixture) state(t *testing.T) mhp.DeviceState {
@@ -275,13 +264,7 @@ func TestTerminalStates(t *testing.T) {
 				if _, err := f.dev.CancelJob(context.Background(), job); err != nil {
 					t.Fatal(err)
 				}
-				deadline := time.Now().Add(waitFor)
-				for f.node.Requests("POST /admin/cancel") == 0 {
-					if time.Now().After(deadline) {
-						t.Fatal("cancel never posted")
-					}
-					time.Sleep(time.Millisecond)
-				}
+				conformance.Eventually(t, "the node's cancel posted", func() bool { return f.node.Requests("POST /admin/cancel") > 0 })
 				if j, _ := f.dev.Job(context.Background(), job); j.State.Terminal() {
 					t.Fatalf("job ended %s while the node still ran the action", j.State)
 				}
@@ -654,13 +637,8 @@ func TestLegacyLayoutDetected(t *testing.T) {
 }
 
 func (f *fixture) nodeRunsLegacy(t *testing.T) {
-	deadline := time.Now().Add(waitFor)
-	for f.node.Requests("POST /action") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("legacy action never posted")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	t.Helper()
+	conformance.Eventually(t, "the legacy action posted", func() bool { return f.node.Requests("POST /action") > 0 })
 }
 
 func TestPythonTypeMapping(t *testing.T) {

@@ -7,24 +7,23 @@ import (
 	"github.com/openmhp/mhp-go/binding"
 )
 
-// Register adds the "madsci" kind to r.
+// Register adds the [Kind] "madsci" to r: a config file naming it is
+// loaded with [Load] and built with [New], its [adapters.Source.Refine]
+// as the Refine of [Options].
 func Register(r *adapters.Registry) error {
-	return r.Register(Kind, Factory)
+	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
+		cfg, err := Load(src)
+		if err != nil {
+			return nil, err
+		}
+		return New(ctx, cfg, Options{Options: adapters.Options{Refine: src.Refine}})
+	})
 }
 
-// Factory builds a driver from a madsci config file. It reads the node's
-// /info and /state; with the node down it serves link.descriptor_cache
-// (unless link.fail_fast) and reconnects.
-func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
-	cfg, err := Load(src)
-	if err != nil {
-		return nil, err
-	}
-	return New(ctx, cfg, Deps{NewDriver: src.NewDriver})
-}
-
-// Load decodes a config file strictly and resolves files_dir against the
-// file's folder.
+// Load decodes a config file strictly (an unknown key is an error naming
+// its line), resolves files_dir, results_dir and link.descriptor_cache
+// against the file's folder, fills the defaults ([Config.Defaults]) and
+// validates the result ([Config.Validate]).
 func Load(src adapters.Source) (Config, error) {
 	var cfg Config
 	if err := src.Decode(&cfg); err != nil {
@@ -33,5 +32,9 @@ func Load(src adapters.Source) (Config, error) {
 	cfg.FilesDir = src.Resolve(cfg.FilesDir)
 	cfg.Link.DescriptorCache = src.Resolve(cfg.Link.DescriptorCache)
 	cfg.ResultsDir = src.Resolve(cfg.ResultsDir)
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }

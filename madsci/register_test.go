@@ -1,7 +1,10 @@
 package madsci_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +12,9 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/clock"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/madsci"
 	"github.com/openmhp/mhp-go/madsci/madscitest"
 )
@@ -78,10 +84,84 @@ func TestConfigRejectsTypos(t *testing.T) {
 	if _, err := madsci.Load(src); err == nil || !strings.Contains(err.Error(), "node_ulr") {
 		t.Fatalf("typo accepted: %v", err)
 	}
-	bad := madsci.Config{NodeURL: "ftp://x"}
-	bad.Device.ID = "a"
-	if err := bad.Defaults().Validate(); err == nil {
-		t.Fatal("ftp node_url accepted")
+}
+
+// TestValidateNamesTheField: Validate takes zero options at their defaults
+// (no panic on a config built in Go without Defaults), and each refusal
+// names the field; Load refuses the same in a file.
+func TestValidateNamesTheField(t *testing.T) {
+	neg := -time.Second
+	tr, f := true, false
+	for _, tc := range []struct {
+		name, field string
+		mut         func(*madsci.Config)
+	}{
+		{"ok", "", func(*madsci.Config) {}},
+		{"adapter", "adapter", func(c *madsci.Config) { c.Adapter = "opcua" }},
+		{"device", "device.id", func(c *madsci.Config) { c.Device.ID = "" }},
+		{"url", "node_url", func(c *madsci.Config) { c.NodeURL = "ftp://x" }},
+		{"layout", "layout", func(c *madsci.Config) { c.Layout = "v9" }},
+		{"result", "result", func(c *madsci.Config) { c.Result = "raw" }},
+		{"timeout", "request_timeout", func(c *madsci.Config) { c.RequestTimeout = neg }},
+		{"status_poll", "status_poll", func(c *madsci.Config) { c.StatusPoll = &neg }},
+		{"retries", "max_retries", func(c *madsci.Config) { c.MaxRetries = -1 }},
+		{"poll_failures", "poll_failures", func(c *madsci.Config) { c.PollFailures = -1 }},
+		{"unknown_polls", "unknown_polls", func(c *madsci.Config) { c.UnknownPolls = -1 }},
+		{"interlock", "ready_interlock", func(c *madsci.Config) { c.ReadyInterlock, c.StatusSignals = &tr, &f }},
+		{"action", "actions.run.timeout", func(c *madsci.Config) {
+			c.Actions = map[string]madsci.ActionOverride{"quick": {}, "run": {Timeout: neg}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := madsci.Config{}
+			cfg.Device.ID = "a"
+			tc.mut(&cfg)
+			err := cfg.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("a zero config with a device id: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("Validate: %v, want a refusal naming %s", err, tc.field)
+			}
+		})
+	}
+	src := adapters.Source{Path: "x.yaml", Data: []byte("adapter: madsci\ndevice: {id: a}\nnode_url: ftp://x\n")}
+	if _, err := madsci.Load(src); err == nil || !strings.Contains(err.Error(), "node_url") {
+		t.Fatalf("Load of a bad node_url: %v", err)
+	}
+}
+
+// TestRegisterPassesRefine: a registry build applies the source's Refine
+// to the generated bindings, and a Refine error refuses the driver.
+func TestRegisterPassesRefine(t *testing.T) {
+	n := madscitest.New(madscitest.Options{})
+	defer n.Close()
+	r := adapters.NewRegistry()
+	if err := madsci.Register(r); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("adapter: madsci\ndevice: {id: a}\nnode_url: " + n.URL + "\n")
+	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
+	defer cancel()
+	d, err := r.Build(ctx, adapters.Source{Path: "x.yaml", Data: data, Refine: func(bc *binding.Config) error {
+		bc.Notes = "refined"
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if got := d.Descriptor().Notes; got != "refined" {
+		t.Fatalf("notes %q, want the Refine's", got)
+	}
+	_, err = r.Build(ctx, adapters.Source{Path: "x.yaml", Data: data, Refine: func(*binding.Config) error {
+		return errors.New("descriptor mismatch")
+	}})
+	if err == nil || !strings.Contains(err.Error(), "descriptor mismatch") {
+		t.Fatalf("a refusing Refine: %v", err)
 	}
 }
 
@@ -91,7 +171,7 @@ func TestOverrideOfUnknownActionRefused(t *testing.T) {
 	cfg := baseConfig(n.URL, "")
 	cfg.Device.ID = "a"
 	cfg.Actions = map[string]madsci.ActionOverride{"rnu": {Approval: "confirm"}}
-	_, err := madsci.New(context.Background(), cfg, madsci.Deps{})
+	_, err := madsci.New(context.Background(), cfg, madsci.Options{})
 	if err == nil || !strings.Contains(err.Error(), "rnu") {
 		t.Fatalf("override of a missing action: %v", err)
 	}
@@ -107,11 +187,48 @@ func TestExampleConfigParsesWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.Defaults().Validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	if cfg.RequestTimeout != 10*time.Second || cfg.UnknownPolls != 5 {
+		t.Fatalf("Load left defaults unset: %+v", cfg)
 	}
 	if cfg.Actions["run_protocol"].Timeout != 2*time.Hour || cfg.Actions["read_plate"].Params["wavelength_nm"].Limits == nil ||
 		!strings.HasSuffix(cfg.FilesDir, filepath.Join("madsci-node", "protocols")) {
 		t.Fatalf("example config decoded as %+v", cfg)
+	}
+}
+
+// TestOptionsLoggerAndClock: the shared options reach the adapter: the
+// link reports to Options.Logger, and the driver's clock is Options.Clock.
+func TestOptionsLoggerAndClock(t *testing.T) {
+	n := madscitest.New(madscitest.Options{})
+	defer n.Close()
+	cfg := baseConfig(n.URL, "")
+	cfg.Device.ID = "a"
+	// The link reports "up" inside New; the handler serialises its
+	// writes, and buf is read before Start runs anything that logs.
+	var buf bytes.Buffer
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
+	defer cancel()
+	d, err := madsci.New(ctx, cfg, madsci.Options{Options: adapters.Options{Clock: clk,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := buf.String(); !strings.Contains(s, "backend link up") || !strings.Contains(s, n.URL) {
+		t.Fatalf("the given logger got %q, want the link's report", s)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	p, err := d.Ping(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(clk.Now().Unix()); p.TS < want || p.TS >= want+1 {
+		t.Fatalf("ping ts %v, want the given clock's %v", p.TS, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/madsci"
@@ -59,9 +60,9 @@ func newWatched(t *testing.T, opts madscitest.Options, mut func(*madsci.Config))
 	}
 	counts := &countingNode{Node: c}
 	clk := clock.NewManual(time.Now())
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
 	defer cancel()
-	d, err := madsci.New(ctx, cfg, madsci.Deps{Node: counts, Clock: clk})
+	d, err := madsci.New(ctx, cfg, madsci.Options{Options: adapters.Options{Clock: clk}, Node: counts})
 	if err != nil {
 		t.Fatalf("madsci.New: %v", err)
 	}
@@ -80,25 +81,13 @@ func newWatched(t *testing.T, opts madscitest.Options, mut func(*madsci.Config))
 	return w
 }
 
-// until polls cond with a deadline.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, waitFor)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // tick advances the clock one watch period and waits for the watch's read.
 func (w *watched) tick(t *testing.T) {
 	t.Helper()
 	before := w.counts.reads.Load()
-	until(t, "the status watch to be armed", func() bool { return w.clk.Pending() > 0 })
+	conformance.Eventually(t, "the status watch to be armed", func() bool { return w.clk.Pending() > 0 })
 	w.clk.Advance(period)
-	until(t, "the status watch to read /status", func() bool { return w.counts.reads.Load() > before })
+	conformance.Eventually(t, "the status watch to read /status", func() bool { return w.counts.reads.Load() > before })
 }
 
 func (w *watched) fault(t *testing.T) string {
@@ -106,7 +95,7 @@ func (w *watched) fault(t *testing.T) string {
 	select {
 	case r := <-w.faults:
 		return r
-	case <-time.After(waitFor):
+	case <-time.After(conformance.WaitTimeout):
 		t.Fatalf("no safety/fault notification; state %s", w.drv.State())
 	}
 	return ""
@@ -159,7 +148,7 @@ func TestNodeWordLatchesFault(t *testing.T) {
 			}
 			// Like every fault, the fault hook (the estop hook) posts the
 			// node's safety_stop.
-			until(t, "the fault hook's safety_stop", func() bool { return w.node.Requests("POST /admin/safety_stop") == 1 })
+			conformance.Eventually(t, "the fault hook's safety_stop", func() bool { return w.node.Requests("POST /admin/safety_stop") == 1 })
 			w.refused(t, mhp.CodeDeviceFault, "on a faulted device")
 			// node.ready comes from the booleans: a stopped node's
 			// description says "Node is ready", the signal must not.
@@ -235,9 +224,9 @@ func TestErroredAtStartFaults(t *testing.T) {
 	n.SetErrored("startup failed: serial port busy")
 	cfg := baseConfig(n.URL, "")
 	cfg.Device = mhp.DeviceInfo{ID: "node-01"}
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
 	defer cancel()
-	d, err := madsci.New(ctx, cfg, madsci.Deps{Clock: clock.NewManual(time.Now())})
+	d, err := madsci.New(ctx, cfg, madsci.Options{Options: adapters.Options{Clock: clock.NewManual(time.Now())}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +259,7 @@ func TestFailedActionErrorsNodeFaults(t *testing.T) {
 	if reason := w.fault(t); !strings.Contains(reason, "simulated") {
 		t.Fatalf("fault reason %q, want the node's error", reason)
 	}
-	until(t, "the fault hook's safety_stop", func() bool { return w.node.Requests("POST /admin/safety_stop") == 1 })
+	conformance.Eventually(t, "the fault hook's safety_stop", func() bool { return w.node.Requests("POST /admin/safety_stop") == 1 })
 	rr, err := w.dev.Reset(context.Background())
 	if err != nil || rr.State != mhp.StateIdle {
 		t.Fatalf("reset: %+v %v", rr, err)
@@ -339,7 +328,7 @@ func TestBusyLockedPausedAreGatesNotState(t *testing.T) {
 	}
 	w.node.SetFlags(false, false, false, false)
 	w.node.In.Release(conformance.ActionRun)
-	until(t, "the other client's action to end", func() bool {
+	conformance.Eventually(t, "the other client's action to end", func() bool {
 		r, _ := w.dev.Read(ctx, []string{madsci.SignalReady})
 		return r.Values[madsci.SignalReady] == true
 	})
@@ -393,7 +382,7 @@ func TestUnreachableNodeIsNotAFault(t *testing.T) {
 	}
 	w.node.Return()
 	// The link's probe (real-time backoff from 500ms) brings it back.
-	until(t, "the link back up", func() bool { l := w.drv.Link(); return l != nil && l.Connected })
+	conformance.Eventually(t, "the link back up", func() bool { l := w.drv.Link(); return l != nil && l.Connected })
 	if r, _ := w.dev.Read(ctx, []string{madsci.SignalReady}); r.Values[madsci.SignalReady] != true {
 		t.Fatalf("node.ready after the node returned: %v", r.Values)
 	}
@@ -437,9 +426,9 @@ func TestStatusWatchCloseDuringRead(t *testing.T) {
 	}
 	hang := &hangingNode{Node: c, entered: make(chan struct{}, 1)}
 	clk := clock.NewManual(time.Now())
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
 	defer cancel()
-	d, err := madsci.New(ctx, cfg, madsci.Deps{Node: hang, Clock: clk})
+	d, err := madsci.New(ctx, cfg, madsci.Options{Options: adapters.Options{Clock: clk}, Node: hang})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,11 +436,11 @@ func TestStatusWatchCloseDuringRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	hang.hang.Store(true)
-	until(t, "the watch to be armed", func() bool { return clk.Pending() > 0 })
+	conformance.Eventually(t, "the watch to be armed", func() bool { return clk.Pending() > 0 })
 	clk.Advance(2 * time.Second)
 	select {
 	case <-hang.entered:
-	case <-time.After(waitFor):
+	case <-time.After(conformance.WaitTimeout):
 		t.Fatal("the watch never read")
 	}
 	closed := make(chan error, 1)
@@ -461,7 +450,7 @@ func TestStatusWatchCloseDuringRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(waitFor):
+	case <-time.After(conformance.WaitTimeout):
 		t.Fatal("Close did not end the watch's read in progress")
 	}
 	if hang.inside.Load() != 0 {
