@@ -65,7 +65,7 @@ func TestStartsBeforeBridge(t *testing.T) {
 	cfg := fastConfig(pylabrobot.ModeBridge, first.URL)
 	cfg.Device = mhp.DeviceInfo{ID: "plr-01", Class: "liquid_handler"}
 	cfg.Link = adapters.LinkConfig{RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond, DescriptorCache: cache}
-	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Deps{})
+	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestStartsBeforeBridge(t *testing.T) {
 	} {
 		c := cfg
 		mut(&c)
-		if _, err := pylabrobot.New(ctx, c, pylabrobot.Deps{}); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := pylabrobot.New(ctx, c, pylabrobot.Options{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("start with the bridge down: %v, want a refusal naming %s", err, want)
 		}
 	}

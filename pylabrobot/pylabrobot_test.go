@@ -32,7 +32,7 @@ func start(t *testing.T, cfg pylabrobot.Config) *fixture {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Deps{})
+	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Options{})
 	if err != nil {
 		t.Fatalf("pylabrobot.New: %v", err)
 	}
@@ -67,22 +67,15 @@ func (f *fixture) invoke(t *testing.T, name string, params map[string]any) strin
 
 func (f *fixture) waitJob(t *testing.T, id, what string, pred func(*mhp.Job) bool) *mhp.Job {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		j, err := f.dev.Job(context.Background(), id)
-		if err != nil {
+	var j *mhp.Job
+	conformance.EventuallyWithin(t, "job "+id+": "+what, waitFor, func() bool {
+		var err error
+		if j, err = f.dev.Job(context.Background(), id); err != nil {
 			t.Fatalf("job %s: %v", id, err)
 		}
-		if pred(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s: %s not reached within %v: %+v", id, what, waitFor, j)
-		}
-		<-tick.C
-	}
+		return pred(j)
+	})
+	return j
 }
 
 func (f *fixture) finish(t *testing.T, id string) *mhp.Job {
