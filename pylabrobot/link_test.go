@@ -103,7 +103,7 @@ func TestStartsBeforeBridge(t *testing.T) {
 	}
 	back := plrtest.NewBridgeAt(addr)
 	t.Cleanup(back.Close)
-	conformance.EventuallyWithin(t, "the link up", waitFor, func() bool { l := f.drv.Link(); return l != nil && l.Connected })
+	conformance.EventuallyWithin(t, "the link up", patience, func() bool { l := f.drv.Link(); return l != nil && l.Connected })
 	if j := f.finish(t, f.invoke(t, conformance.ActionQuick, nil)); j.State != mhp.JobDone {
 		t.Fatalf("quick after the bridge came back: %+v", j)
 	}
@@ -112,7 +112,7 @@ func TestStartsBeforeBridge(t *testing.T) {
 	if r, _ := f.dev.Read(ctx, nil); r == nil {
 		t.Fatal("read failed")
 	}
-	conformance.EventuallyWithin(t, "the link down", waitFor, func() bool { l := f.drv.Link(); return l != nil && !l.Connected })
+	conformance.EventuallyWithin(t, "the link down", patience, func() bool { l := f.drv.Link(); return l != nil && !l.Connected })
 	if f.state(t) != mhp.StateIdle {
 		t.Fatalf("state %s after an idle drop, want idle", f.state(t))
 	}
@@ -170,7 +170,7 @@ func TestLegacyStartsBeforeServer(t *testing.T) {
 	}
 	back := plrtest.NewLegacyServerAt(addr)
 	t.Cleanup(back.Close)
-	conformance.EventuallyWithin(t, "the link up", waitFor, func() bool { l := f.drv.Link(); return l != nil && l.Connected })
+	conformance.EventuallyWithin(t, "the link up", patience, func() bool { l := f.drv.Link(); return l != nil && l.Connected })
 	if f.state(t) != mhp.StateIdle {
 		t.Fatalf("state %s", f.state(t))
 	}
@@ -198,7 +198,7 @@ func (b *lockedBuffer) String() string {
 // (no probe until that clock reaches the retry) and link changes go to
 // Options.Logger.
 func TestLinkClockAndLogger(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	first := plrtest.NewLegacyServer()
 	addr := strings.TrimPrefix(first.URL, "http://")
@@ -226,7 +226,7 @@ func TestLinkClockAndLogger(t *testing.T) {
 		t.Fatalf("link %+v before the link clock reached the retry, want down", l)
 	}
 	linkClock.Advance(time.Minute)
-	conformance.EventuallyWithin(t, "the link up", waitFor, func() bool { l := d.Link(); return l != nil && l.Connected })
+	conformance.EventuallyWithin(t, "the link up", patience, func() bool { l := d.Link(); return l != nil && l.Connected })
 	if s := logs.String(); !strings.Contains(s, "pylabrobot legacy http://"+addr) {
 		t.Fatalf("the options' logger got %q, want the link's changes", s)
 	}

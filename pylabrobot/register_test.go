@@ -220,7 +220,7 @@ func TestOptionsSeam(t *testing.T) {
 	s := &seam{BridgeClient: c}
 	cfg := fastConfig(pylabrobot.ModeBridge, "http://127.0.0.1:9") // nothing listens: only the seam can answer
 	cfg.Device.ID = "seam"
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 
 	refused := errors.New("refused by the device package")
