@@ -29,8 +29,9 @@ type Options struct {
 	// Legacy is the liquid-handling server (mode legacy); nil: a
 	// [LegacyClient] of [Config.URL].
 	Legacy Legacy
-	// HTTP is the HTTP client of the real backend clients; nil: a client
-	// bounded by [Config.RequestTimeout].
+	// HTTP is the HTTP client the real backend clients use (transport,
+	// TLS); nil: a plain http.Client. Either way [Config.RequestTimeout]
+	// bounds every request.
 	HTTP *http.Client
 }
 
