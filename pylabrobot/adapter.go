@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -14,85 +13,89 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
-	"github.com/openmhp/mhp-go/clock"
 )
 
-// Deps are the seams of the adapter; nil fields are HTTP clients from the config.
-type Deps struct {
+// Options are what a program, not a config file, gives [New]: the options
+// every adapter shares ([adapters.Options]: clock, link clock, logger,
+// Refine) and the backend seam. A nil seam is the real HTTP client of
+// [Config.URL]; a test passes fakes (or points [Config.URL] at a fake
+// server from package plrtest).
+type Options struct {
+	adapters.Options
+	// Machine and Tasks are the bridge (mode bridge); nil: a
+	// [BridgeClient] of [Config.URL].
 	Machine Machine
 	Tasks   Tasks
-	Legacy  Legacy
-	// Clock is the driver's clock (binding.Config.Clock).
-	Clock clock.Clock
-	HTTP  *http.Client
+	// Legacy is the liquid-handling server (mode legacy); nil: a
+	// [LegacyClient] of [Config.URL].
+	Legacy Legacy
+	// HTTP is the HTTP client the real backend clients use (transport,
+	// TLS); nil: a plain http.Client. Either way [Config.RequestTimeout]
+	// bounds every request.
+	HTTP *http.Client
 }
 
-// New builds an unstarted driver. In bridge mode it reads /describe (or,
-// with the bridge down, link.descriptor_cache).
-func New(ctx context.Context, cfg Config, deps Deps) (*binding.Driver, error) {
-	bc, attach, err := build(ctx, cfg, deps)
+// New checks cfg (defaults, then [Config.Validate]) and builds an unstarted
+// driver; the caller Starts and Closes it. In bridge mode it reads the
+// bridge's /describe or, with the bridge down, link.descriptor_cache
+// ([adapters.LinkConfig]); the legacy server's API is fixed and needs no
+// contact. The backend link reports to the driver from the start.
+func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error) {
+	bc, l, err := build(ctx, cfg, opt)
 	if err != nil {
 		return nil, err
 	}
-	d, err := binding.New(bc)
+	d, err := opt.NewDriver(bc)
 	if err != nil {
 		return nil, err
 	}
-	attach(d)
+	l.Attach(d.SetLink)
 	return d, nil
 }
 
-// Binding builds the binding config (New without the driver). The backend
-// link is followed but reported to no driver; New and Factory attach it.
-func Binding(ctx context.Context, cfg Config, deps Deps) (binding.Config, error) {
-	bc, _, err := build(ctx, cfg, deps)
-	return bc, err
-}
-
-// build makes the binding config and the function that attaches the
-// backend link to the driver built from it.
-func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, func(*binding.Driver), error) {
+// build makes the binding config and the backend link that follows it.
+func build(ctx context.Context, cfg Config, opt Options) (binding.Config, *adapters.Link, error) {
 	cfg = cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
 		return binding.Config{}, nil, err
 	}
-	bc := binding.Config{Clock: deps.Clock}
+	var bc binding.Config
 	cfg.Apply(&bc)
 	if bc.Device.Make == "" {
 		bc.Device.Make = "PyLabRobot"
 	}
 	if cfg.Mode == ModeLegacy {
-		if deps.Legacy == nil {
-			c, err := NewLegacyClient(cfg.URL, cfg.RequestTimeout, deps.HTTP)
+		if opt.Legacy == nil {
+			c, err := NewLegacyClient(cfg.URL, cfg.RequestTimeout, opt.HTTP)
 			if err != nil {
 				return binding.Config{}, nil, err
 			}
-			deps.Legacy = c
+			opt.Legacy = c
 		}
-		l := &legacyAdapter{cfg: cfg, lh: deps.Legacy}
+		l := &legacyAdapter{cfg: cfg, lh: opt.Legacy}
 		// The legacy server's API is fixed: the device needs nothing from
 		// it to start; the link starts down until Setup or a probe reaches it.
-		l.link = newLink(cfg, func(ctx context.Context) error { _, err := l.lh.SetupFinished(ctx); return err },
+		l.link = newLink(cfg, opt, func(ctx context.Context) error { _, err := l.lh.SetupFinished(ctx); return err },
 			errors.New("not contacted yet"))
 		bc, err := l.binding(bc)
 		if err != nil {
 			return binding.Config{}, nil, err
 		}
-		return bc, attachLink(l.link), nil
+		return bc, l.link, nil
 	}
-	if deps.Machine == nil || deps.Tasks == nil {
-		c, err := NewBridgeClient(cfg.URL, cfg.RequestTimeout, deps.HTTP)
+	if opt.Machine == nil || opt.Tasks == nil {
+		c, err := NewBridgeClient(cfg.URL, cfg.RequestTimeout, opt.HTTP)
 		if err != nil {
 			return binding.Config{}, nil, err
 		}
-		if deps.Machine == nil {
-			deps.Machine = c
+		if opt.Machine == nil {
+			opt.Machine = c
 		}
-		if deps.Tasks == nil {
-			deps.Tasks = c
+		if opt.Tasks == nil {
+			opt.Tasks = c
 		}
 	}
-	desc, downErr := deps.Machine.Describe(ctx)
+	desc, downErr := opt.Machine.Describe(ctx)
 	if downErr != nil {
 		downErr = fmt.Errorf("pylabrobot: reading the bridge's /describe at %s: %w", cfg.URL, downErr)
 		if !linkDown(downErr) {
@@ -104,17 +107,17 @@ func build(ctx context.Context, cfg Config, deps Deps) (binding.Config, func(*bi
 		}
 	} else if cfg.Link.DescriptorCache != "" {
 		if err := adapters.SaveDescriptor(cfg.Link.DescriptorCache, Kind, cfg.URL, desc); err != nil {
-			slog.Default().Warn("pylabrobot: descriptor cache not written", "err", err)
+			opt.Log().Warn("pylabrobot: descriptor cache not written", "err", err)
 		}
 	}
-	b := &bridgeAdapter{cfg: cfg, m: deps.Machine, t: deps.Tasks, desc: desc}
-	b.state = &stateCache{ttl: cfg.SignalCache, fetch: deps.Machine.State}
-	b.link = newLink(cfg, b.probe, downErr)
+	b := &bridgeAdapter{cfg: cfg, m: opt.Machine, t: opt.Tasks, desc: desc}
+	b.state = &stateCache{ttl: cfg.SignalCache, fetch: opt.Machine.State}
+	b.link = newLink(cfg, opt, b.probe, downErr)
 	bc, err := b.binding(bc)
 	if err != nil {
 		return binding.Config{}, nil, err
 	}
-	return bc, attachLink(b.link), nil
+	return bc, b.link, nil
 }
 
 // ---- bridge mode

@@ -20,7 +20,7 @@ func BenchmarkAdapterVsDirect(b *testing.B) {
 	ctx := context.Background()
 	cfg := fastConfig(pylabrobot.ModeBridge, br.URL)
 	cfg.Device = mhp.DeviceInfo{ID: "bench"}
-	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Deps{})
+	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

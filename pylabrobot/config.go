@@ -32,7 +32,7 @@ type Config struct {
 	adapters.Common `yaml:",inline"`
 	// Link says how the adapter treats a backend that is not there: start
 	// anyway (default) or fail fast, the reconnect backoff, the descriptor
-	// cache (see adapters.LinkConfig).
+	// cache (see [adapters.LinkConfig]).
 	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// Mode is bridge (default) or legacy.
@@ -104,7 +104,8 @@ type SettingMapping struct {
 // the legacy server, which has no cancel.
 type ActionOverride = adapters.ActionOverride
 
-// Defaults returns c with every zero option at its default.
+// Defaults returns c with every zero option at its default: the one place
+// the defaults are set ([Load] and [New] apply them).
 func (c Config) Defaults() Config {
 	if c.Adapter == "" {
 		c.Adapter = Kind
@@ -139,8 +140,12 @@ func (c Config) Defaults() Config {
 	return c
 }
 
-// Validate reports the first problem of a defaulted config.
+// Validate reports the first problem of the config, naming the field and
+// why; zero fields are taken at their defaults ([Config.Defaults]). It does
+// no I/O: whether the bridge serves the methods the config names is checked
+// by [New].
 func (c Config) Validate() error {
+	c = c.Defaults()
 	if c.Adapter != Kind {
 		return fmt.Errorf("pylabrobot: adapter is %q, want %q", c.Adapter, Kind)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
@@ -51,16 +52,11 @@ func harness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 	clk := clock.NewManual(time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	bc, err := pylabrobot.Binding(ctx, fixtureConfig(b.URL, opt), pylabrobot.Deps{Clock: clk})
+	d, err := pylabrobot.New(ctx, fixtureConfig(b.URL, opt), pylabrobot.Options{Options: adapters.Options{Clock: clk,
+		Refine: func(bc *binding.Config) error { bc.PollInterval = 20 * time.Millisecond; return nil }}})
 	if err != nil {
 		b.Close()
-		t.Fatalf("pylabrobot.Binding: %v", err)
-	}
-	bc.PollInterval = 20 * time.Millisecond
-	d, err := binding.New(bc)
-	if err != nil {
-		b.Close()
-		t.Fatalf("binding.New: %v", err)
+		t.Fatalf("pylabrobot.New: %v", err)
 	}
 	if err := d.Start(ctx); err != nil {
 		b.Close()

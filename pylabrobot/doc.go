@@ -33,7 +33,7 @@
 // verifies only once it reads true (reset_setup: false refuses such a reset
 // instead).
 //
-// The backend may start after the adapter (link block, adapters.LinkConfig):
+// The backend may start after the adapter (link block, [adapters.LinkConfig]):
 // in bridge mode the adapter then serves the /describe its last start with
 // the bridge up saved in link.descriptor_cache (without one, or with
 // link.fail_fast, it refuses to start), reports backend connected:false,
@@ -42,4 +42,20 @@
 // adopted. The legacy server's API is fixed, so it needs no cache. A submit
 // that could not connect is not_started (nothing ran), never a fault; a link
 // that drops with a task in flight ends it outcome unknown (fault).
+//
+// # The adapter shape
+//
+// This package has the shape every adapter has (see package adapters): Load,
+// Config.Validate, New, Register.
+//
+//	const Kind = "pylabrobot"                               // the config file's `adapter:`
+//	func Load(src adapters.Source) (Config, error)          // strict YAML, paths resolved, validated
+//	func (c Config) Validate() error                        // no I/O: what the file says is coherent
+//	func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error)
+//	func Register(r *adapters.Registry) error               // Kind -> Load, then New
+//
+// [Options] embed [adapters.Options] (clock, link clock, logger, Refine) next
+// to the backend seam: [Machine] and [Tasks] (the bridge) or [Legacy] (the
+// liquid-handling server), nil for the HTTP clients of [Config.URL]. The
+// fakes of both APIs are in package plrtest.
 package pylabrobot

@@ -8,7 +8,6 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
-	"github.com/openmhp/mhp-go/binding"
 )
 
 // linkDown reports whether err shows the bridge (or legacy server)
@@ -37,11 +36,11 @@ func cachedDescription(cfg Config, cause error) (*Description, error) {
 	return &d, nil
 }
 
-// newLink follows the backend with probe; down is why it was not there at
-// start (nil: it was).
-func newLink(cfg Config, probe func(context.Context) error, down error) *adapters.Link {
+// newLink follows the backend with probe, timed by the options' LinkClock;
+// down is why it was not there at start (nil: it was).
+func newLink(cfg Config, opt Options, probe func(context.Context) error, down error) *adapters.Link {
 	l := adapters.NewLink(adapters.LinkOptions{Name: "pylabrobot " + cfg.Mode + " " + cfg.URL, Config: cfg.Link, Probe: probe,
-		ProbeTimeout: 2 * cfg.RequestTimeout})
+		ProbeTimeout: 2 * cfg.RequestTimeout, Clock: opt.LinkClock, Logger: opt.Logger})
 	if down != nil {
 		l.Down(down)
 	} else {
@@ -159,15 +158,6 @@ func (s *stateCache) invalidate() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.val = nil
-}
-
-// attachLink is what a built driver needs: the link reports to it.
-func attachLink(l *adapters.Link) func(*binding.Driver) {
-	return func(d *binding.Driver) {
-		if l != nil && d != nil {
-			l.Attach(d.SetLink)
-		}
-	}
 }
 
 // notSent wraps a submit that could not reach the bridge.

@@ -1,14 +1,18 @@
 package pylabrobot_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/pylabrobot"
 	"github.com/openmhp/mhp-go/pylabrobot/plrtest"
@@ -65,7 +69,7 @@ func TestStartsBeforeBridge(t *testing.T) {
 	cfg := fastConfig(pylabrobot.ModeBridge, first.URL)
 	cfg.Device = mhp.DeviceInfo{ID: "plr-01", Class: "liquid_handler"}
 	cfg.Link = adapters.LinkConfig{RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond, DescriptorCache: cache}
-	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Deps{})
+	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +83,7 @@ func TestStartsBeforeBridge(t *testing.T) {
 	} {
 		c := cfg
 		mut(&c)
-		if _, err := pylabrobot.New(ctx, c, pylabrobot.Deps{}); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := pylabrobot.New(ctx, c, pylabrobot.Options{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("start with the bridge down: %v, want a refusal naming %s", err, want)
 		}
 	}
@@ -99,7 +103,7 @@ func TestStartsBeforeBridge(t *testing.T) {
 	}
 	back := plrtest.NewBridgeAt(addr)
 	t.Cleanup(back.Close)
-	conformance.EventuallyWithin(t, "the link up", waitFor, func() bool { l := f.drv.Link(); return l != nil && l.Connected })
+	conformance.EventuallyWithin(t, "the link up", patience, func() bool { l := f.drv.Link(); return l != nil && l.Connected })
 	if j := f.finish(t, f.invoke(t, conformance.ActionQuick, nil)); j.State != mhp.JobDone {
 		t.Fatalf("quick after the bridge came back: %+v", j)
 	}
@@ -108,7 +112,7 @@ func TestStartsBeforeBridge(t *testing.T) {
 	if r, _ := f.dev.Read(ctx, nil); r == nil {
 		t.Fatal("read failed")
 	}
-	conformance.EventuallyWithin(t, "the link down", waitFor, func() bool { l := f.drv.Link(); return l != nil && !l.Connected })
+	conformance.EventuallyWithin(t, "the link down", patience, func() bool { l := f.drv.Link(); return l != nil && !l.Connected })
 	if f.state(t) != mhp.StateIdle {
 		t.Fatalf("state %s after an idle drop, want idle", f.state(t))
 	}
@@ -166,8 +170,64 @@ func TestLegacyStartsBeforeServer(t *testing.T) {
 	}
 	back := plrtest.NewLegacyServerAt(addr)
 	t.Cleanup(back.Close)
-	conformance.EventuallyWithin(t, "the link up", waitFor, func() bool { l := f.drv.Link(); return l != nil && l.Connected })
+	conformance.EventuallyWithin(t, "the link up", patience, func() bool { l := f.drv.Link(); return l != nil && l.Connected })
 	if f.state(t) != mhp.StateIdle {
 		t.Fatalf("state %s", f.state(t))
+	}
+}
+
+// lockedBuffer is a log sink the test reads while the link writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestLinkClockAndLogger: the reconnect backoff runs on Options.LinkClock
+// (no probe until that clock reaches the retry) and link changes go to
+// Options.Logger.
+func TestLinkClockAndLogger(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	first := plrtest.NewLegacyServer()
+	addr := strings.TrimPrefix(first.URL, "http://")
+	first.Close()
+	cfg := fastConfig(pylabrobot.ModeLegacy, "http://"+addr)
+	cfg.Device = mhp.DeviceInfo{ID: "plr-01"}
+	cfg.Link = adapters.LinkConfig{RetryMin: time.Minute, RetryMax: time.Minute}
+	linkClock := clock.NewManual(time.Now())
+	var logs lockedBuffer
+	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Options{Options: adapters.Options{LinkClock: linkClock,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if linkClock.Pending() != 1 {
+		t.Fatalf("%d timers on the link clock, want the one reconnect", linkClock.Pending())
+	}
+	back := plrtest.NewLegacyServerAt(addr)
+	defer back.Close()
+	if l := d.Link(); l == nil || l.Connected {
+		t.Fatalf("link %+v before the link clock reached the retry, want down", l)
+	}
+	linkClock.Advance(time.Minute)
+	conformance.EventuallyWithin(t, "the link up", patience, func() bool { l := d.Link(); return l != nil && l.Connected })
+	if s := logs.String(); !strings.Contains(s, "pylabrobot legacy http://"+addr) {
+		t.Fatalf("the options' logger got %q, want the link's changes", s)
 	}
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/openmhp/mhp-go/pylabrobot/plrtest"
 )
 
-const waitFor = 5 * time.Second
+// patience bounds every wait of these tests (conformance.EventuallyWithin).
+const patience = 5 * time.Second
 
 type fixture struct {
 	drv *binding.Driver
@@ -30,9 +31,9 @@ func start(t *testing.T, cfg pylabrobot.Config) *fixture {
 	if cfg.Device.ID == "" {
 		cfg.Device = mhp.DeviceInfo{ID: "plr-01", Class: "liquid_handler"}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
-	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Deps{})
+	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Options{})
 	if err != nil {
 		t.Fatalf("pylabrobot.New: %v", err)
 	}
@@ -67,22 +68,15 @@ func (f *fixture) invoke(t *testing.T, name string, params map[string]any) strin
 
 func (f *fixture) waitJob(t *testing.T, id, what string, pred func(*mhp.Job) bool) *mhp.Job {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		j, err := f.dev.Job(context.Background(), id)
-		if err != nil {
+	var j *mhp.Job
+	conformance.EventuallyWithin(t, "job "+id+": "+what, patience, func() bool {
+		var err error
+		if j, err = f.dev.Job(context.Background(), id); err != nil {
 			t.Fatalf("job %s: %v", id, err)
 		}
-		if pred(j) {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s: %s not reached within %v: %+v", id, what, waitFor, j)
-		}
-		<-tick.C
-	}
+		return pred(j)
+	})
+	return j
 }
 
 func (f *fixture) finish(t *testing.T, id string) *mhp.Job {
@@ -195,7 +189,7 @@ func TestBridgeTerminalStates(t *testing.T) {
 				if _, err := f.dev.CancelJob(context.Background(), job); err != nil {
 					t.Fatal(err)
 				}
-				conformance.EventuallyWithin(t, "cancel posted", waitFor, func() bool { return b.Requests("POST /tasks/{id}/cancel") == 1 })
+				conformance.EventuallyWithin(t, "cancel posted", patience, func() bool { return b.Requests("POST /tasks/{id}/cancel") == 1 })
 				if j, _ := f.dev.Job(context.Background(), job); j.State.Terminal() {
 					t.Fatalf("job ended %s while the machine still ran", j.State)
 				}
@@ -248,7 +242,7 @@ func TestBridgeTerminalStates(t *testing.T) {
 			before := b.In.Calls(c.action)
 			id := f.invoke(t, c.action, c.params)
 			if c.during != nil {
-				conformance.EventuallyWithin(t, "the machine runs "+c.action, waitFor, func() bool { return b.In.Calls(c.action) > before })
+				conformance.EventuallyWithin(t, "the machine runs "+c.action, patience, func() bool { return b.In.Calls(c.action) > before })
 				f.waitJob(t, id, "running", func(j *mhp.Job) bool { return j.Extra["status"] == pylabrobot.TaskRunning })
 				c.during(t, f, b, id)
 			}
@@ -300,7 +294,7 @@ func TestBridgeEStopAndSettings(t *testing.T) {
 	}
 	b.In.Script(conformance.ActionRun, conformance.Block)
 	id := f.invoke(t, conformance.ActionRun, map[string]any{"duration_s": 3.0})
-	conformance.EventuallyWithin(t, "run reaches the machine", waitFor, func() bool { return b.In.Calls(conformance.ActionRun) == 1 })
+	conformance.EventuallyWithin(t, "run reaches the machine", patience, func() bool { return b.In.Calls(conformance.ActionRun) == 1 })
 	r, err := f.dev.EStop(ctx, "test")
 	if err != nil || !r.Stopped || b.In.StopCalls() != 1 {
 		t.Fatalf("estop %+v %v, stop calls %d", r, err, b.In.StopCalls())
@@ -443,7 +437,7 @@ func TestLegacyTerminalStates(t *testing.T) {
 			before := l.In.Calls(route)
 			id := f.invoke(t, c.action, c.params)
 			if c.during != nil {
-				conformance.EventuallyWithin(t, "the server runs "+route, waitFor, func() bool { return l.In.Calls(route) > before })
+				conformance.EventuallyWithin(t, "the server runs "+route, patience, func() bool { return l.In.Calls(route) > before })
 				f.waitJob(t, id, "running", func(j *mhp.Job) bool { return j.Extra["status"] == pylabrobot.LegacyRunning })
 				c.during(t, f, l, id)
 			}
@@ -474,7 +468,7 @@ func TestLegacyNotCancellableAndLabware(t *testing.T) {
 	}
 	l.In.Script(plrtest.RouteSetup, conformance.Block)
 	id := f.invoke(t, "setup", nil)
-	conformance.EventuallyWithin(t, "setup runs", waitFor, func() bool { return l.In.Calls(plrtest.RouteSetup) == 1 })
+	conformance.EventuallyWithin(t, "setup runs", patience, func() bool { return l.In.Calls(plrtest.RouteSetup) == 1 })
 	if _, err := f.dev.CancelJob(context.Background(), id); mhp.CodeOf(err) != mhp.CodeNotSupported {
 		t.Fatalf("cancel on the legacy server: %v, want NotSupported", err)
 	}

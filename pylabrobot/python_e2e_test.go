@@ -16,12 +16,14 @@ import (
 )
 
 // startPythonBridge runs the real plrbridge.py on the stub machine; the test
-// is skipped when python3 is not installed.
+// is skipped, saying how to run it, when python3 is not on PATH (it needs
+// nothing else: the stub machine stands in for PyLabRobot).
 func startPythonBridge(t *testing.T) string {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 not found: the end-to-end test of plrbridge.py needs it (the Go fakes cover the adapter)")
+		t.Skip("python3 not found on PATH: to run this end-to-end test of plrbridge.py, install python3 (e.g. apt-get install python3) " +
+			"and run go test -run TestPythonBridgeEndToEnd ./pylabrobot/ (the Go fakes of package plrtest cover the adapter meanwhile)")
 	}
 	script, _ := filepath.Abs(filepath.Join("plrbridge", "plrbridge.py"))
 	factory, _ := filepath.Abs(filepath.Join("testdata", "stub_machine.py"))

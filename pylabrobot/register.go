@@ -7,37 +7,32 @@ import (
 	"github.com/openmhp/mhp-go/binding"
 )
 
-// Register adds the "pylabrobot" kind to r.
+// Register adds the "pylabrobot" kind ([Kind]) to r: a config file is read
+// with [Load] and built with [New], its Refine (a device package's
+// descriptor) applied to the generated bindings.
 func Register(r *adapters.Registry) error {
-	return r.Register(Kind, Factory)
+	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
+		cfg, err := Load(src)
+		if err != nil {
+			return nil, err
+		}
+		return New(ctx, cfg, Options{Options: adapters.Options{Refine: src.Refine}})
+	})
 }
 
-// Factory builds a driver from a pylabrobot config file; in bridge mode it
-// reads the bridge's /describe, or with the bridge down serves
-// link.descriptor_cache and reconnects.
-func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
-	cfg, err := Load(src)
-	if err != nil {
-		return nil, err
-	}
-	bc, attach, err := build(ctx, cfg, Deps{})
-	if err != nil {
-		return nil, err
-	}
-	d, err := src.NewDriver(bc)
-	if err != nil {
-		return nil, err
-	}
-	attach(d)
-	return d, nil
-}
-
-// Load decodes a config file strictly.
+// Load reads a pylabrobot config file: it decodes it strictly (an unknown
+// field is an error naming its line), resolves link.descriptor_cache
+// against the file's folder, fills the defaults ([Config.Defaults]) and
+// checks the result ([Config.Validate]).
 func Load(src adapters.Source) (Config, error) {
 	var cfg Config
 	if err := src.Decode(&cfg); err != nil {
 		return Config{}, err
 	}
 	cfg.Link.DescriptorCache = src.Resolve(cfg.Link.DescriptorCache)
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
 }

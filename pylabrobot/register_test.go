@@ -2,14 +2,18 @@ package pylabrobot_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/pylabrobot"
 	"github.com/openmhp/mhp-go/pylabrobot/plrtest"
 )
@@ -107,11 +111,7 @@ func TestConfigErrors(t *testing.T) {
 		"setting no method": "adapter: pylabrobot\ndevice: {id: a}\nsettings: {t: {type: number}}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := pylabrobot.Load(adapters.Source{Path: "x.yaml", Data: []byte(yaml)})
-			if err == nil {
-				err = cfg.Defaults().Validate()
-			}
-			if err == nil {
+			if _, err := pylabrobot.Load(adapters.Source{Path: "x.yaml", Data: []byte(yaml)}); err == nil {
 				t.Fatalf("accepted: %s", yaml)
 			}
 		})
@@ -121,7 +121,7 @@ func TestConfigErrors(t *testing.T) {
 	cfg := fastConfig(pylabrobot.ModeBridge, b.URL)
 	cfg.Device.ID = "a"
 	cfg.Actions = map[string]pylabrobot.ActionOverride{"aspriate": {Approval: mhp.ApprovalConfirm}}
-	if _, err := pylabrobot.New(context.Background(), cfg, pylabrobot.Deps{}); err == nil || !strings.Contains(err.Error(), "aspriate") {
+	if _, err := pylabrobot.New(context.Background(), cfg, pylabrobot.Options{}); err == nil || !strings.Contains(err.Error(), "aspriate") {
 		t.Fatalf("override of a missing method: %v", err)
 	}
 }
@@ -135,10 +135,113 @@ func TestExampleConfigsParseWhole(t *testing.T) {
 		}
 		cfg, err := pylabrobot.Load(adapters.Source{Path: path, Data: data})
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cfg.Defaults().Validate(); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%s: Load returned a config Validate refuses: %v", file, err)
+		}
+	}
+}
+
+// TestValidateNamesTheField: Validate takes zero fields at their defaults
+// (a config built in Go validates as its file would) and names the field it
+// refuses.
+func TestValidateNamesTheField(t *testing.T) {
+	if err := (pylabrobot.Config{}).Validate(); err == nil || !strings.Contains(err.Error(), "device.id") {
+		t.Fatalf("empty config: %v, want device.id required", err)
+	}
+	ok := pylabrobot.Config{Common: adapters.Common{Device: mhp.DeviceInfo{ID: "a"}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("zero fields take their defaults: %v", err)
+	}
+	for name, c := range map[string]struct {
+		mut  func(*pylabrobot.Config)
+		want string
+	}{
+		"adapter":         {func(c *pylabrobot.Config) { c.Adapter = "opcua" }, "adapter"},
+		"mode":            {func(c *pylabrobot.Config) { c.Mode = "websocket" }, "mode"},
+		"url":             {func(c *pylabrobot.Config) { c.URL = "ftp://x" }, "url"},
+		"request_timeout": {func(c *pylabrobot.Config) { c.RequestTimeout = -time.Second }, "request_timeout"},
+		"poll_failures":   {func(c *pylabrobot.Config) { c.PollFailures = -1 }, "poll_failures"},
+		"setting method":  {func(c *pylabrobot.Config) { c.Settings = map[string]pylabrobot.SettingMapping{"t": {Type: "number"}} }, "method"},
+		"setting type": {func(c *pylabrobot.Config) {
+			c.Settings = map[string]pylabrobot.SettingMapping{"t": {Method: "set_t", Type: "float"}}
+		}, "type"},
+		"legacy settings": {func(c *pylabrobot.Config) {
+			c.Mode = pylabrobot.ModeLegacy
+			c.Settings = map[string]pylabrobot.SettingMapping{"t": {Method: "set_t", Type: "number"}}
+		}, "settings need mode bridge"},
+		"action timeout": {func(c *pylabrobot.Config) {
+			c.Actions = map[string]pylabrobot.ActionOverride{"run": {Timeout: -time.Second}}
+		}, "timeout"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := ok
+			c.mut(&cfg)
+			err := cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Validate = %v, want an error naming %q", err, c.want)
+			}
+			// New refuses the same config before any I/O.
+			if _, nerr := pylabrobot.New(context.Background(), cfg, pylabrobot.Options{}); nerr == nil || nerr.Error() != err.Error() {
+				t.Fatalf("New = %v, want Validate's %v", nerr, err)
+			}
+		})
+	}
+}
+
+// seam wraps the real bridge client, counting the calls that go through
+// [pylabrobot.Options]' Machine and Tasks.
+type seam struct {
+	*pylabrobot.BridgeClient
+	describes, submits atomic.Int32
+}
+
+func (s *seam) Describe(ctx context.Context) (*pylabrobot.Description, error) {
+	s.describes.Add(1)
+	return s.BridgeClient.Describe(ctx)
+}
+
+func (s *seam) Submit(ctx context.Context, method string, params map[string]any, timeoutS float64) (*pylabrobot.Task, error) {
+	s.submits.Add(1)
+	return s.BridgeClient.Submit(ctx, method, params, timeoutS)
+}
+
+// TestOptionsSeam: the backend seam in Options replaces the client of
+// Config.URL (which here points nowhere), and Refine edits or refuses the
+// generated bindings before the driver exists.
+func TestOptionsSeam(t *testing.T) {
+	b := plrtest.NewBridge()
+	defer b.Close()
+	c, err := pylabrobot.NewBridgeClient(b.URL, 5*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &seam{BridgeClient: c}
+	cfg := fastConfig(pylabrobot.ModeBridge, "http://127.0.0.1:9") // nothing listens: only the seam can answer
+	cfg.Device.ID = "seam"
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+
+	refused := errors.New("refused by the device package")
+	if _, err := pylabrobot.New(ctx, cfg, pylabrobot.Options{Machine: s, Tasks: s,
+		Options: adapters.Options{Refine: func(*binding.Config) error { return refused }}}); !errors.Is(err, refused) {
+		t.Fatalf("New with a refusing Refine = %v", err)
+	}
+	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Options{Machine: s, Tasks: s,
+		Options: adapters.Options{Refine: func(bc *binding.Config) error { bc.Notes = "refined"; return nil }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if s.describes.Load() != 2 || d.Descriptor().Notes != "refined" {
+		t.Fatalf("describes %d, notes %q", s.describes.Load(), d.Descriptor().Notes)
+	}
+	f := &fixture{drv: d, dev: mhp.AsSession(d, "s1")}
+	if j := f.finish(t, f.invoke(t, conformance.ActionQuick, nil)); j.State != mhp.JobDone || s.submits.Load() != 1 {
+		t.Fatalf("quick through the seam: %+v, %d submits", j, s.submits.Load())
 	}
 }

@@ -1,6 +1,7 @@
 // Package plrtest holds fakes of the two PyLabRobot HTTP APIs the
-// pylabrobot adapter speaks, for tests: Bridge (the plrbridge API) and
-// LegacyServer (PyLabRobot's liquid-handling server). Both keep their state
+// pylabrobot adapter speaks, for its tests and yours: Bridge (the plrbridge
+// API) and LegacyServer (PyLabRobot's liquid-handling server); point
+// pylabrobot.Config.URL at one. Both keep their state
 // in a *conformance.Instrument, so the conformance suite drives them like
 // every other fake backend, and both bind 127.0.0.1 only.
 package plrtest
