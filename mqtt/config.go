@@ -264,7 +264,7 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports the first problem with the config, naming the item.
-func (c *Config) Validate() error {
+func (c Config) Validate() error {
 	if c.Device.ID == "" {
 		return fmt.Errorf("mqtt: device.id is required")
 	}

@@ -1,4 +1,4 @@
-package mqtt
+package mqtttest
 
 import (
 	"context"
@@ -10,10 +10,13 @@ import (
 
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/mqtt"
 )
 
-// fakeDevice is a device speaking the plain-JSON MQTT convention of
-// fixtureConfig, backed by a conformance.Instrument:
+// Device is a fake MQTT device speaking the plain-JSON convention of
+// [FixtureConfig], backed by a [conformance.Instrument]; it talks to the
+// broker through its own paho client and publishes its availability as
+// its last will:
 //
 //	<p>/status            retained online / offline (its last will)
 //	<p>/signal/<name>     retained {"value": v}; empty = unavailable
@@ -22,28 +25,56 @@ import (
 //	<p>/cancel/<name>     <- {"job"}
 //	<p>/estop             <- {"id", "estop"}; ack on <p>/estop/ack {"id","status"}
 //
-// When the instrument says the link dropped (FailUnknown), the fake cuts the
-// adapter's broker connection, as a real network fault would.
-type fakeDevice struct {
+// When the instrument says the link dropped (FailUnknown), the device calls
+// [DeviceConfig.Drop] to cut the adapter's broker connection, as a real
+// network fault would.
+type Device struct {
 	t      testing.TB
 	in     *conformance.Instrument
-	c      *PahoClient
+	c      *mqtt.PahoClient
 	prefix string
 	drop   func() // cuts the adapter's connection
 
-	mu      sync.Mutex
-	work    map[string]*conformance.Work // job id -> work
-	jobsGot []string
-	closed  bool
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	work   map[string]*conformance.Work // job id -> work
+	closed bool
+	wg     sync.WaitGroup
 }
 
-func newFakeDevice(t testing.TB, addr, prefix, clientID string, in *conformance.Instrument, drop func()) *fakeDevice {
+// DeviceConfig says where a [Device] connects and what it plays.
+type DeviceConfig struct {
+	// Broker is the broker address (tcp://host:port).
+	Broker string
+	// Prefix starts every topic of the device ("lab/x": lab/x/status, ...).
+	Prefix string
+	// ClientID is the device's MQTT client id.
+	ClientID string
+	// Instrument is the device model; required.
+	Instrument *conformance.Instrument
+	// Drop cuts the adapter's broker connection (for example with
+	// [Broker.Drop]); nil does nothing, so the outcome stays unknown only
+	// until the job deadline.
+	Drop func()
+}
+
+// NewDevice connects a fake device and waits (at most 5s) until it is up,
+// subscribed to its command topics and has announced itself online with
+// every signal retained; t.Cleanup releases the instrument's blocked work
+// and disconnects it.
+func NewDevice(t testing.TB, cfg DeviceConfig) *Device {
 	t.Helper()
-	f := &fakeDevice{t: t, in: in, prefix: prefix, drop: drop, work: map[string]*conformance.Work{}}
-	will := &Will{Topic: prefix + "/status", Payload: []byte("offline"), QoS: 1, Retain: true}
-	c, err := DialPaho(DialOptions{Broker: addr, ClientID: clientID, Will: will, ConnectTimeout: 5 * time.Second,
-		MaxReconnectInterval: 200 * time.Millisecond, Logger: quietLogger(), OnConnect: f.announce})
+	if cfg.Instrument == nil {
+		t.Fatal("mqtttest: NewDevice needs an Instrument")
+	}
+	drop := cfg.Drop
+	if drop == nil {
+		drop = func() {}
+	}
+	prefix, in := cfg.Prefix, cfg.Instrument
+	f := &Device{t: t, in: in, prefix: prefix, drop: drop, work: map[string]*conformance.Work{}}
+	will := &mqtt.Will{Topic: prefix + "/status", Payload: []byte("offline"), QoS: 1, Retain: true}
+	c, err := mqtt.DialPaho(mqtt.DialOptions{Broker: cfg.Broker, ClientID: cfg.ClientID, Will: will, ConnectTimeout: 5 * time.Second,
+		MaxReconnectInterval: 200 * time.Millisecond, Logger: quiet(), OnConnect: f.announce})
 	if err != nil {
 		t.Fatalf("fake device: %v", err)
 	}
@@ -53,15 +84,15 @@ func newFakeDevice(t testing.TB, addr, prefix, clientID string, in *conformance.
 	desc := conformance.FixtureDescriptor()
 	for _, s := range desc.Settings {
 		name := s.Name
-		f.sub(ctx, prefix+"/set/"+name, func(m Message) { f.onSet(name, m) })
+		f.sub(ctx, prefix+"/set/"+name, func(m mqtt.Message) { f.onSet(name, m) })
 	}
 	for _, a := range desc.Actions {
 		name := a.Name
-		f.sub(ctx, prefix+"/act/"+name, func(m Message) { f.onAct(name, m) })
-		f.sub(ctx, prefix+"/cancel/"+name, func(m Message) { f.onCancel(m) })
+		f.sub(ctx, prefix+"/act/"+name, func(m mqtt.Message) { f.onAct(name, m) })
+		f.sub(ctx, prefix+"/cancel/"+name, func(m mqtt.Message) { f.onCancel(m) })
 	}
 	f.sub(ctx, prefix+"/estop", f.onEStop)
-	if err := WaitUp(ctx, c); err != nil {
+	if err := mqtt.WaitUp(ctx, c); err != nil {
 		t.Fatalf("fake device: %v", err)
 	}
 	t.Cleanup(func() {
@@ -75,25 +106,25 @@ func newFakeDevice(t testing.TB, addr, prefix, clientID string, in *conformance.
 	return f
 }
 
-func (f *fakeDevice) sub(ctx context.Context, filter string, fn func(Message)) {
+func (f *Device) sub(ctx context.Context, filter string, fn func(mqtt.Message)) {
 	if err := f.c.Subscribe(ctx, filter, 1, fn); err != nil {
 		f.t.Fatalf("fake device subscribe %s: %v", filter, err)
 	}
 }
 
 // announce runs after every connect: online, then every signal, retained.
-func (f *fakeDevice) announce(ctx context.Context, c Client) {
+func (f *Device) announce(ctx context.Context, c mqtt.Client) {
 	_ = c.Publish(ctx, f.prefix+"/status", 1, true, []byte("online"))
 	for _, s := range conformance.FixtureDescriptor().Signals {
-		if err := c.Publish(ctx, f.prefix+"/signal/"+s.Name, 1, true, f.signalPayload(s.Name)); err != nil {
+		if err := c.Publish(ctx, f.prefix+"/signal/"+s.Name, 1, true, f.SignalPayload(s.Name)); err != nil {
 			f.t.Logf("fake device: publish %s: %v", s.Name, err)
 		}
 	}
 }
 
-// signalPayload is the retained payload of a signal: {"value": v}, or
+// SignalPayload is the retained payload of a signal: {"value": v}, or
 // empty when the instrument has no value.
-func (f *fakeDevice) signalPayload(name string) []byte {
+func (f *Device) SignalPayload(name string) []byte {
 	v, err := f.in.ReadSignal(name)
 	if err != nil {
 		return nil
@@ -102,8 +133,11 @@ func (f *fakeDevice) signalPayload(name string) []byte {
 	return b
 }
 
-func (f *fakeDevice) publishSignal(ctx context.Context, name string) []byte {
-	p := f.signalPayload(name)
+// PublishSignal publishes the signal's current value (retained, QoS 1) as
+// [Device.SignalPayload] and returns the payload; after
+// [conformance.Instrument.SetSignal] it tells the adapter.
+func (f *Device) PublishSignal(ctx context.Context, name string) []byte {
+	p := f.SignalPayload(name)
 	if err := f.c.Publish(ctx, f.prefix+"/signal/"+name, 1, true, p); err != nil {
 		f.t.Logf("fake device: publish %s: %v", name, err)
 	}
@@ -111,7 +145,7 @@ func (f *fakeDevice) publishSignal(ctx context.Context, name string) []byte {
 }
 
 // async runs fn off paho's message goroutine (handlers must not block).
-func (f *fakeDevice) async(fn func(ctx context.Context)) {
+func (f *Device) async(fn func(ctx context.Context)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -126,14 +160,14 @@ func (f *fakeDevice) async(fn func(ctx context.Context)) {
 	}()
 }
 
-func (f *fakeDevice) reply(ctx context.Context, topic string, v any) {
+func (f *Device) reply(ctx context.Context, topic string, v any) {
 	b, _ := json.Marshal(v)
 	if err := f.c.Publish(ctx, topic, 1, false, b); err != nil {
 		f.t.Logf("fake device: reply on %s: %v", topic, err)
 	}
 }
 
-func (f *fakeDevice) onSet(name string, m Message) {
+func (f *Device) onSet(name string, m mqtt.Message) {
 	var req struct {
 		ID    string `json:"id"`
 		Value any    `json:"value"`
@@ -154,7 +188,7 @@ func (f *fakeDevice) onSet(name string, m Message) {
 	})
 }
 
-func (f *fakeDevice) onAct(name string, m Message) {
+func (f *Device) onAct(name string, m mqtt.Message) {
 	var params map[string]any
 	if json.Unmarshal(m.Payload, &params) != nil {
 		return
@@ -162,9 +196,6 @@ func (f *fakeDevice) onAct(name string, m Message) {
 	id, _ := params["job"].(string)
 	delete(params, "job")
 	topic := f.prefix + "/reply/" + name
-	f.mu.Lock()
-	f.jobsGot = append(f.jobsGot, id)
-	f.mu.Unlock()
 	w, err := f.in.Start(name, params)
 	if err != nil {
 		f.async(func(ctx context.Context) {
@@ -215,7 +246,7 @@ func (f *fakeDevice) onAct(name string, m Message) {
 	})
 }
 
-func (f *fakeDevice) onCancel(m Message) {
+func (f *Device) onCancel(m mqtt.Message) {
 	var req struct {
 		Job string `json:"job"`
 	}
@@ -230,7 +261,7 @@ func (f *fakeDevice) onCancel(m Message) {
 	}
 }
 
-func (f *fakeDevice) onEStop(m Message) {
+func (f *Device) onEStop(m mqtt.Message) {
 	var req struct {
 		ID string `json:"id"`
 	}
@@ -245,25 +276,29 @@ func (f *fakeDevice) onEStop(m Message) {
 	})
 }
 
-// fixtureConfig maps the conformance fixture onto the fake's topics.
-func fixtureConfig(prefix, broker, clientID string) Config {
+// FixtureConfig is the adapter config of the conformance fixture
+// ([conformance.FixtureDescriptor]) on a [Device]'s topics under prefix:
+// availability, JSON signals at /value, settings acknowledged on
+// <prefix>/set/reply, actions replying on <prefix>/reply/<name>, the
+// estop acknowledged. The adapter connects to broker as clientID.
+func FixtureConfig(prefix, broker, clientID string) mqtt.Config {
 	desc := conformance.FixtureDescriptor()
-	cfg := Config{
-		Common:       adapters.Common{Adapter: Kind, Device: desc.DeviceInfo, Safety: desc.Safety},
+	cfg := mqtt.Config{
+		Common:       adapters.Common{Adapter: mqtt.Kind, Device: desc.DeviceInfo, Safety: desc.Safety},
 		Broker:       broker,
 		ClientID:     clientID,
-		Availability: &Availability{Topic: prefix + "/status"},
-		EStop:        &EStopConfig{Topic: prefix + "/estop", Ack: &Ack{Topic: prefix + "/estop/ack"}},
+		Availability: &mqtt.Availability{Topic: prefix + "/status"},
+		EStop:        &mqtt.EStopConfig{Topic: prefix + "/estop", Ack: &mqtt.Ack{Topic: prefix + "/estop/ack"}},
 	}
 	for _, s := range desc.Signals {
-		cfg.Signals = append(cfg.Signals, SignalConfig{Signal: s, Topic: prefix + "/signal/" + s.Name, Path: "/value"})
+		cfg.Signals = append(cfg.Signals, mqtt.SignalConfig{Signal: s, Topic: prefix + "/signal/" + s.Name, Path: "/value"})
 	}
 	for _, s := range desc.Settings {
-		cfg.Settings = append(cfg.Settings, SettingConfig{Setting: s, CommandTopic: prefix + "/set/" + s.Name,
-			Ack: &Ack{Topic: prefix + "/set/reply"}, Timeout: 8 * time.Second})
+		cfg.Settings = append(cfg.Settings, mqtt.SettingConfig{Setting: s, CommandTopic: prefix + "/set/" + s.Name,
+			Ack: &mqtt.Ack{Topic: prefix + "/set/reply"}, Timeout: 8 * time.Second})
 	}
 	for _, a := range desc.Actions {
-		ac := ActionConfig{Action: a, CommandTopic: prefix + "/act/" + a.Name, ReplyTopic: prefix + "/reply/+",
+		ac := mqtt.ActionConfig{Action: a, CommandTopic: prefix + "/act/" + a.Name, ReplyTopic: prefix + "/reply/+",
 			ResultField: "result"}
 		if a.Cancellable {
 			ac.CancelTopic = prefix + "/cancel/" + a.Name
