@@ -106,7 +106,7 @@ func startScripted(t *testing.T, edit func(*mqtt.Config)) (*binding.Driver, *mqt
 	scriptSeq++
 	id := fmt.Sprintf("script-adapter-%d", scriptSeq)
 	scriptMu.Unlock()
-	b := mqtttest.NewBroker(t)
+	b := newBroker(t, "127.0.0.1:0")
 	dev := newScriptDev(t, b, "dev/cmd/#")
 	zero, hundred := 0.0, 100.0
 	cfg := mqtt.Config{

@@ -38,7 +38,7 @@ type brokerEnv struct {
 
 // mochiEnv is an embedded mochi broker.
 func mochiEnv(t testing.TB) brokerEnv {
-	b := mqtttest.NewBroker(t)
+	b := newBroker(t, "127.0.0.1:0")
 	return brokerEnv{name: "mochi", deviceAddr: b.Addr(), adapterAddr: b.Addr(),
 		dropAdapter: func(id string) { b.Drop(id) },
 		killDevice: func(id string) func() {
@@ -91,7 +91,7 @@ func startFixture(t testing.TB, env brokerEnv, opt conformance.Options, edit fun
 	adapterID := fmt.Sprintf("adapter-%s-%d", runID, n)
 	in := conformance.NewInstrument()
 	f := &mqttFixture{env: env, in: in, prefix: prefix, clk: clock.NewManual(time.Now()), deviceID: fmt.Sprintf("device-%s-%d", runID, n)}
-	f.fake = mqtttest.NewDevice(t, mqtttest.DeviceConfig{Broker: env.deviceAddr, Prefix: prefix, ClientID: f.deviceID,
+	f.fake = newDevice(t, mqtttest.DeviceConfig{Broker: env.deviceAddr, Prefix: prefix, ClientID: f.deviceID,
 		Instrument: in, Drop: func() { env.dropAdapter(adapterID) }})
 	cfg := mqtttest.FixtureConfig(prefix, env.adapterAddr, adapterID)
 	cfg.Safety.WatchdogS = opt.WatchdogS

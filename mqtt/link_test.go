@@ -13,7 +13,6 @@ import (
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/mqtt"
-	"github.com/openmhp/mhp-go/mqtt/mqtttest"
 )
 
 // TestServeExampleBeforeBroker: `mhp serve sensor.yaml` with the broker
@@ -75,6 +74,6 @@ func TestServeExampleBeforeBroker(t *testing.T) {
 	if s := d.State(); s != mhp.StateIdle {
 		t.Fatalf("state %s with the broker down, want idle", s)
 	}
-	mqtttest.NewBrokerAt(t, addr)
+	newBroker(t, addr)
 	conformance.Eventually(t, "the link up", func() bool { l := d.Link(); return l != nil && l.Connected })
 }

@@ -5,20 +5,20 @@
 // ([FixtureConfig]). The mqtt package's own tests, its conformance run and
 // its Example use them; so can a program's tests:
 //
-//	b := mqtttest.NewBroker(t)
+//	b, err := mqtttest.NewBroker("127.0.0.1:0")
+//	defer b.Close()
 //	in := conformance.NewInstrument()
-//	mqtttest.NewDevice(t, mqtttest.DeviceConfig{Broker: b.Addr(), Prefix: "lab/x", ClientID: "dev", Instrument: in})
+//	dev, err := mqtttest.NewDevice(ctx, mqtttest.DeviceConfig{Broker: b.Addr(), Prefix: "lab/x", ClientID: "dev", Instrument: in})
+//	defer dev.Close()
 //	drv, err := mqtt.New(ctx, mqtttest.FixtureConfig("lab/x", b.Addr(), "adapter"), mqtt.Options{})
-//
-// Everything is torn down by t.Cleanup.
 package mqtttest
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
-	"testing"
 	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
@@ -35,6 +35,7 @@ type Broker struct {
 	addr string // tcp://127.0.0.1:port
 	gate *gateHook
 
+	once  sync.Once // Close
 	mu    sync.Mutex
 	subID int // inline subscription ids
 }
@@ -62,26 +63,25 @@ func (h *gateHook) OnACLCheck(*mochi.Client, string, bool) bool { return true }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// NewBroker starts a broker on a random 127.0.0.1 port; t.Cleanup closes it.
-func NewBroker(t testing.TB) *Broker { t.Helper(); return NewBrokerAt(t, "127.0.0.1:0") }
-
-// NewBrokerAt is [NewBroker] listening on addr (host:port): a broker coming
-// up, or back, where an adapter expects it.
-func NewBrokerAt(t testing.TB, addr string) *Broker {
-	t.Helper()
+// NewBroker starts a broker listening on addr (host:port): "127.0.0.1:0"
+// for a random port, or a fixed one for a broker coming up, or back, where
+// an adapter expects it. Close stops it.
+func NewBroker(addr string) (*Broker, error) {
 	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: quiet()})
 	gate := &gateHook{banned: map[string]bool{}}
 	if err := srv.AddHook(gate, nil); err != nil {
-		t.Fatalf("mqtttest: broker hook: %v", err)
+		return nil, fmt.Errorf("mqtttest: broker hook: %w", err)
 	}
 	l := listeners.NewTCP(listeners.Config{ID: "t1", Address: addr})
 	if err := srv.AddListener(l); err != nil {
-		t.Fatalf("mqtttest: broker listener %s: %v", addr, err)
+		return nil, fmt.Errorf("mqtttest: broker listener %s: %w", addr, err)
 	}
 	go func() { _ = srv.Serve() }()
-	t.Cleanup(func() { closeBroker(srv) })
-	return &Broker{srv: srv, addr: "tcp://" + l.Address(), gate: gate}
+	return &Broker{srv: srv, addr: "tcp://" + l.Address(), gate: gate}, nil
 }
+
+// Close stops the broker (bounded: at most about 8s).
+func (b *Broker) Close() { b.once.Do(func() { closeBroker(b.srv) }) }
 
 // Addr is the broker's address for [mqtt.DialOptions.Broker] and
 // [mqtt.Config.Broker]: tcp://127.0.0.1:port.

@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/openmhp/mhp-go/adapters"
@@ -29,7 +30,7 @@ import (
 // [DeviceConfig.Drop] to cut the adapter's broker connection, as a real
 // network fault would.
 type Device struct {
-	t      testing.TB
+	log    *slog.Logger
 	in     *conformance.Instrument
 	c      *mqtt.PahoClient
 	prefix string
@@ -38,7 +39,8 @@ type Device struct {
 	mu     sync.Mutex
 	work   map[string]*conformance.Work // job id -> work
 	closed bool
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // replies in flight
+	once   sync.Once      // Close
 }
 
 // DeviceConfig says where a [Device] connects and what it plays.
@@ -55,61 +57,75 @@ type DeviceConfig struct {
 	// [Broker.Drop]); nil does nothing, so the outcome stays unknown only
 	// until the job deadline.
 	Drop func()
+	// Logger receives what the device could not publish; default discard.
+	Logger *slog.Logger
 }
 
-// NewDevice connects a fake device and waits (at most 5s) until it is up,
-// subscribed to its command topics and has announced itself online with
-// every signal retained; t.Cleanup releases the instrument's blocked work
-// and disconnects it.
-func NewDevice(t testing.TB, cfg DeviceConfig) *Device {
-	t.Helper()
+// NewDevice connects a fake device and waits, bounded by ctx, until it is
+// connected and subscribed to its command topics; at every connect it
+// announces itself online and publishes every signal, retained. Close
+// disconnects it.
+func NewDevice(ctx context.Context, cfg DeviceConfig) (*Device, error) {
 	if cfg.Instrument == nil {
-		t.Fatal("mqtttest: NewDevice needs an Instrument")
+		return nil, errors.New("mqtttest: NewDevice needs an Instrument")
 	}
 	drop := cfg.Drop
 	if drop == nil {
 		drop = func() {}
 	}
-	prefix, in := cfg.Prefix, cfg.Instrument
-	f := &Device{t: t, in: in, prefix: prefix, drop: drop, work: map[string]*conformance.Work{}}
+	log := cfg.Logger
+	if log == nil {
+		log = quiet()
+	}
+	prefix := cfg.Prefix
+	f := &Device{log: log, in: cfg.Instrument, prefix: prefix, drop: drop, work: map[string]*conformance.Work{}}
 	will := &mqtt.Will{Topic: prefix + "/status", Payload: []byte("offline"), QoS: 1, Retain: true}
 	c, err := mqtt.DialPaho(mqtt.DialOptions{Broker: cfg.Broker, ClientID: cfg.ClientID, Will: will, ConnectTimeout: 5 * time.Second,
 		MaxReconnectInterval: 200 * time.Millisecond, Logger: quiet(), OnConnect: f.announce})
 	if err != nil {
-		t.Fatalf("fake device: %v", err)
+		return nil, fmt.Errorf("mqtttest: device: %w", err)
 	}
 	f.c = c
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	desc := conformance.FixtureDescriptor()
 	for _, s := range desc.Settings {
 		name := s.Name
-		f.sub(ctx, prefix+"/set/"+name, func(m mqtt.Message) { f.onSet(name, m) })
+		err = errors.Join(err, f.sub(ctx, prefix+"/set/"+name, func(m mqtt.Message) { f.onSet(name, m) }))
 	}
 	for _, a := range desc.Actions {
 		name := a.Name
-		f.sub(ctx, prefix+"/act/"+name, func(m mqtt.Message) { f.onAct(name, m) })
-		f.sub(ctx, prefix+"/cancel/"+name, func(m mqtt.Message) { f.onCancel(m) })
+		err = errors.Join(err,
+			f.sub(ctx, prefix+"/act/"+name, func(m mqtt.Message) { f.onAct(name, m) }),
+			f.sub(ctx, prefix+"/cancel/"+name, func(m mqtt.Message) { f.onCancel(m) }))
 	}
-	f.sub(ctx, prefix+"/estop", f.onEStop)
-	if err := mqtt.WaitUp(ctx, c); err != nil {
-		t.Fatalf("fake device: %v", err)
+	err = errors.Join(err, f.sub(ctx, prefix+"/estop", f.onEStop))
+	if err == nil {
+		err = mqtt.WaitUp(ctx, c)
 	}
-	t.Cleanup(func() {
-		in.ReleaseAll()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("mqtttest: device: %w", err)
+	}
+	return f, nil
+}
+
+// Close releases the instrument's blocked work, waits for the replies in
+// flight and disconnects cleanly (the broker does not publish the will).
+func (f *Device) Close() {
+	f.once.Do(func() {
+		f.in.ReleaseAll()
 		f.mu.Lock()
 		f.closed = true
 		f.mu.Unlock()
 		f.wg.Wait()
-		_ = c.Close()
+		_ = f.c.Close()
 	})
-	return f
 }
 
-func (f *Device) sub(ctx context.Context, filter string, fn func(mqtt.Message)) {
+func (f *Device) sub(ctx context.Context, filter string, fn func(mqtt.Message)) error {
 	if err := f.c.Subscribe(ctx, filter, 1, fn); err != nil {
-		f.t.Fatalf("fake device subscribe %s: %v", filter, err)
+		return fmt.Errorf("subscribe %s: %w", filter, err)
 	}
+	return nil
 }
 
 // announce runs after every connect: online, then every signal, retained.
@@ -117,7 +133,7 @@ func (f *Device) announce(ctx context.Context, c mqtt.Client) {
 	_ = c.Publish(ctx, f.prefix+"/status", 1, true, []byte("online"))
 	for _, s := range conformance.FixtureDescriptor().Signals {
 		if err := c.Publish(ctx, f.prefix+"/signal/"+s.Name, 1, true, f.SignalPayload(s.Name)); err != nil {
-			f.t.Logf("fake device: publish %s: %v", s.Name, err)
+			f.log.Warn("mqtttest: device: publish", "signal", s.Name, "err", err)
 		}
 	}
 }
@@ -139,7 +155,7 @@ func (f *Device) SignalPayload(name string) []byte {
 func (f *Device) PublishSignal(ctx context.Context, name string) []byte {
 	p := f.SignalPayload(name)
 	if err := f.c.Publish(ctx, f.prefix+"/signal/"+name, 1, true, p); err != nil {
-		f.t.Logf("fake device: publish %s: %v", name, err)
+		f.log.Warn("mqtttest: device: publish", "signal", name, "err", err)
 	}
 	return p
 }
@@ -163,7 +179,7 @@ func (f *Device) async(fn func(ctx context.Context)) {
 func (f *Device) reply(ctx context.Context, topic string, v any) {
 	b, _ := json.Marshal(v)
 	if err := f.c.Publish(ctx, topic, 1, false, b); err != nil {
-		f.t.Logf("fake device: reply on %s: %v", topic, err)
+		f.log.Warn("mqtttest: device: reply", "topic", topic, "err", err)
 	}
 }
 
