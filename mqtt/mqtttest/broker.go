@@ -1,5 +1,5 @@
 // Package mqtttest is the test toolkit of package mqtt: an embedded MQTT
-// broker on a random loopback port ([Broker], mochi-mqtt) and a fake MQTT
+// broker on loopback ([Broker], mochi-mqtt) and a fake MQTT
 // device backed by a [conformance.Instrument] ([Device]), with the adapter
 // config that maps the conformance fixture onto the device's topics
 // ([FixtureConfig]). The mqtt package's own tests, its conformance run and
