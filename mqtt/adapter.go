@@ -27,9 +27,22 @@
 // carry "backend"); while it is down, writes and invokes are refused
 // not_started before anything is published and nothing latches.
 //
-// The broker sits behind the small Client interface; DialPaho is the
+// The broker sits behind the small [Client] interface; [DialPaho] is the
 // eclipse/paho.mqtt.golang (MQTT 3.1.1) implementation, which reconnects and
-// resubscribes. Register adds the "mqtt" kind to an adapters.Registry.
+// resubscribes. Package mqtttest has an embedded broker and a fake device
+// for tests.
+//
+// This package has the shape every adapter has (see package adapters):
+// Load, Config.Validate, New, Register.
+//
+//	const Kind = "mqtt"
+//	func Load(src adapters.Source) (Config, error)
+//	func (c Config) Validate() error
+//	func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error)
+//	func Register(r *adapters.Registry) error
+//
+// [Options] carry the broker seam, [Options.Client] (nil: paho, dialled from
+// the config).
 package mqtt
 
 import (
@@ -40,6 +53,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -47,31 +61,78 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 )
 
-// NewDriver builds the driver of an MQTT device on client. base carries the
-// driver options (clock, logger, timeouts); its device, items and hooks are
-// replaced by those of cfg. The driver's Start subscribes and waits for the
-// broker connection; Close disconnects the client.
-func NewDriver(cfg Config, client Client, base binding.Config) (*binding.Driver, error) {
-	d, _, err := newDriver(cfg, client, base)
+// Options are what a program, not a config file, gives [New]: the shared
+// [adapters.Options] and the broker seam.
+//
+// [adapters.Options.LinkClock] is not used: the paho client times its own
+// reconnects (link.retry_min, link.retry_max).
+type Options struct {
+	adapters.Options
+	// Client is the broker connection. Nil dials paho ([DialPaho]) from
+	// the config: broker, client id, credentials (password_env read now),
+	// connect_timeout and the link's retry bounds. The driver's Close
+	// closes it either way.
+	Client Client
+}
+
+// New builds the driver of an MQTT device, unstarted. It validates cfg,
+// fills its defaults and maps its signals, settings, actions and estop
+// onto topics of opt.Client (or of a paho client it dials in the
+// background). The driver's Start subscribes and waits connect_timeout for
+// the broker; its Close disconnects.
+func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error) {
+	d, _, err := build(ctx, cfg, opt)
 	return d, err
 }
 
-func newDriver(cfg Config, client Client, base binding.Config) (*binding.Driver, *adapter, error) {
-	if client == nil {
-		return nil, nil, fmt.Errorf("mqtt: no client")
-	}
+// build is New, also returning the adapter (for the package's tests).
+func build(_ context.Context, cfg Config, opt Options) (*binding.Driver, *adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
 	cfg = cfg.withDefaults()
-	a := newAdapter(cfg, client, base)
-	bc := base
+	client := opt.Client
+	if client == nil {
+		c, err := dialConfig(cfg, opt.Logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		client = c
+	}
+	d, a, err := bind(cfg, client, opt.Options)
+	if err != nil && opt.Client == nil {
+		_ = client.Close()
+	}
+	return d, a, err
+}
+
+// dialConfig dials the paho client of a defaulted config (reconnecting with
+// link.retry_min jittered, then up to link.retry_max).
+func dialConfig(cfg Config, log *slog.Logger) (*PahoClient, error) {
+	pw := cfg.Password
+	if cfg.PasswordEnv != "" {
+		v, ok := os.LookupEnv(cfg.PasswordEnv)
+		if !ok {
+			return nil, fmt.Errorf("mqtt: password_env %s is not set", cfg.PasswordEnv)
+		}
+		pw = v
+	}
+	link := cfg.Link.Defaults()
+	return DialPaho(DialOptions{Broker: cfg.Broker, ClientID: cfg.ClientID, Username: cfg.Username,
+		Password: pw, ConnectTimeout: cfg.ConnectTimeout, RetryInterval: link.RetryMin,
+		MaxReconnectInterval: link.RetryMax, Logger: log})
+}
+
+// bind maps a validated, defaulted config onto client and builds the driver.
+func bind(cfg Config, client Client, opt adapters.Options) (*binding.Driver, *adapter, error) {
+	a := newAdapter(cfg, client, opt.Clock, opt.Log())
+	var bc binding.Config
 	cfg.Common.Apply(&bc)
-	bc.Signals, bc.Settings, bc.Actions = nil, nil, nil
 	for i := range cfg.Signals {
 		s := cfg.Signals[i]
 		bc.Signals = append(bc.Signals, binding.Signal{Spec: s.Signal, Pushed: true,
@@ -87,7 +148,6 @@ func newDriver(cfg Config, client Client, base binding.Config) (*binding.Driver,
 		bc.Actions = append(bc.Actions, binding.Action{Spec: ac.Action, Timeout: ac.Timeout,
 			Run: func(ctx context.Context, job *binding.Job) (any, error) { return a.run(ctx, &ac, job) }})
 	}
-	bc.EStop = nil
 	bc.Safety.EStop = cfg.EStop != nil // the descriptor claims a stop only where there is a stop topic
 	if cfg.EStop != nil {
 		bc.EStop = a.estop
@@ -98,7 +158,8 @@ func newDriver(cfg Config, client Client, base binding.Config) (*binding.Driver,
 		a.stopLink()
 		return client.Close()
 	}
-	d, err := binding.New(bc)
+	bc.Clock = a.clk // the driver and the adapter's timestamps share one clock
+	d, err := opt.NewDriver(bc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -146,8 +207,8 @@ type ackReply struct {
 	doc    map[string]any
 }
 
-func newAdapter(cfg Config, c Client, base binding.Config) *adapter {
-	a := &adapter{cfg: cfg, c: c, clk: base.Clock, log: base.Logger,
+func newAdapter(cfg Config, c Client, clk clock.Clock, log *slog.Logger) *adapter {
+	a := &adapter{cfg: cfg, c: c, clk: clk, log: log,
 		routes: map[string][]func(Message, time.Time){},
 		values: map[string]*sample{}, states: map[string]*sample{}, stateCh: map[string]chan struct{}{},
 		acks: map[string]chan ackReply{}, jobs: map[string]*pendingJob{}, specs: map[string]mhp.Signal{}}

@@ -1,4 +1,4 @@
-package mqtt
+package mqtt_test
 
 import (
 	"context"
@@ -10,40 +10,70 @@ import (
 	"testing"
 	"time"
 
-	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
-
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/mqtt"
+	"github.com/openmhp/mhp-go/mqtt/mqtttest"
 )
 
 // scriptDev is a device played by the test through the broker's inline
 // client: it records commands and publishes whatever the test says.
 type scriptDev struct {
-	b    *testBroker
-	mu   sync.Mutex
-	cmds map[string][]map[string]any // topic -> decoded commands
+	b       *mqtttest.Broker
+	mu      sync.Mutex
+	cmds    map[string][]map[string]any // topic -> decoded commands
+	arrived map[string]chan struct{}    // topic -> closed at its first command
 }
 
-func newScriptDev(t *testing.T, b *testBroker, filter string) *scriptDev {
+func newScriptDev(t *testing.T, b *mqtttest.Broker, filter string) *scriptDev {
 	t.Helper()
-	s := &scriptDev{b: b, cmds: map[string][]map[string]any{}}
-	err := b.srv.Subscribe(filter, 1, func(_ *mochi.Client, _ packets.Subscription, pk packets.Packet) {
+	s := &scriptDev{b: b, cmds: map[string][]map[string]any{}, arrived: map[string]chan struct{}{}}
+	err := b.Subscribe(filter, func(m mqtt.Message) {
 		var doc map[string]any
-		_ = json.Unmarshal(pk.Payload, &doc)
+		_ = json.Unmarshal(m.Payload, &doc)
 		if doc == nil {
-			doc = map[string]any{"raw": string(pk.Payload)}
+			doc = map[string]any{"raw": string(m.Payload)}
 		}
 		s.mu.Lock()
-		s.cmds[pk.TopicName] = append(s.cmds[pk.TopicName], doc)
+		s.cmds[m.Topic] = append(s.cmds[m.Topic], doc)
+		if ch, ok := s.arrived[m.Topic]; ok && len(s.cmds[m.Topic]) == 1 {
+			close(ch)
+		}
 		s.mu.Unlock()
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// first is closed when the first command on topic has arrived.
+func (s *scriptDev) first(topic string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.arrived[topic]
+	if !ok {
+		ch = make(chan struct{})
+		s.arrived[topic] = ch
+		if len(s.cmds[topic]) > 0 {
+			close(ch)
+		}
+	}
+	return ch
+}
+
+// firstWithin waits for the first command on topic (off the test
+// goroutine: it reports with t.Error, not t.Fatal).
+func (s *scriptDev) firstWithin(t *testing.T, topic string, d time.Duration) bool {
+	select {
+	case <-s.first(topic):
+		return true
+	case <-time.After(d):
+		t.Errorf("no command on %s within %v", topic, d)
+		return false
+	}
 }
 
 func (s *scriptDev) got(topic string) []map[string]any {
@@ -61,7 +91,7 @@ func (s *scriptDev) send(t *testing.T, topic string, v any, retain bool) {
 	default:
 		b, _ = json.Marshal(v)
 	}
-	if err := s.b.srv.Publish(topic, b, retain, 1); err != nil {
+	if err := s.b.Publish(topic, b, retain, 1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -70,49 +100,50 @@ var scriptSeq int64
 var scriptMu sync.Mutex
 
 // startScripted builds an adapter for cfg on a fresh broker and a script device.
-func startScripted(t *testing.T, edit func(*Config)) (*binding.Driver, *adapter, *scriptDev, *testBroker) {
+func startScripted(t *testing.T, edit func(*mqtt.Config)) (*binding.Driver, *mqtt.Adapter, *scriptDev, *mqtttest.Broker) {
 	t.Helper()
 	scriptMu.Lock()
 	scriptSeq++
 	id := fmt.Sprintf("script-adapter-%d", scriptSeq)
 	scriptMu.Unlock()
-	b := newBroker(t)
+	b := newBroker(t, "127.0.0.1:0")
 	dev := newScriptDev(t, b, "dev/cmd/#")
 	zero, hundred := 0.0, 100.0
-	cfg := Config{
-		Common:       adapters.Common{Adapter: Kind, Device: mhp.DeviceInfo{ID: "script-01"}},
-		Broker:       b.addr,
+	cfg := mqtt.Config{
+		Common:       adapters.Common{Adapter: mqtt.Kind, Device: mhp.DeviceInfo{ID: "script-01"}},
+		Broker:       b.Addr(),
 		ClientID:     id,
-		Availability: &Availability{Topic: "dev/status"},
-		Signals: []SignalConfig{
+		Availability: &mqtt.Availability{Topic: "dev/status"},
+		Signals: []mqtt.SignalConfig{
 			{Signal: mhp.Signal{Name: "door_closed", Type: mhp.TypeBoolean}, Topic: "dev/door", Path: "/value"},
 			{Signal: mhp.Signal{Name: "temp", Type: mhp.TypeNumber}, Topic: "dev/temp"},
 		},
-		Settings: []SettingConfig{
+		Settings: []mqtt.SettingConfig{
 			{Setting: mhp.Setting{Name: "setpoint", Type: mhp.TypeNumber, Limits: &mhp.Limits{Min: &zero, Max: &hundred}},
 				CommandTopic: "dev/cmd/setpoint", StateTopic: "dev/state/setpoint", StatePath: "/value", Timeout: 3 * time.Second},
 			{Setting: mhp.Setting{Name: "lamp", Type: mhp.TypeBoolean}, CommandTopic: "dev/cmd/lamp", Raw: true},
 			{Setting: mhp.Setting{Name: "mode", Type: mhp.TypeString}, CommandTopic: "dev/cmd/mode",
-				Ack: &Ack{Topic: "dev/ack"}, Timeout: 2 * time.Second},
+				Ack: &mqtt.Ack{Topic: "dev/ack"}, Timeout: 2 * time.Second},
 		},
-		Actions: []ActionConfig{
+		Actions: []mqtt.ActionConfig{
 			{Action: mhp.Action{Name: "run", Interlocks: []string{"door_closed"}}, CommandTopic: "dev/cmd/run",
 				ReplyTopic: "dev/reply", CancelTopic: "dev/cmd/cancel", CancelTimeout: 2 * time.Second},
 			{Action: mhp.Action{Name: "pump"}, CommandTopic: "dev/cmd/pump", ReplyTopic: "dev/reply",
-				Statuses: Statuses{Done: []string{"FINISHED"}}},
+				Statuses: mqtt.Statuses{Done: []string{"FINISHED"}}},
 			{Action: mhp.Action{Name: "slow"}, CommandTopic: "dev/cmd/slow", ReplyTopic: "dev/reply", Timeout: 300 * time.Millisecond},
 		},
-		EStop: &EStopConfig{Topic: "dev/cmd/estop"},
+		EStop: &mqtt.EStopConfig{Topic: "dev/cmd/estop"},
 	}
 	if edit != nil {
 		edit(&cfg)
 	}
-	client, err := DialPaho(DialOptions{Broker: b.addr, ClientID: id, ConnectTimeout: 5 * time.Second,
+	client, err := mqtt.DialPaho(mqtt.DialOptions{Broker: b.Addr(), ClientID: id, ConnectTimeout: 5 * time.Second,
 		MaxReconnectInterval: 200 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, a, err := newDriver(cfg, client, binding.Config{Logger: quietLogger(), JobGrace: 2 * time.Second})
+	d, a, err := mqtt.NewWithAdapter(context.Background(), cfg, mqtt.Options{Client: client, Options: adapters.Options{
+		Logger: quietLogger(), Refine: func(bc *binding.Config) error { bc.JobGrace = 2 * time.Second; return nil }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,23 +156,11 @@ func startScripted(t *testing.T, edit func(*Config)) (*binding.Driver, *adapter,
 	dev.send(t, "dev/status", "online", true)
 	dev.send(t, "dev/door", map[string]any{"value": true}, true)
 	dev.send(t, "dev/temp", "21.5", true)
-	within(t, 5*time.Second, "door closed", func() bool {
+	conformance.EventuallyWithin(t, "door closed", 5*time.Second, func() bool {
 		r, err := d.Read(context.Background(), []string{"door_closed"})
 		return err == nil && r.Values["door_closed"] == true
 	})
 	return d, a, dev, b
-}
-
-// eventually polls cond until it holds or d passes (safe off the test goroutine).
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval
-	}
-	return true
 }
 
 func invoke(t *testing.T, d mhp.Device, name string) *mhp.Job {
@@ -165,7 +184,7 @@ func jobNow(t *testing.T, d mhp.Device, id string) *mhp.Job {
 func waitJob(t *testing.T, d mhp.Device, id, what string, ok func(*mhp.Job) bool) *mhp.Job {
 	t.Helper()
 	var j *mhp.Job
-	within(t, 5*time.Second, "job "+what, func() bool { j = jobNow(t, d, id); return ok(j) })
+	conformance.EventuallyWithin(t, "job "+what, 5*time.Second, func() bool { j = jobNow(t, d, id); return ok(j) })
 	return j
 }
 
@@ -182,7 +201,7 @@ func state(t *testing.T, d mhp.Device) mhp.DeviceState {
 func commandOf(t *testing.T, dev *scriptDev, topic, jobID string) map[string]any {
 	t.Helper()
 	var cmd map[string]any
-	within(t, 5*time.Second, "command on "+topic, func() bool {
+	conformance.EventuallyWithin(t, "command on "+topic, 5*time.Second, func() bool {
 		for _, c := range dev.got(topic) {
 			if c["job"] == jobID {
 				cmd = c
@@ -280,7 +299,7 @@ func TestLostConnectionMidJobFaults(t *testing.T) {
 	commandOf(t, dev, "dev/cmd/run", j.ID)
 	dev.send(t, "dev/reply", map[string]any{"job": j.ID, "status": "running", "progress": 0.3}, false)
 	waitJob(t, d, j.ID, "progress", func(j *mhp.Job) bool { return j.Progress == 0.3 })
-	if !b.drop(a.cfg.ClientID) {
+	if !b.Drop(a.ClientID()) {
 		t.Fatal("adapter not connected")
 	}
 	got := waitJob(t, d, j.ID, "failed", func(j *mhp.Job) bool { return j.State.Terminal() })
@@ -291,7 +310,7 @@ func TestLostConnectionMidJobFaults(t *testing.T) {
 		t.Fatalf("device %s, want fault", s)
 	}
 	// a terminal message arriving after the reconnect does not rewrite history
-	within(t, 5*time.Second, "reconnect", func() bool { return a.c.State().Up })
+	conformance.EventuallyWithin(t, "reconnect", 5*time.Second, func() bool { return a.Client().State().Up })
 	dev.send(t, "dev/reply", map[string]any{"job": j.ID, "status": "done"}, false)
 	if got := jobNow(t, d, j.ID); got.State != mhp.JobFailed {
 		t.Fatalf("job changed to %s after the fact", got.State)
@@ -324,7 +343,7 @@ func TestCancelEndsAsTheDeviceReports(t *testing.T) {
 			if _, err := d.CancelJob(context.Background(), j.ID); err != nil {
 				t.Fatal(err)
 			}
-			within(t, 5*time.Second, "the cancel command", func() bool {
+			conformance.EventuallyWithin(t, "the cancel command", 5*time.Second, func() bool {
 				for _, c := range dev.got("dev/cmd/cancel") {
 					if c["job"] == j.ID {
 						return true
@@ -381,7 +400,7 @@ func testLastWill(t *testing.T, env brokerEnv) {
 	// the device dies without a clean disconnect (and stays away): the
 	// broker publishes its will
 	restore := env.killDevice(f.deviceID)
-	within(t, 5*time.Second, "door_closed unavailable", func() bool {
+	conformance.EventuallyWithin(t, "door_closed unavailable", 5*time.Second, func() bool {
 		r, err := f.drv.Read(ctx, []string{conformance.SignalDoorClosed})
 		return err == nil && r.Values[conformance.SignalDoorClosed] == nil && r.Unavailable[conformance.SignalDoorClosed] != ""
 	})
@@ -398,7 +417,7 @@ func testLastWill(t *testing.T, env brokerEnv) {
 	}
 	// the device comes back (paho reconnects it) and says online
 	restore()
-	within(t, 10*time.Second, "door_closed readable again", func() bool {
+	conformance.EventuallyWithin(t, "door_closed readable again", 10*time.Second, func() bool {
 		r, err := f.drv.Read(ctx, []string{conformance.SignalDoorClosed})
 		return err == nil && r.Values[conformance.SignalDoorClosed] == true
 	})
@@ -409,18 +428,17 @@ func testLastWill(t *testing.T, env brokerEnv) {
 
 func TestReconnectResubscribes(t *testing.T) {
 	d, a, dev, b := startScripted(t, nil)
-	conn := a.c.State().Conn
-	b.drop(a.cfg.ClientID)
-	within(t, 5*time.Second, "reconnect", func() bool { s := a.c.State(); return s.Up && s.Conn > conn })
+	conn := a.Client().State().Conn
+	b.Drop(a.ClientID())
+	conformance.EventuallyWithin(t, "reconnect", 5*time.Second, func() bool { s := a.Client().State(); return s.Up && s.Conn > conn })
 	dev.send(t, "dev/temp", "30.25", true)
 	defer func() {
 		if t.Failed() {
-			a.mu.Lock()
-			t.Logf("temp sample %+v; state %+v; subscribers %+v", a.values["temp"], a.c.State(), b.srv.Topics.Subscribers("dev/temp"))
-			a.mu.Unlock()
+			raw, rc, _ := a.LastRaw("temp")
+			t.Logf("temp sample %s (conn %d); state %+v; subscribers %d", raw, rc, a.Client().State(), b.Subscribers("dev/temp"))
 		}
 	}()
-	within(t, 5*time.Second, "a value published after the reconnect", func() bool {
+	conformance.EventuallyWithin(t, "a value published after the reconnect", 5*time.Second, func() bool {
 		r, err := d.Read(context.Background(), []string{"temp"})
 		return err == nil && r.Values["temp"] == 30.25
 	})
@@ -442,11 +460,10 @@ func TestSettingAcknowledgement(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if !eventually(5*time.Second, func() bool { return len(dev.got("dev/cmd/setpoint")) > 0 }) {
-			t.Error("no setpoint command")
+		if !dev.firstWithin(t, "dev/cmd/setpoint", 5*time.Second) {
 			return
 		}
-		_ = dev.b.srv.Publish("dev/state/setpoint", []byte(`{"value":42}`), true, 1)
+		_ = dev.b.Publish("dev/state/setpoint", []byte(`{"value":42}`), true, 1)
 	}()
 	r, err := write("setpoint", 42.0)
 	<-done
@@ -466,20 +483,19 @@ func TestSettingAcknowledgement(t *testing.T) {
 	if err != nil || r.Applied {
 		t.Fatalf("fire-and-forget write: %+v, %v; want sent", r, err)
 	}
-	within(t, 5*time.Second, "lamp command", func() bool { return len(dev.got("dev/cmd/lamp")) > 0 })
+	conformance.EventuallyWithin(t, "lamp command", 5*time.Second, func() bool { return len(dev.got("dev/cmd/lamp")) > 0 })
 	if got := dev.got("dev/cmd/lamp")[0]["raw"]; got != "true" {
 		t.Fatalf("raw payload %v, want true", got)
 	}
 	// ack refused: a refusal, state unchanged
 	go func() {
-		if !eventually(5*time.Second, func() bool { return len(dev.got("dev/cmd/mode")) > 0 }) {
-			t.Error("no mode command")
+		if !dev.firstWithin(t, "dev/cmd/mode", 5*time.Second) {
 			return
 		}
 		c := dev.got("dev/cmd/mode")[0]
 		for _, reply := range []map[string]any{{"id": "not-ours", "status": "ok"}, {"id": c["id"], "status": "refused", "error": "locked"}} {
 			b, _ := json.Marshal(reply)
-			_ = dev.b.srv.Publish("dev/ack", b, false, 1)
+			_ = dev.b.Publish("dev/ack", b, false, 1)
 		}
 	}()
 	_, err = write("mode", "heat")
@@ -508,9 +524,13 @@ type funcClient struct {
 func (f *funcClient) Publish(_ context.Context, topic string, qos byte, retain bool, payload []byte) error {
 	return f.publish(topic, qos, retain, payload)
 }
-func (f *funcClient) Subscribe(context.Context, string, byte, func(Message)) error { return nil }
-func (f *funcClient) State() ConnState                                             { return ConnState{Up: true, Conn: 1, Changed: f.changed} }
-func (f *funcClient) Close() error                                                 { return nil }
+func (f *funcClient) Subscribe(context.Context, string, byte, func(mqtt.Message)) error {
+	return nil
+}
+func (f *funcClient) State() mqtt.ConnState {
+	return mqtt.ConnState{Up: true, Conn: 1, Changed: f.changed}
+}
+func (f *funcClient) Close() error { return nil }
 
 func TestEStopTopic(t *testing.T) {
 	for _, tc := range []struct {
@@ -529,14 +549,14 @@ func TestEStopTopic(t *testing.T) {
 				topic, qos, retained = tp, q, r
 				return tc.fail
 			}}
-			cfg := Config{Common: adapters.Common{Device: mhp.DeviceInfo{ID: "x"}}, Broker: "tcp://127.0.0.1:1",
-				EStop: &EStopConfig{Topic: "dev/estop"}}
-			d, err := NewDriver(cfg, c, binding.Config{Logger: quietLogger()})
+			cfg := mqtt.Config{Common: adapters.Common{Device: mhp.DeviceInfo{ID: "x"}}, Broker: "tcp://127.0.0.1:1",
+				EStop: &mqtt.EStopConfig{Topic: "dev/estop"}}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			d, err := mqtt.New(ctx, cfg, mqtt.Options{Client: c, Options: adapters.Options{Logger: quietLogger()}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
 			if err := d.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -562,26 +582,26 @@ func TestEStopNeverRetainedAtBroker(t *testing.T) {
 	if _, err := d.EStop(context.Background(), "test"); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "estop at the device", func() bool { return len(dev.got("dev/cmd/estop")) == 1 })
-	if n := len(b.srv.Topics.Messages("dev/cmd/estop")); n != 0 {
+	conformance.EventuallyWithin(t, "estop at the device", 5*time.Second, func() bool { return len(dev.got("dev/cmd/estop")) == 1 })
+	if n := b.Retained("dev/cmd/estop"); n != 0 {
 		t.Fatalf("the broker retains %d estop messages: a reconnecting device would stop again", n)
 	}
 }
 
 func TestStaleAndUnparsableSignals(t *testing.T) {
-	d, _, dev, _ := startScripted(t, func(c *Config) { c.Signals[1].StaleAfter = 50 * time.Millisecond })
+	d, _, dev, _ := startScripted(t, func(c *mqtt.Config) { c.Signals[1].StaleAfter = 50 * time.Millisecond })
 	ctx := context.Background()
 	dev.send(t, "dev/temp", "not a number", true)
-	within(t, 5*time.Second, "unparsable value unavailable", func() bool {
+	conformance.EventuallyWithin(t, "unparsable value unavailable", 5*time.Second, func() bool {
 		r, err := d.Read(ctx, []string{"temp"})
 		return err == nil && r.Values["temp"] == nil && r.Unavailable["temp"] != ""
 	})
 	dev.send(t, "dev/temp", "22", true)
-	within(t, 5*time.Second, "fresh value", func() bool {
+	conformance.EventuallyWithin(t, "fresh value", 5*time.Second, func() bool {
 		r, err := d.Read(ctx, []string{"temp"})
 		return err == nil && r.Values["temp"] == 22.0
 	})
-	within(t, 5*time.Second, "stale value unavailable", func() bool {
+	conformance.EventuallyWithin(t, "stale value unavailable", 5*time.Second, func() bool {
 		r, err := d.Read(ctx, []string{"temp"})
 		return err == nil && r.Values["temp"] == nil
 	})

@@ -200,6 +200,7 @@ func DialPaho(opt DialOptions) (*PahoClient, error) {
 		SetPingTimeout(opt.ConnectTimeout).
 		SetWriteTimeout(opt.ConnectTimeout).
 		SetOnConnectHandler(p.onConnect).
+		SetReconnectingHandler(p.onReconnecting).
 		SetConnectionLostHandler(p.onLost)
 	if opt.Username != "" {
 		o.SetUsername(opt.Username)
@@ -281,6 +282,24 @@ func (p *PahoClient) onConnect(c paho.Client) {
 		p.opt.OnConnect(ctx, p)
 		cancel()
 	}
+}
+
+// onReconnecting runs in paho's reconnect loop before every attempt, so
+// before a new connection can deliver anything: a connection that was up
+// reads down from here until onConnect has renewed the subscriptions. paho
+// starts the connection-lost handler and the reconnect as two goroutines;
+// on a loaded machine onLost can come after the new connection opened, and
+// the state then read up (of the old connection) while replies to the
+// not yet renewed subscriptions were lost.
+func (p *PahoClient) onReconnecting(paho.Client, *paho.ClientOptions) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.up || p.closed {
+		return
+	}
+	p.up = false
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
 func (p *PahoClient) onLost(c paho.Client, err error) {

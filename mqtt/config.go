@@ -263,8 +263,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first problem with the config, naming the item.
-func (c *Config) Validate() error {
+// Validate reports the first problem with the config, naming the field
+// and why. It does no I/O: [New] reads password_env and dials the broker.
+func (c Config) Validate() error {
 	if c.Device.ID == "" {
 		return fmt.Errorf("mqtt: device.id is required")
 	}

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
 )
 
 func TestExtract(t *testing.T) {
@@ -177,5 +179,62 @@ func TestExampleConfig(t *testing.T) {
 	_, err = r.Build(ctx, adapters.Source{Path: "bad.yaml", Data: []byte(bad)})
 	if err == nil || !strings.Contains(err.Error(), "stale_afterr") {
 		t.Fatalf("typo accepted or unnamed: %v", err)
+	}
+}
+
+// TestLoadAndNew: Load decodes strictly, checks the kind, validates (naming
+// the file and the field) and fills the defaults; New refuses what Load
+// would and a password_env that is not set, before dialling; Register
+// hands the file's Refine to New, which may refuse the bindings.
+func TestLoadAndNew(t *testing.T) {
+	const good = "adapter: mqtt\ndevice: {id: d1}\nbroker: mqtt://127.0.0.1:1\n" +
+		"signals:\n  - {name: t, type: number, topic: d1/t}\n"
+	for _, tc := range []struct {
+		name, data, want string // want: substring of the error; "" = loads
+	}{
+		{"good", good, ""},
+		{"unknown key", good + "qoss: 1\n", "qoss"},
+		{"other kind", strings.Replace(good, "adapter: mqtt", "adapter: opcua", 1), `not "mqtt"`},
+		{"invalid", good + "qos: 3\n", "cfg.yaml: mqtt: qos 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Load(adapters.Source{Path: "cfg.yaml", Data: []byte(tc.data)})
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Load: %v, want an error mentioning %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ClientID != "mhp-d1" || cfg.QoS != 1 || cfg.ConnectTimeout != 10*time.Second {
+				t.Fatalf("defaults not filled: client_id %q qos %d connect_timeout %s", cfg.ClientID, cfg.QoS, cfg.ConnectTimeout)
+			}
+		})
+	}
+	ctx := context.Background()
+	if _, err := New(ctx, Config{Broker: "mqtt://h"}, Options{}); err == nil || !strings.Contains(err.Error(), "device.id") {
+		t.Fatalf("New of an invalid config: %v, want device.id refused", err)
+	}
+	cfg := Config{Common: adapters.Common{Device: mhp.DeviceInfo{ID: "d"}}, Broker: "mqtt://127.0.0.1:1",
+		PasswordEnv: "MHP_TEST_UNSET_MQTT_PASSWORD"}
+	if _, err := New(ctx, cfg, Options{}); err == nil || !strings.Contains(err.Error(), "password_env MHP_TEST_UNSET_MQTT_PASSWORD") {
+		t.Fatalf("New with an unset password_env: %v, want it named", err)
+	}
+	r := adapters.NewRegistry()
+	if err := Register(r); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refined away")
+	var saw []string
+	_, err := r.Build(ctx, adapters.Source{Path: "cfg.yaml", Data: []byte(good), Refine: func(bc *binding.Config) error {
+		for _, s := range bc.Signals {
+			saw = append(saw, s.Spec.Name)
+		}
+		return refused
+	}})
+	if !errors.Is(err, refused) || !strings.Contains(err.Error(), "cfg.yaml") || len(saw) != 1 || saw[0] != "t" {
+		t.Fatalf("Register's factory: %v (Refine saw %v), want the Refine error, naming the file, after seeing signal t", err, saw)
 	}
 }

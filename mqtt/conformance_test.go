@@ -1,17 +1,22 @@
-package mqtt
+package mqtt_test
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/mqtt"
+	"github.com/openmhp/mhp-go/mqtt/mqtttest"
 )
 
 var fixtureSeq atomic.Int64
@@ -33,15 +38,15 @@ type brokerEnv struct {
 
 // mochiEnv is an embedded mochi broker.
 func mochiEnv(t testing.TB) brokerEnv {
-	b := newBroker(t)
-	return brokerEnv{name: "mochi", deviceAddr: b.addr, adapterAddr: b.addr,
-		dropAdapter: func(id string) { b.drop(id) },
+	b := newBroker(t, "127.0.0.1:0")
+	return brokerEnv{name: "mochi", deviceAddr: b.Addr(), adapterAddr: b.Addr(),
+		dropAdapter: func(id string) { b.Drop(id) },
 		killDevice: func(id string) func() {
-			b.ban(id, true)
-			b.kick(id)
-			return func() { b.gone(id); b.ban(id, false) }
+			b.Ban(id, true)
+			b.Kick(id)
+			return func() { b.Gone(id); b.Ban(id, false) }
 		},
-		retained: func(topic string) int { return len(b.srv.Topics.Messages(topic)) },
+		retained: b.Retained,
 	}
 }
 
@@ -64,38 +69,44 @@ func proxiedEnv(t testing.TB, name, addr string) brokerEnv {
 type mqttFixture struct {
 	env      brokerEnv
 	in       *conformance.Instrument
-	fake     *fakeDevice
+	fake     *mqtttest.Device
 	drv      *binding.Driver
-	a        *adapter
+	a        *mqtt.Adapter
 	clk      *clock.Manual
 	prefix   string
 	deviceID string
 }
 
 // runID keeps topics and client ids of one test run apart on a shared broker.
-var runID = newID()[:8]
+var runID = func() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}()
 
-func startFixture(t testing.TB, env brokerEnv, opt conformance.Options, edit func(*Config)) *mqttFixture {
+func startFixture(t testing.TB, env brokerEnv, opt conformance.Options, edit func(*mqtt.Config)) *mqttFixture {
 	t.Helper()
 	n := fixtureSeq.Add(1)
 	prefix := fmt.Sprintf("lab/%s/fix%d", runID, n)
 	adapterID := fmt.Sprintf("adapter-%s-%d", runID, n)
 	in := conformance.NewInstrument()
 	f := &mqttFixture{env: env, in: in, prefix: prefix, clk: clock.NewManual(time.Now()), deviceID: fmt.Sprintf("device-%s-%d", runID, n)}
-	f.fake = newFakeDevice(t, env.deviceAddr, prefix, f.deviceID, in, func() { env.dropAdapter(adapterID) })
-	cfg := fixtureConfig(prefix, env.adapterAddr, adapterID)
+	f.fake = newDevice(t, mqtttest.DeviceConfig{Broker: env.deviceAddr, Prefix: prefix, ClientID: f.deviceID,
+		Instrument: in, Drop: func() { env.dropAdapter(adapterID) }})
+	cfg := mqtttest.FixtureConfig(prefix, env.adapterAddr, adapterID)
 	cfg.Safety.WatchdogS = opt.WatchdogS
 	if edit != nil {
 		edit(&cfg)
 	}
-	client, err := DialPaho(DialOptions{Broker: env.adapterAddr, ClientID: adapterID, ConnectTimeout: 5 * time.Second,
+	client, err := mqtt.DialPaho(mqtt.DialOptions{Broker: env.adapterAddr, ClientID: adapterID, ConnectTimeout: 5 * time.Second,
 		MaxReconnectInterval: 200 * time.Millisecond, Logger: quietLogger()})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	drv, a, err := newDriver(cfg, client, binding.Config{Clock: f.clk, Logger: quietLogger(), PollInterval: 20 * time.Millisecond})
+	drv, a, err := mqtt.NewWithAdapter(context.Background(), cfg, mqtt.Options{Client: client, Options: adapters.Options{
+		Clock: f.clk, Logger: quietLogger(), Refine: pollEvery(20 * time.Millisecond)}})
 	if err != nil {
-		t.Fatalf("newDriver: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	f.drv, f.a = drv, a
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -109,14 +120,15 @@ func startFixture(t testing.TB, env brokerEnv, opt conformance.Options, edit fun
 	})
 	// the retained state must have arrived before the suite looks
 	for _, s := range conformance.FixtureDescriptor().Signals {
-		f.waitSeen(t, s.Name, f.fake.signalPayload(s.Name))
+		f.waitSeen(t, s.Name, f.fake.SignalPayload(s.Name))
 	}
-	within(t, 5*time.Second, "availability online", func() bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.online != nil && *a.online && a.onlineConn == a.c.State().Conn
-	})
+	conformance.EventuallyWithin(t, "availability online", 5*time.Second, a.OnlineNow)
 	return f
+}
+
+// pollEvery is a Refine that sets the driver's poll interval.
+func pollEvery(d time.Duration) func(*binding.Config) error {
+	return func(bc *binding.Config) error { bc.PollInterval = d; return nil }
 }
 
 // waitSeen waits until the adapter holds payload as the signal's last message.
@@ -126,20 +138,18 @@ func (f *mqttFixture) waitSeen(t testing.TB, name string, payload []byte) {
 	defer func() {
 		if t.Failed() {
 			t.Logf("last seen for %s: %s; retained at broker: %d; state %+v", name, last,
-				f.env.retained(f.prefix+"/signal/"+name), f.a.c.State())
+				f.env.retained(f.prefix+"/signal/"+name), f.a.Client().State())
 		}
 	}()
-	within(t, 5*time.Second, fmt.Sprintf("adapter to see %s=%s", name, payload), func() bool {
-		f.a.mu.Lock()
-		defer f.a.mu.Unlock()
-		s, ok := f.a.values[name]
+	conformance.EventuallyWithin(t, fmt.Sprintf("adapter to see %s=%s", name, payload), 5*time.Second, func() bool {
+		raw, conn, ok := f.a.LastRaw(name)
 		if ok {
-			last = fmt.Sprintf("%s conn %d (client conn %+v)", s.raw, s.conn, f.a.c.State())
+			last = fmt.Sprintf("%s conn %d (client conn %+v)", raw, conn, f.a.Client().State())
 		}
-		if !ok || s.conn != f.a.c.State().Conn {
+		if !ok || conn != f.a.Client().State().Conn {
 			return len(payload) == 0 // nothing since the reconnect: as good as empty
 		}
-		return bytes.Equal(s.raw, payload)
+		return bytes.Equal(raw, payload)
 	})
 }
 
@@ -154,7 +164,7 @@ type mqttBackend struct {
 func (b mqttBackend) publish(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	p := b.f.fake.publishSignal(ctx, name)
+	p := b.f.fake.PublishSignal(ctx, name)
 	b.f.waitSeen(b.t, name, p)
 }
 

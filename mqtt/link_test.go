@@ -1,4 +1,4 @@
-package mqtt
+package mqtt_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/mqtt"
 )
 
 // TestServeExampleBeforeBroker: `mhp serve sensor.yaml` with the broker
@@ -38,7 +39,7 @@ func TestServeExampleBeforeBroker(t *testing.T) {
 		t.Fatal("the example config changed: the test no longer points it at the test broker")
 	}
 	r := adapters.NewRegistry()
-	if err := Register(r); err != nil {
+	if err := mqtt.Register(r); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -73,6 +74,6 @@ func TestServeExampleBeforeBroker(t *testing.T) {
 	if s := d.State(); s != mhp.StateIdle {
 		t.Fatalf("state %s with the broker down, want idle", s)
 	}
-	newBrokerAt(t, addr)
+	newBroker(t, addr)
 	conformance.Eventually(t, "the link up", func() bool { l := d.Link(); return l != nil && l.Connected })
 }

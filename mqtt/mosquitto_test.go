@@ -1,8 +1,7 @@
-package mqtt
+package mqtt_test
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,14 +12,10 @@ import (
 
 // mosquittoAddr returns the real broker of the integration tests, or skips.
 // .ci/run installs mosquitto from Debian, starts it on 127.0.0.1 and sets
-// MHP_MOSQUITTO_ADDR (host:port).
+// MHP_PEER_MOSQUITTO (host:port).
 func mosquittoAddr(t testing.TB) string {
 	t.Helper()
-	addr := os.Getenv("MHP_MOSQUITTO_ADDR")
-	if addr == "" {
-		t.Skip("MHP_MOSQUITTO_ADDR is not set: no real mosquitto broker to test against (set it to host:port of a running mosquitto)")
-	}
-	return addr
+	return conformance.Peer(t, "MOSQUITTO", "host:port of a running mosquitto (.ci/run installs and starts one)")
 }
 
 func mosquittoEnv(t testing.TB) brokerEnv {
@@ -74,7 +69,7 @@ func TestMosquittoLostConnectionMidJobFaults(t *testing.T) {
 	f.in.Script(conformance.ActionRun, conformance.Block)
 	j := invokeRun(t, f.drv)
 	waitJob(t, f.drv, j.ID, "running", func(j *mhp.Job) bool { return j.Progress == 0.5 })
-	env.dropAdapter(f.a.cfg.ClientID)
+	env.dropAdapter(f.a.ClientID())
 	got := waitJob(t, f.drv, j.ID, "failed", func(j *mhp.Job) bool { return j.State.Terminal() })
 	if got.State != mhp.JobFailed || got.Outcome != mhp.OutcomeUnknown {
 		t.Fatalf("job %s/%s, want failed/unknown", got.State, got.Outcome)
@@ -86,7 +81,7 @@ func TestMosquittoLostConnectionMidJobFaults(t *testing.T) {
 	f.in.Release(conformance.ActionRun)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	within(t, 10*time.Second, "reset after reconnect", func() bool {
+	conformance.EventuallyWithin(t, "reset after reconnect", 10*time.Second, func() bool {
 		r, err := f.drv.Reset(ctx)
 		return err == nil && r.State == mhp.StateIdle
 	})

@@ -1,4 +1,4 @@
-package mqtt
+package mqtt_test
 
 import (
 	"io"

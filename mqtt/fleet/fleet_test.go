@@ -55,17 +55,6 @@ func startBroker(t *testing.T, addr string) (func(), string) {
 	return stop, l.Address()
 }
 
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for an event
-	}
-}
-
 // device is an in-memory MHP device (the conformance reference driver).
 func device(t *testing.T) (*binding.Driver, *conformance.Instrument) {
 	t.Helper()
@@ -183,11 +172,11 @@ func TestRetainedCardVisibleToLateSubscriber(t *testing.T) {
 	_, addr := startBroker(t, "127.0.0.1:0")
 	dev, _ := device(t)
 	p := runPublisher(t, dev, "mqtt://"+addr+"/lab")
-	within(t, 5*time.Second, "the publisher to announce", func() bool { return p.Status().Published >= 3 })
+	conformance.EventuallyWithin(t, "the publisher to announce", 5*time.Second, func() bool { return p.Status().Published >= 3 })
 
 	// A subscriber that arrives after the fact still gets card, status and state.
 	col := subscribe(t, "tcp://"+addr, "lab/conformance-01/#")
-	within(t, 5*time.Second, "retained card", func() bool { return len(col.on("lab/conformance-01/card")) > 0 })
+	conformance.EventuallyWithin(t, "retained card", 5*time.Second, func() bool { return len(col.on("lab/conformance-01/card")) > 0 })
 	var card struct {
 		Card map[string]any `json:"card"`
 		Host string         `json:"host"`
@@ -198,11 +187,11 @@ func TestRetainedCardVisibleToLateSubscriber(t *testing.T) {
 	if card.Card["id"] != "conformance-01" || card.Host != "bench-7" {
 		t.Fatalf("card %+v, want device conformance-01 on host bench-7", card)
 	}
-	within(t, 5*time.Second, "retained status online", func() bool {
+	conformance.EventuallyWithin(t, "retained status online", 5*time.Second, func() bool {
 		s := col.on("lab/conformance-01/status")
 		return len(s) > 0 && string(s[len(s)-1].Payload) == "online"
 	})
-	within(t, 5*time.Second, "retained signal", func() bool { return len(col.on("lab/conformance-01/signals/temperature")) > 0 })
+	conformance.EventuallyWithin(t, "retained signal", 5*time.Second, func() bool { return len(col.on("lab/conformance-01/signals/temperature")) > 0 })
 }
 
 func TestJobAndSafetyEventsCarryUniqueIDs(t *testing.T) {
@@ -210,7 +199,7 @@ func TestJobAndSafetyEventsCarryUniqueIDs(t *testing.T) {
 	dev, in := device(t)
 	col := subscribe(t, "tcp://"+addr, "lab/conformance-01/#")
 	p := runPublisher(t, dev, "mqtt://"+addr+"/lab")
-	within(t, 5*time.Second, "connected", func() bool { return p.Status().Connected })
+	conformance.EventuallyWithin(t, "connected", 5*time.Second, func() bool { return p.Status().Connected })
 
 	ctx := context.Background()
 	in.Script(conformance.ActionMonitor, conformance.Block)
@@ -219,11 +208,11 @@ func TestJobAndSafetyEventsCarryUniqueIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobTopic := "lab/conformance-01/jobs/" + r.Job.ID
-	within(t, 5*time.Second, "job started event", func() bool { return len(col.on(jobTopic)) > 0 })
+	conformance.EventuallyWithin(t, "job started event", 5*time.Second, func() bool { return len(col.on(jobTopic)) > 0 })
 	if _, err := dev.EStop(ctx, "fleet test"); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "safety event and job end", func() bool {
+	conformance.EventuallyWithin(t, "safety event and job end", 5*time.Second, func() bool {
 		return len(col.on("lab/conformance-01/safety")) > 0 && strings.Contains(lastPayload(col, jobTopic), "finished")
 	})
 	ids := map[string]bool{}
@@ -249,7 +238,7 @@ func TestJobAndSafetyEventsCarryUniqueIDs(t *testing.T) {
 	if !strings.Contains(lastPayload(col, "lab/conformance-01/safety"), "estop") {
 		t.Fatalf("safety event %s is not the estop", lastPayload(col, "lab/conformance-01/safety"))
 	}
-	within(t, 5*time.Second, "state estop with no active job", func() bool {
+	conformance.EventuallyWithin(t, "state estop with no active job", 5*time.Second, func() bool {
 		s := lastPayload(col, "lab/conformance-01/state")
 		return strings.Contains(s, `"state":"estop"`) && strings.Contains(s, `"jobs":[]`)
 	})
@@ -285,7 +274,7 @@ func TestWatchShowsFleet(t *testing.T) {
 	_, addr := startBroker(t, "127.0.0.1:0")
 	dev, in := device(t)
 	p := runPublisher(t, dev, "mqtt://"+addr+"/lab")
-	within(t, 5*time.Second, "connected", func() bool { return p.Status().Connected })
+	conformance.EventuallyWithin(t, "connected", 5*time.Second, func() bool { return p.Status().Connected })
 
 	in.Script(conformance.ActionRun, conformance.Block)
 	r, err := dev.Invoke(context.Background(), mhp.InvokeRequest{Name: conformance.ActionRun, Params: map[string]any{"duration_s": 5.0}})
@@ -305,7 +294,7 @@ func TestWatchShowsFleet(t *testing.T) {
 			t.Errorf("Watch: %v", err)
 		}
 	}()
-	within(t, 5*time.Second, "the running job in the view", func() bool {
+	conformance.EventuallyWithin(t, "the running job in the view", 5*time.Second, func() bool {
 		for _, d := range view.Devices() {
 			if _, ok := d.Jobs[r.Job.ID]; ok && d.State == "busy" && d.Host == "bench-7" && d.Online == "online" {
 				return true
@@ -316,7 +305,7 @@ func TestWatchShowsFleet(t *testing.T) {
 	if _, err := dev.EStop(context.Background(), "operator"); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "estop in the printed view", func() bool {
+	conformance.EventuallyWithin(t, "estop in the printed view", 5*time.Second, func() bool {
 		s := out.String()
 		i := strings.LastIndex(s, "== fleet")
 		if i < 0 {
@@ -339,10 +328,10 @@ func TestBrokerOutageLosesNoDeviceFunction(t *testing.T) {
 	stop, _ := startBroker(t, addr)
 	dev, _ := device(t)
 	p := runPublisher(t, dev, "mqtt://"+addr+"/lab")
-	within(t, 5*time.Second, "connected", func() bool { return p.Status().Connected })
+	conformance.EventuallyWithin(t, "connected", 5*time.Second, func() bool { return p.Status().Connected })
 
 	stop()
-	within(t, 10*time.Second, "the outage to be reported", func() bool {
+	conformance.EventuallyWithin(t, "the outage to be reported", 10*time.Second, func() bool {
 		s := p.Status()
 		return !s.Connected && s.Outages >= 1
 	})
@@ -364,7 +353,7 @@ func TestBrokerOutageLosesNoDeviceFunction(t *testing.T) {
 	// The broker comes back: the queued events go out.
 	startBroker(t, addr)
 	col := subscribe(t, "tcp://"+addr, "lab/conformance-01/#")
-	within(t, 15*time.Second, "the queued safety event after the outage", func() bool {
+	conformance.EventuallyWithin(t, "the queued safety event after the outage", 15*time.Second, func() bool {
 		return strings.Contains(lastPayload(col, "lab/conformance-01/safety"), "reset") && p.Status().Queued == 0
 	})
 	if !p.Status().Connected {

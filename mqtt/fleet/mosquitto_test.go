@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +13,10 @@ import (
 )
 
 // mosquittoAddr returns the real broker of the integration tests (host:port
-// in MHP_MOSQUITTO_ADDR, set by .ci/run), or skips.
+// in MHP_PEER_MOSQUITTO, set by .ci/run), or skips.
 func mosquittoAddr(t *testing.T) string {
 	t.Helper()
-	addr := os.Getenv("MHP_MOSQUITTO_ADDR")
-	if addr == "" {
-		t.Skip("MHP_MOSQUITTO_ADDR is not set: no real mosquitto broker to test against (set it to host:port of a running mosquitto)")
-	}
-	return addr
+	return conformance.Peer(t, "MOSQUITTO", "host:port of a running mosquitto (.ci/run installs and starts one)")
 }
 
 // clearRetained removes the retained messages a test left under prefix.
@@ -54,13 +49,13 @@ func TestMosquittoFleet(t *testing.T) {
 	prefix := "mhp-test/" + randID()
 	dev, in := device(t)
 	p := runPublisher(t, dev, "mqtt://"+addr+"/"+prefix)
-	within(t, 5*time.Second, "announced", func() bool { return p.Status().Published >= 3 })
+	conformance.EventuallyWithin(t, "announced", 5*time.Second, func() bool { return p.Status().Published >= 3 })
 
 	// a late subscriber gets the retained card
 	col := subscribe(t, "tcp://"+addr, prefix+"/#")
 	clearRetained(t, "tcp://"+addr, col)
 	cardTopic := prefix + "/conformance-01/card"
-	within(t, 5*time.Second, "retained card", func() bool { return len(col.on(cardTopic)) > 0 })
+	conformance.EventuallyWithin(t, "retained card", 5*time.Second, func() bool { return len(col.on(cardTopic)) > 0 })
 	var card struct {
 		Card map[string]any `json:"card"`
 	}
@@ -82,7 +77,7 @@ func TestMosquittoFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "running job in the view", func() bool {
+	conformance.EventuallyWithin(t, "running job in the view", 5*time.Second, func() bool {
 		for _, d := range view.Devices() {
 			if _, ok := d.Jobs[r.Job.ID]; ok {
 				return true
@@ -93,7 +88,7 @@ func TestMosquittoFleet(t *testing.T) {
 	if _, err := dev.EStop(context.Background(), "mosquitto test"); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "estop printed", func() bool {
+	conformance.EventuallyWithin(t, "estop printed", 5*time.Second, func() bool {
 		s := out.String()
 		i := strings.LastIndex(s, "== fleet")
 		return i >= 0 && strings.Contains(s[i:], `estop "mosquitto test"`)
