@@ -17,8 +17,9 @@ import (
 	"github.com/openmhp/mhp-go/binding"
 )
 
-// Backend is the seam between the MHP mapping and the SiLA 2 wire: *Client
-// implements it over gRPC; a test fake is a struct of funcs.
+// Backend is the seam between the MHP mapping and the SiLA 2 wire
+// ([Options.Backend]): [*Client] implements it over gRPC; silatest.Backend
+// is a fake, a struct of funcs.
 type Backend interface {
 	// Property reads a property's current value.
 	Property(ctx context.Context, feature, property string) (any, error)

@@ -36,7 +36,7 @@ type Config struct {
 	adapters.Common `yaml:",inline"`
 	// Link says how the adapter treats a backend that is not there: start
 	// anyway (default) or fail fast, the reconnect backoff, the descriptor
-	// cache (see adapters.LinkConfig).
+	// cache (see [adapters.LinkConfig]).
 	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// Endpoint is the server's host:port.
@@ -123,14 +123,14 @@ const DefaultLeaseLockTimeoutS = 60
 // (`lock: {mode: lease, timeout_s: 30}`); a mapping without mode is the
 // lifetime lock (the meaning of lock blocks before modes existed).
 type LockConfig struct {
-	// Mode is lease, lifetime or none; see LockLease, LockLifetime, LockNone.
+	// Mode is lease, lifetime or none; see [LockLease], [LockLifetime], [LockNone].
 	Mode string `yaml:"mode,omitempty"`
 	// Identifier is the lock secret of the lifetime lock; default a random
 	// UUID. Lease locks always take a fresh random identifier per lease.
 	Identifier string `yaml:"identifier,omitempty"`
 	// TimeoutS is passed to LockServer: the server ends the lock after this
 	// much inactivity. 0 means the lock never times out; lifetime locks
-	// default to 0, lease locks to DefaultLeaseLockTimeoutS. With a timeout
+	// default to 0, lease locks to [DefaultLeaseLockTimeoutS]. With a timeout
 	// the driver checks the lock every third of it (with a call that
 	// carries the lock identifier, which keeps the lock active) and locks
 	// again if the server let it go.
@@ -369,7 +369,8 @@ func Load(src adapters.Source) (Config, error) {
 	return c, nil
 }
 
-// WithCAPEM sets the CA certificates directly (instead of the ca file).
+// WithCAPEM sets the CA certificates directly (instead of the ca file
+// [Load] reads), for a [Config] built in Go.
 func (t *TLSFileConfig) WithCAPEM(pem []byte) { t.caPEM = pem }
 
 func (t TLSFileConfig) client() TLSConfig {

@@ -272,7 +272,7 @@ func TestLockConfigErrors(t *testing.T) {
 			}
 		})
 	}
-	// An explicit lock on a server without LockController is refused at Open.
+	// An explicit lock on a server without LockController is refused by New.
 	l := startLab(t, silatest.Options{})
 	text := labConfig + "lock: lease\n" + fmt.Sprintf("endpoint: %s\ntls: {pin_sha256: %q}\n", l.addr, l.cert.PinSHA256)
 	cfg, err := sila2.Load(adapters.Source{Path: "lab.yaml", Data: []byte(text)})
