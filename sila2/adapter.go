@@ -15,11 +15,11 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
-	"github.com/openmhp/mhp-go/clock"
 )
 
-// Backend is the seam between the MHP mapping and the SiLA 2 wire: *Client
-// implements it over gRPC; a test fake is a struct of funcs.
+// Backend is the seam between the MHP mapping and the SiLA 2 wire
+// ([Options.Backend]): [*Client] implements it over gRPC; silatest.Backend
+// is a fake, a struct of funcs.
 type Backend interface {
 	// Property reads a property's current value.
 	Property(ctx context.Context, feature, property string) (any, error)
@@ -33,34 +33,53 @@ type Backend interface {
 
 var _ Backend = (*Client)(nil)
 
-// Options are what a program (not the config file) gives Open.
+// Options are what a program, not the config file, gives [New]: the
+// options every adapter shares ([adapters.Options]: clock, link clock,
+// logger, Refine) and the SiLA 2 backend seam.
 type Options struct {
-	// Clock is the driver's clock; default the system clock.
-	Clock clock.Clock
-	// Logger receives operational logs; default slog.Default().
-	Logger *slog.Logger
-	// Refine, when set, edits the generated bindings before the driver is
-	// built (a device package merges its descriptor this way).
-	Refine func(*binding.Config) error
-	// LinkClock times the reconnect backoff; default the system clock.
-	LinkClock clock.Clock
+	adapters.Options
 
-	fdls    []string // the definitions the device is built from (Open)
-	downErr error    // why the server was not there at start (Open)
+	// Backend, when set, is the SiLA 2 wire the driver uses instead of the
+	// gRPC connection New dials from [Config.Endpoint] and [Config.TLS]: a
+	// different transport, a recording proxy, a test fake (package silatest
+	// has one). New neither follows nor re-makes it (no backend link), sends
+	// it no metadata (they are the Backend's business) and the driver's
+	// Close does not close it. The LockController lock (lease or lifetime
+	// mode) needs a [*Client] backend: with another one the default lock
+	// mode is none and an explicit one is an error.
+	Backend Backend
+	// Features are the Feature Definitions (FDL XML) of the Backend's
+	// server, which the driver is built from: a Backend cannot list them.
+	// Cancellable and pausable actions follow from CancelController and
+	// PauseController being among them. Required with Backend, refused
+	// without it.
+	Features []string
 }
 
-// Open connects to the server the config names, reads its features and
-// builds the driver (unstarted; Start runs Setup, which subscribes to
-// observable properties and takes the lock).
-func Open(ctx context.Context, cfg *Config, opt Options) (*binding.Driver, error) {
+// New builds the driver of a SiLA 2 server, unstarted: it validates cfg,
+// connects to [Config.Endpoint] (or takes [Options.Backend]), reads the
+// server's features and maps them onto bindings. Start runs Setup, which
+// subscribes to observable properties and takes the lock; Close closes
+// the connection New made.
+//
+// With the server down at start, New builds the device from the
+// descriptor cache of [Config.Link] and reports the link down (see
+// [adapters.LinkConfig]).
+func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if opt.Backend != nil {
+		return newOn(&cfg, opt)
+	}
+	if len(opt.Features) > 0 {
+		return nil, fmt.Errorf("sila2: Options.Features describe an Options.Backend; without one the features are read from the server %s", cfg.Endpoint)
 	}
 	client, err := Dial(ctx, ClientConfig{Endpoint: cfg.Endpoint, TLS: cfg.TLS.client(), CallTimeout: seconds(cfg.CallTimeoutS, 10*time.Second)})
 	if err != nil {
 		return nil, err
 	}
-	d, err := open(ctx, cfg, opt, client)
+	d, err := open(ctx, &cfg, opt, client)
 	if err != nil {
 		_ = client.Close()
 		return nil, err
@@ -68,11 +87,11 @@ func Open(ctx context.Context, cfg *Config, opt Options) (*binding.Driver, error
 	return d, nil
 }
 
+// open builds the driver over the connection New made: it reads the
+// server's definitions (or the descriptor cache), follows the link and
+// sends the config's metadata.
 func open(ctx context.Context, cfg *Config, opt Options, client *Client) (*binding.Driver, error) {
-	logger := opt.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	logger := opt.Log()
 	// The server may be down at start: serve the cached definitions, report
 	// the link down and reconnect (see adapters.LinkConfig).
 	texts, downErr := client.FeatureDefinitions(ctx)
@@ -93,9 +112,7 @@ func open(ctx context.Context, cfg *Config, opt Options, client *Client) (*bindi
 	if err != nil {
 		logger.Warn("sila2: some features could not be read", "endpoint", cfg.Endpoint, "error", err)
 	}
-	opt.Logger = logger
-	opt.fdls, opt.downErr = texts, downErr
-	d, a, err := bind(cfg, feats, client, client, true, opt)
+	d, a, err := bind(cfg, feats, client, client, &owned{fdls: texts, downErr: downErr}, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -107,27 +124,44 @@ func open(ctx context.Context, cfg *Config, opt Options, client *Client) (*bindi
 	return d, nil
 }
 
-// Bind builds the driver from features already read and any Backend (a
-// different transport, a recording proxy, a test fake). Cancellable and
-// pausable actions follow from CancelController and PauseController being
-// among feats. The LockController lock (lease or lifetime mode) needs a
-// *Client backend: with another backend the default lock mode is none and
-// an explicit one is an error. Metadata are the backend's business.
-func Bind(cfg *Config, feats []*Compiled, b Backend, opt Options) (*binding.Driver, error) {
-	if err := cfg.Validate(); err != nil {
+// newOn builds the driver over [Options.Backend] from [Options.Features].
+func newOn(cfg *Config, opt Options) (*binding.Driver, error) {
+	if len(opt.Features) == 0 {
+		return nil, fmt.Errorf("sila2: Options.Backend needs Options.Features: the Feature Definitions of its server")
+	}
+	fw, err := NewFramework()
+	if err != nil {
 		return nil, err
 	}
-	c, _ := b.(*Client)
-	d, _, err := bind(cfg, feats, b, c, false, opt)
+	feats := make([]*Compiled, 0, len(opt.Features))
+	for i, text := range opt.Features {
+		f, err := ParseFDL([]byte(text))
+		if err != nil {
+			return nil, fmt.Errorf("sila2: Options.Features[%d]: %w", i, err)
+		}
+		c, err := Compile(fw, f)
+		if err != nil {
+			return nil, fmt.Errorf("sila2: Options.Features[%d] %s: %w", i, f.Identifier, err)
+		}
+		feats = append(feats, c)
+	}
+	c, _ := opt.Backend.(*Client)
+	d, _, err := bind(cfg, feats, opt.Backend, c, nil, opt)
 	return d, err
 }
 
-// bind builds the driver; with owns, the driver's Close closes client.
-func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, owns bool, opt Options) (*binding.Driver, *adapter, error) {
-	logger := opt.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+// owned is what bind needs of a connection New made itself: the driver
+// closes it, follows it (the backend link) and checks that a server coming
+// back serves fdls, the definitions the device was built from; downErr is
+// why the server was not there at start.
+type owned struct {
+	fdls    []string
+	downErr error
+}
+
+// bind builds the driver; with own, the driver follows and closes client.
+func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, own *owned, opt Options) (*binding.Driver, *adapter, error) {
+	logger := opt.Log()
 	has := func(id string) bool {
 		for _, f := range feats {
 			if strings.EqualFold(f.Feature.FullyQualifiedID(), id) {
@@ -137,20 +171,20 @@ func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, owns bool, 
 		return false
 	}
 	a := newAdapter(cfg, b, has(CancelControllerID), logger)
-	a.client, a.ownsClient = client, owns
+	a.client, a.ownsClient = client, own != nil
 	a.pausable = has(PauseControllerID)
 	mode, timeout, err := resolveLockMode(cfg, has(LockControllerID), client)
 	if err != nil {
 		return nil, nil, err
 	}
 	a.lockMode, a.lockTimeout = mode, timeout
-	if client != nil && owns {
+	if client != nil && own != nil {
 		// Only a connection the adapter made is followed and re-made.
-		a.fdls = opt.fdls
+		a.fdls = own.fdls
 		a.link = adapters.NewLink(adapters.LinkOptions{Name: "SiLA 2 server " + cfg.Endpoint, Config: cfg.Link,
 			Probe: a.probe, ProbeTimeout: 3 * seconds(cfg.CallTimeoutS, 10*time.Second), Clock: opt.LinkClock, Logger: logger})
-		if opt.downErr != nil {
-			a.link.Down(opt.downErr)
+		if own.downErr != nil {
+			a.link.Down(own.downErr)
 		} else {
 			a.link.Up()
 		}
@@ -162,14 +196,8 @@ func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, owns bool, 
 	if mode == LockLease {
 		bc.Lease = a.leaseHook
 	}
-	bc.Clock = opt.Clock
 	bc.Logger = logger
-	if opt.Refine != nil {
-		if err := opt.Refine(&bc); err != nil {
-			return nil, nil, err
-		}
-	}
-	d, err := binding.New(bc)
+	d, err := opt.Options.NewDriver(bc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -219,7 +247,7 @@ type adapter struct {
 	leases     map[string]int // guarded by lockMu: granted lease acquires not yet released, per holder
 	lockClosed bool           // guarded by lockMu: Close has given the lock back
 
-	// link follows the connection Open made (nil for Bind); fdls are the
+	// link follows the connection New made (nil over Options.Backend); fdls are the
 	// definitions the device was built from, which a server coming back
 	// must still serve.
 	link *adapters.Link

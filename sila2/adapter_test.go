@@ -11,6 +11,7 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/sila2"
 	"github.com/openmhp/mhp-go/sila2/silatest"
 )
@@ -31,11 +32,11 @@ func openAdapter(t *testing.T, l *lab, extra string) *binding.Driver {
 	t.Helper()
 	tlsLine := fmt.Sprintf("tls: {pin_sha256: %q}\n", l.cert.PinSHA256)
 	text := labConfig + extra + fmt.Sprintf("endpoint: %s\n", l.addr) + tlsLine
-	cfg, err := sila2.ParseConfig(adapters.Source{Path: "lab.yaml", Data: []byte(text)})
+	cfg, err := sila2.Load(adapters.Source{Path: "lab.yaml", Data: []byte(text)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := sila2.Open(ctxT(t), cfg, sila2.Options{})
+	d, err := sila2.New(ctxT(t), cfg, sila2.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,21 +58,21 @@ func invoke(t *testing.T, d mhp.Device, name string, params map[string]any) *mhp
 
 func waitJob(t *testing.T, d mhp.Device, id string, ok func(*mhp.Job) bool) *mhp.Job {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
 	var last *mhp.Job
-	for time.Now().Before(deadline) {
+	defer func() {
+		if t.Failed() {
+			t.Logf("job %s: last %+v", id, last)
+		}
+	}()
+	conformance.EventuallyWithin(t, "job "+id+" to meet the condition", testTimeout, func() bool {
 		j, err := d.Job(ctxT(t), id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		last = j
-		if ok(j) {
-			return j
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("job %s: condition not met, last %+v", id, last)
-	return nil
+		return ok(j)
+	})
+	return last
 }
 
 func terminal(j *mhp.Job) bool { return j.State.Terminal() }
@@ -141,11 +142,11 @@ func TestAdapterConfigMayOnlyNarrow(t *testing.T) {
 	l := startLab(t, silatest.Options{})
 	text := labConfig + "  - {command: TemperatureController/ControlTemperature, params: {target_temperature: {limits: {max: 400}}}}\n" +
 		fmt.Sprintf("endpoint: %s\ntls: {pin_sha256: %q}\n", l.addr, l.cert.PinSHA256)
-	cfg, err := sila2.ParseConfig(adapters.Source{Path: "lab.yaml", Data: []byte(text)})
+	cfg, err := sila2.Load(adapters.Source{Path: "lab.yaml", Data: []byte(text)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = sila2.Open(ctxT(t), cfg, sila2.Options{})
+	_, err = sila2.New(ctxT(t), cfg, sila2.Options{})
 	if err == nil || !strings.Contains(err.Error(), "widen") {
 		t.Fatalf("a config widening the server's max must be refused, got %v", err)
 	}
@@ -177,22 +178,12 @@ func TestAdapterSignals(t *testing.T) {
 		}
 		return r.Values["current_temperature"], r.Unavailable["current_temperature"]
 	}
-	eventually := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(testTimeout)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("never: %s", what)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
-	eventually("first subscribed value", func() bool { v, _ := readCurrent(); return v == 293.15 })
+	conformance.EventuallyWithin(t, "first subscribed value", testTimeout, func() bool { v, _ := readCurrent(); return v == 293.15 })
 	l.thermo.Set(301.5)
-	eventually("updated value", func() bool { v, _ := readCurrent(); return v == 301.5 })
+	conformance.EventuallyWithin(t, "updated value", testTimeout, func() bool { v, _ := readCurrent(); return v == 301.5 })
 	// Stream loss: the signal reads unavailable (null), never a stale value.
 	l.srv.Stop()
-	eventually("unavailable after the stream broke", func() bool { v, why := readCurrent(); return v == nil && why != "" })
+	conformance.EventuallyWithin(t, "unavailable after the stream broke", testTimeout, func() bool { v, why := readCurrent(); return v == nil && why != "" })
 }
 
 func TestAdapterTerminalStates(t *testing.T) {
@@ -388,11 +379,11 @@ func TestAdapterLockController(t *testing.T) {
 func TestAdapterLegacyPlaintext(t *testing.T) {
 	l := startLab(t, silatest.Options{Legacy: true})
 	text := labConfig + fmt.Sprintf("endpoint: %s\ntls: {insecure_plaintext: true}\n", l.addr)
-	cfg, err := sila2.ParseConfig(adapters.Source{Path: "legacy.yaml", Data: []byte(text)})
+	cfg, err := sila2.Load(adapters.Source{Path: "legacy.yaml", Data: []byte(text)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := sila2.Open(ctxT(t), cfg, sila2.Options{})
+	d, err := sila2.New(ctxT(t), cfg, sila2.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +437,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad metadata key", base + "tls: {insecure_plaintext: true}\nmetadata: {Token: x}\n", "Metadata"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := sila2.ParseConfig(adapters.Source{Path: "c.yaml", Data: []byte(tc.text)})
+			_, err := sila2.Load(adapters.Source{Path: "c.yaml", Data: []byte(tc.text)})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want an error mentioning %q, got %v", tc.want, err)
 			}
@@ -528,11 +519,5 @@ func TestAdapterKeepsTimedLock(t *testing.T) {
 		t.Fatal("not locked")
 	}
 	l.srv.ForceUnlock() // the lock timed out at the server
-	deadline := time.Now().Add(testTimeout)
-	for l.srv.Locked() != "kept" {
-		if time.Now().After(deadline) {
-			t.Fatal("the adapter did not lock the server again")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	conformance.EventuallyWithin(t, "the adapter to lock the server again", testTimeout, func() bool { return l.srv.Locked() == "kept" })
 }

@@ -63,11 +63,11 @@ func (l *lab) dialB(b *testing.B) *sila2.Client {
 
 func openAdapterB(b *testing.B, l *lab) mhp.Device {
 	text := labConfig + "endpoint: " + l.addr + "\ntls: {pin_sha256: \"" + l.cert.PinSHA256 + "\"}\n"
-	cfg, err := sila2.ParseConfig(adaptersSource(text))
+	cfg, err := sila2.Load(adaptersSource(text))
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := sila2.Open(context.Background(), cfg, sila2.Options{})
+	d, err := sila2.New(context.Background(), cfg, sila2.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -36,7 +36,7 @@ type Config struct {
 	adapters.Common `yaml:",inline"`
 	// Link says how the adapter treats a backend that is not there: start
 	// anyway (default) or fail fast, the reconnect backoff, the descriptor
-	// cache (see adapters.LinkConfig).
+	// cache (see [adapters.LinkConfig]).
 	Link adapters.LinkConfig `yaml:"link,omitempty"`
 
 	// Endpoint is the server's host:port.
@@ -123,14 +123,14 @@ const DefaultLeaseLockTimeoutS = 60
 // (`lock: {mode: lease, timeout_s: 30}`); a mapping without mode is the
 // lifetime lock (the meaning of lock blocks before modes existed).
 type LockConfig struct {
-	// Mode is lease, lifetime or none; see LockLease, LockLifetime, LockNone.
+	// Mode is lease, lifetime or none; see [LockLease], [LockLifetime], [LockNone].
 	Mode string `yaml:"mode,omitempty"`
 	// Identifier is the lock secret of the lifetime lock; default a random
 	// UUID. Lease locks always take a fresh random identifier per lease.
 	Identifier string `yaml:"identifier,omitempty"`
 	// TimeoutS is passed to LockServer: the server ends the lock after this
 	// much inactivity. 0 means the lock never times out; lifetime locks
-	// default to 0, lease locks to DefaultLeaseLockTimeoutS. With a timeout
+	// default to 0, lease locks to [DefaultLeaseLockTimeoutS]. With a timeout
 	// the driver checks the lock every third of it (with a call that
 	// carries the lock identifier, which keeps the lock active) and locks
 	// again if the server let it go.
@@ -188,7 +188,7 @@ func (l *LockConfig) validate() error {
 
 // lockMode is the mode the config asks for: "" when it names none (the
 // adapter then picks lease if the server implements LockController).
-func (c *Config) lockMode() string {
+func (c Config) lockMode() string {
 	if c.Lock == nil {
 		return ""
 	}
@@ -251,8 +251,9 @@ func approvalOK(a mhp.Approval) bool {
 	return false
 }
 
-// Validate checks what can be checked without the server.
-func (c *Config) Validate() error {
+// Validate checks what can be checked without the server (no I/O): each
+// error names the field and why. [New] calls it again.
+func (c Config) Validate() error {
 	if c.Device.ID == "" {
 		return fmt.Errorf("sila2: device.id is required")
 	}
@@ -343,44 +344,47 @@ func seconds(s float64, def time.Duration) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-// ParseConfig decodes a config file strictly, reads the CA file relative
-// to it and validates the result.
-func ParseConfig(src adapters.Source) (*Config, error) {
+// Load decodes a config file strictly (an unknown field is an error naming
+// its line), resolves link.descriptor_cache against the file's folder,
+// reads the tls.ca file from there and validates the result.
+func Load(src adapters.Source) (Config, error) {
 	var c Config
 	if err := src.Decode(&c); err != nil {
-		return nil, err
+		return Config{}, err
 	}
 	if c.Adapter != "" && c.Adapter != Kind {
-		return nil, fmt.Errorf("%s: adapter %q is not %s", src.Path, c.Adapter, Kind)
+		return Config{}, fmt.Errorf("%s: adapter %q is not %s", src.Path, c.Adapter, Kind)
 	}
 	c.Link.DescriptorCache = src.Resolve(c.Link.DescriptorCache)
 	if c.TLS.CA != "" {
 		pem, err := os.ReadFile(src.Resolve(c.TLS.CA))
 		if err != nil {
-			return nil, fmt.Errorf("%s: tls.ca: %w", src.Path, err)
+			return Config{}, fmt.Errorf("%s: tls.ca: %w", src.Path, err)
 		}
 		c.TLS.caPEM = pem
 	}
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", src.Path, err)
+		return Config{}, fmt.Errorf("%s: %w", src.Path, err)
 	}
-	return &c, nil
+	return c, nil
 }
 
-// WithCAPEM sets the CA certificates directly (instead of the ca file).
+// WithCAPEM sets the CA certificates directly (instead of the ca file
+// [Load] reads), for a [Config] built in Go.
 func (t *TLSFileConfig) WithCAPEM(pem []byte) { t.caPEM = pem }
 
 func (t TLSFileConfig) client() TLSConfig {
 	return TLSConfig{CAPEM: t.caPEM, PinSHA256: t.PinSHA256, ServerName: t.ServerName, InsecurePlaintext: t.InsecurePlaintext}
 }
 
-// Register registers the "sila2" kind: `mhp serve instrument.yaml`.
+// Register registers the [Kind] of SiLA 2 config files with r: [Load],
+// then [New] with the file's Refine (`mhp serve instrument.yaml`).
 func Register(r *adapters.Registry) error {
 	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
-		cfg, err := ParseConfig(src)
+		cfg, err := Load(src)
 		if err != nil {
 			return nil, err
 		}
-		return Open(ctx, cfg, Options{Refine: src.Refine})
+		return New(ctx, cfg, Options{Options: adapters.Options{Refine: src.Refine}})
 	})
 }

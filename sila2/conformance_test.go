@@ -58,14 +58,14 @@ func fixtureDriver(t *testing.T, opt conformance.Options, clk clock.Clock) (*con
 		t.Fatal(err)
 	}
 	text := silatest.FixtureConfig + fmt.Sprintf("endpoint: %s\ntls: {pin_sha256: %q}\n", addr, cert.PinSHA256)
-	cfg, err := sila2.ParseConfig(adapters.Source{Path: "fixture.yaml", Data: []byte(text)})
+	cfg, err := sila2.Load(adapters.Source{Path: "fixture.yaml", Data: []byte(text)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Safety.WatchdogS = opt.WatchdogS
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	d, err := sila2.Open(ctx, cfg, sila2.Options{Clock: clk})
+	d, err := sila2.New(ctx, cfg, sila2.Options{Options: adapters.Options{Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,20 @@
 // undefined execution, framework); any other gRPC failure is a
 // *ConnectionError whose outcome is unknown.
 //
-// The adapter (Open, Register for `adapter: sila2` config files) maps the
-// features onto binding.Signal, Setting and Action:
+// # The adapter
+//
+// This package has the shape every adapter has (see package adapters):
+// Load, Config.Validate, New, Register.
+//
+//	const Kind = "sila2"                                    // the config file's `adapter:`
+//	func Load(src adapters.Source) (Config, error)          // strict YAML, paths resolved, validated
+//	func (c Config) Validate() error                        // no I/O: what the file says is coherent
+//	func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error)
+//	func Register(r *adapters.Registry) error               // Kind -> Load, then New
+//
+// [New] dials [Config.Endpoint] unless [Options.Backend] gives another
+// wire (with [Options.Features], the definitions it serves), and maps the
+// features onto [binding.Signal], [binding.Setting] and [binding.Action]:
 //
 //   - unobservable property -> signal read with Get_; observable property ->
 //     pushed signal fed by Subscribe_ (latest value cached; stream loss ->
@@ -81,6 +93,7 @@
 // Binaries travel as base64 strings; above 2 MiB they go through the
 // binary transfer services (BinaryUpload, BinaryDownload) in chunks.
 //
-// Discover browses mDNS for _sila._tcp servers. The package silatest is a
-// reusable fake SiLA 2 server built on the same descriptors.
+// [Discover] browses mDNS for _sila._tcp servers. The package silatest is a
+// reusable fake SiLA 2 server built on the same descriptors; its Backend
+// is a fake [Backend] for driving the adapter without a server.
 package sila2

@@ -46,10 +46,10 @@ func relaunch(t *testing.T, l *lab, extra ...string) *silatest.Server {
 	return srv
 }
 
-func linkConfig(l *lab, cache string) *sila2.Config {
+func linkConfig(l *lab, cache string) sila2.Config {
 	text := labConfig + fmt.Sprintf("endpoint: %s\ntls: {pin_sha256: %q}\n", l.addr, l.cert.PinSHA256) +
 		fmt.Sprintf("link: {retry_min: 20ms, retry_max: 200ms, descriptor_cache: %q}\n", cache)
-	cfg, err := sila2.ParseConfig(adapters.Source{Path: "lab.yaml", Data: []byte(text)})
+	cfg, err := sila2.Load(adapters.Source{Path: "lab.yaml", Data: []byte(text)})
 	if err != nil {
 		panic(err)
 	}
@@ -69,7 +69,7 @@ func TestServerDownAtStart(t *testing.T) {
 	l := startLab(t, silatest.Options{})
 	cache := filepath.Join(t.TempDir(), "tc.descriptor.json")
 	cfg := linkConfig(l, cache)
-	d, err := sila2.Open(ctxT(t), cfg, sila2.Options{})
+	d, err := sila2.New(ctxT(t), cfg, sila2.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +84,14 @@ func TestServerDownAtStart(t *testing.T) {
 		{func(c *sila2.Config) { c.Link.FailFast = true }, "fail_fast"},
 		{func(c *sila2.Config) { c.Link.DescriptorCache = "" }, "descriptor_cache"},
 	} {
-		c := *linkConfig(l, cache)
+		c := linkConfig(l, cache)
 		tc.mut(&c)
-		if _, err := sila2.Open(ctxT(t), &c, sila2.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := sila2.New(ctxT(t), c, sila2.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("start with the server down: %v, want a refusal naming %s", err, tc.want)
 		}
 	}
 
-	d, err = sila2.Open(ctxT(t), cfg, sila2.Options{})
+	d, err = sila2.New(ctxT(t), cfg, sila2.Options{})
 	if err != nil {
 		t.Fatalf("start with the server down and a cache: %v", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -16,66 +15,9 @@ import (
 	"github.com/openmhp/mhp-go/sila2/silatest"
 )
 
-// fakeBackend is the adapter's seam as a struct of funcs.
-type fakeBackend struct {
-	property  func(ctx context.Context, feature, property string) (any, error)
-	subscribe func(ctx context.Context, feature, property string, fn func(any) error) error
-	call      func(ctx context.Context, feature, command string, params map[string]any) (map[string]any, error)
-	start     func(ctx context.Context, feature, command string, params map[string]any) (sila2.Execution, error)
-}
-
-func (f *fakeBackend) Property(ctx context.Context, feature, property string) (any, error) {
-	return f.property(ctx, feature, property)
-}
-func (f *fakeBackend) Subscribe(ctx context.Context, feature, property string, fn func(any) error) error {
-	if f.subscribe == nil {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	return f.subscribe(ctx, feature, property, fn)
-}
-func (f *fakeBackend) Call(ctx context.Context, feature, command string, params map[string]any) (map[string]any, error) {
-	return f.call(ctx, feature, command, params)
-}
-func (f *fakeBackend) Start(ctx context.Context, feature, command string, params map[string]any) (sila2.Execution, error) {
-	return f.start(ctx, feature, command, params)
-}
-
-// fakeExec is an Execution as a struct of funcs.
-type fakeExec struct {
-	follow func(ctx context.Context, fn func(sila2.ExecInfo)) (sila2.ExecInfo, error)
-	result func(ctx context.Context) (map[string]any, error)
-	cancel func(ctx context.Context) error
-}
-
-func (x *fakeExec) UUID() string            { return "6a2f7a3e-0000-4000-8000-000000000001" }
-func (x *fakeExec) Lifetime() time.Duration { return 0 }
-func (x *fakeExec) Follow(ctx context.Context, fn func(sila2.ExecInfo)) (sila2.ExecInfo, error) {
-	return x.follow(ctx, fn)
-}
-func (x *fakeExec) Intermediate(ctx context.Context, fn func(map[string]any)) error { return nil }
-func (x *fakeExec) Result(ctx context.Context) (map[string]any, error)              { return x.result(ctx) }
-func (x *fakeExec) Cancel(ctx context.Context) error                                { return x.cancel(ctx) }
-
 func seamDriver(t *testing.T, b sila2.Backend) *binding.Driver {
 	t.Helper()
-	fw, err := sila2.NewFramework()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var feats []*sila2.Compiled
-	for _, text := range []string{silatest.TemperatureControllerFDL, silatest.CancelControllerFDL} {
-		f, err := sila2.ParseFDL([]byte(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := sila2.Compile(fw, f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		feats = append(feats, c)
-	}
-	cfg, err := sila2.ParseConfig(adapters.Source{Path: "seam.yaml", Data: []byte(`adapter: sila2
+	cfg, err := sila2.Load(adapters.Source{Path: "seam.yaml", Data: []byte(`adapter: sila2
 device: {id: seam}
 endpoint: unused:1
 tls: {insecure_plaintext: true}
@@ -87,7 +29,8 @@ cancel_wait_s: 2
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := sila2.Bind(cfg, feats, b, sila2.Options{})
+	d, err := sila2.New(ctxT(t), cfg, sila2.Options{Backend: b,
+		Features: []string{silatest.TemperatureControllerFDL, silatest.CancelControllerFDL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,18 +57,18 @@ func TestSeamOutcomes(t *testing.T) {
 	}{
 		{name: "info stream never comes back", state: mhp.JobFailed, outcome: mhp.OutcomeUnknown, fault: true, text: "no _Info stream",
 			start: func() (sila2.Execution, error) {
-				return &fakeExec{follow: func(ctx context.Context, fn func(sila2.ExecInfo)) (sila2.ExecInfo, error) {
+				return &silatest.Execution{FollowFunc: func(ctx context.Context, fn func(sila2.ExecInfo)) (sila2.ExecInfo, error) {
 					fn(running)
 					return running, lost
 				}}, nil
 			}},
 		{name: "success but _Result lost", state: mhp.JobFailed, outcome: mhp.OutcomeUnknown, fault: true, text: "_Result",
 			start: func() (sila2.Execution, error) {
-				return &fakeExec{
-					follow: func(context.Context, func(sila2.ExecInfo)) (sila2.ExecInfo, error) {
+				return &silatest.Execution{
+					FollowFunc: func(context.Context, func(sila2.ExecInfo)) (sila2.ExecInfo, error) {
 						return sila2.ExecInfo{Status: sila2.StatusFinishedSuccessfully}, nil
 					},
-					result: func(context.Context) (map[string]any, error) { return nil, lost },
+					ResultFunc: func(context.Context) (map[string]any, error) { return nil, lost },
 				}, nil
 			}},
 		{name: "initiating call lost", state: mhp.JobFailed, outcome: mhp.OutcomeUnknown, fault: true,
@@ -141,8 +84,8 @@ func TestSeamOutcomes(t *testing.T) {
 		{name: "cancel confirmed", cancel: true, state: mhp.JobCancelled,
 			start: func() (sila2.Execution, error) {
 				cancelled := make(chan struct{})
-				return &fakeExec{
-					follow: func(ctx context.Context, fn func(sila2.ExecInfo)) (sila2.ExecInfo, error) {
+				return &silatest.Execution{
+					FollowFunc: func(ctx context.Context, fn func(sila2.ExecInfo)) (sila2.ExecInfo, error) {
 						fn(running)
 						select {
 						case <-cancelled:
@@ -151,8 +94,8 @@ func TestSeamOutcomes(t *testing.T) {
 							return running, ctx.Err()
 						}
 					},
-					cancel: func(context.Context) error { close(cancelled); return nil },
-					result: func(context.Context) (map[string]any, error) {
+					CancelFunc: func(context.Context) error { close(cancelled); return nil },
+					ResultFunc: func(context.Context) (map[string]any, error) {
 						return nil, &sila2.Error{Kind: sila2.KindDefined, Identifier: "x/y/Z/v1/DefinedExecutionError/Aborted", Message: "stopped"}
 					},
 				}, nil
@@ -160,24 +103,24 @@ func TestSeamOutcomes(t *testing.T) {
 		{name: "cancel refused, command runs to the end", cancel: true, state: mhp.JobDone,
 			start: func() (sila2.Execution, error) {
 				refused := make(chan struct{})
-				return &fakeExec{
-					follow: func(ctx context.Context, fn func(sila2.ExecInfo)) (sila2.ExecInfo, error) {
+				return &silatest.Execution{
+					FollowFunc: func(ctx context.Context, fn func(sila2.ExecInfo)) (sila2.ExecInfo, error) {
 						fn(running)
 						<-refused
 						return sila2.ExecInfo{Status: sila2.StatusFinishedSuccessfully}, nil
 					},
-					cancel: func(context.Context) error {
+					CancelFunc: func(context.Context) error {
 						close(refused)
 						return &sila2.Error{Kind: sila2.KindDefined, Identifier: sila2.CancelControllerID + "/DefinedExecutionError/OperationNotSupported"}
 					},
-					result: func(context.Context) (map[string]any, error) {
+					ResultFunc: func(context.Context) (map[string]any, error) {
 						return map[string]any{"reached_temperature": 300.0}, nil
 					},
 				}, nil
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := seamDriver(t, &fakeBackend{start: func(context.Context, string, string, map[string]any) (sila2.Execution, error) {
+			d := seamDriver(t, &silatest.Backend{StartFunc: func(context.Context, string, string, map[string]any) (sila2.Execution, error) {
 				return tc.start()
 			}})
 			j := invoke(t, d, "control_temperature", map[string]any{"target_temperature": 300.0})
@@ -202,7 +145,7 @@ func TestSeamOutcomes(t *testing.T) {
 }
 
 func TestSeamSignalReadFailureIsUnavailable(t *testing.T) {
-	d := seamDriver(t, &fakeBackend{property: func(context.Context, string, string) (any, error) {
+	d := seamDriver(t, &silatest.Backend{PropertyFunc: func(context.Context, string, string) (any, error) {
 		return nil, &sila2.ConnectionError{Code: codes.Unavailable, Err: errors.New("down")}
 	}})
 	r, err := d.Read(ctxT(t), []string{"profile"})
@@ -214,5 +157,51 @@ func TestSeamSignalReadFailureIsUnavailable(t *testing.T) {
 	}
 	if deviceState(t, d) != mhp.StateIdle {
 		t.Fatal("a failed read must not fault the device")
+	}
+}
+
+// TestNewBackendSeam: Options.Backend and Options.Features go together, and
+// a definition that does not parse is refused by its index, before
+// anything reaches the backend.
+func TestNewBackendSeam(t *testing.T) {
+	cfg, err := sila2.Load(adapters.Source{Path: "seam.yaml", Data: []byte("adapter: sila2\ndevice: {id: seam}\nendpoint: unused:1\ntls: {insecure_plaintext: true}\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	touched := false
+	b := &silatest.Backend{
+		PropertyFunc: func(context.Context, string, string) (any, error) { touched = true; return nil, nil },
+		CallFunc: func(context.Context, string, string, map[string]any) (map[string]any, error) {
+			touched = true
+			return nil, nil
+		},
+	}
+	for _, tc := range []struct {
+		name string
+		opt  sila2.Options
+		want string
+	}{
+		{"backend without features", sila2.Options{Backend: b}, "Options.Features"},
+		{"features without backend", sila2.Options{Features: []string{silatest.TemperatureControllerFDL}}, "Options.Backend"},
+		{"bad definition", sila2.Options{Backend: b, Features: []string{silatest.TemperatureControllerFDL, "<Feature"}}, "Options.Features[1]"},
+		{"lock mode needs the client", sila2.Options{Backend: b, Features: []string{silatest.LockControllerFDL}}, "needs the SiLA client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cfg
+			if tc.name == "lock mode needs the client" {
+				c.Lock = &sila2.LockConfig{Mode: sila2.LockLease}
+			}
+			d, err := sila2.New(ctxT(t), c, tc.opt)
+			if err == nil {
+				_ = d.Close()
+				t.Fatalf("built a driver, want a refusal naming %s", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not name %s", err, tc.want)
+			}
+		})
+	}
+	if touched {
+		t.Fatal("a refused New reached the backend")
 	}
 }

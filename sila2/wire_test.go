@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/sila2"
 	"github.com/openmhp/mhp-go/sila2/silatest"
 )
@@ -184,13 +184,9 @@ func TestAdapterResubscribesBrokenInfoStream(t *testing.T) {
 	waitJob(t, d, j.ID, func(j *mhp.Job) bool { return j.Progress > 0 })
 	before := l.srv.Calls("TemperatureController/ControlTemperature_Info")
 	l.srv.BreakStreams()
-	deadline := time.Now().Add(testTimeout)
-	for l.srv.Calls("TemperatureController/ControlTemperature_Info") <= before {
-		if time.Now().After(deadline) {
-			t.Fatal("the adapter never subscribed to _Info again")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	conformance.EventuallyWithin(t, "the adapter to subscribe to _Info again", testTimeout, func() bool {
+		return l.srv.Calls("TemperatureController/ControlTemperature_Info") > before
+	})
 	if err := l.thermo.End(silatest.Reach, testTimeout); err != nil {
 		t.Fatal(err)
 	}
@@ -221,11 +217,9 @@ func TestServerFromEntry(t *testing.T) {
 
 // TestDiscoverLive announces a server with hashicorp/mdns and browses for
 // it. Multicast is often unavailable in containers and CI: set
-// SILA2_MDNS_TEST=1 to run it.
+// MHP_PEER_MDNS=1 to run it.
 func TestDiscoverLive(t *testing.T) {
-	if os.Getenv("SILA2_MDNS_TEST") == "" {
-		t.Skip("set SILA2_MDNS_TEST=1 to browse mDNS on this host (needs multicast)")
-	}
+	conformance.Peer(t, "MDNS", "1 to browse mDNS on this host (needs multicast)")
 	svc, err := mdns.NewMDNSService("0d6f3c2b-1a90-4f7e-8a42-4c1f2a6e9b1d", sila2.MDNSService, "local.", "mhp-test.local.", 50099,
 		[]net.IP{net.IPv4(127, 0, 0, 1)}, []string{"version=1.1", "server_name=MHP test"})
 	if err != nil {

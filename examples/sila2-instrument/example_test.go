@@ -10,6 +10,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/sila2"
 	"github.com/openmhp/mhp-go/sila2/silatest"
 )
@@ -98,13 +99,8 @@ func TestInstrumentYAML(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Locked() != "" { // the release hook runs on its own goroutine
-		if time.Now().After(deadline) {
-			t.Fatal("the release did not unlock the server")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	// The release hook runs on its own goroutine.
+	conformance.Eventually(t, "the release to unlock the server", func() bool { return srv.Locked() == "" })
 
 	if _, err := os.Stat(filepath.Join(dir, "instrument.descriptor.json")); err != nil {
 		t.Fatalf("the descriptor cache was not written next to the config: %v", err)

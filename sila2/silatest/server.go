@@ -7,6 +7,11 @@
 // constraints, runs observable commands with _Info/_Intermediate/_Result,
 // checks -bin metadata, serves TLS with a certificate made in the test, and
 // can play a legacy (v1.0-era) server.
+//
+// [Backend] and [Execution] fake the adapter's seam instead ([sila2.Backend],
+// [sila2.Options].Backend) as structs of funcs, for driving the adapter
+// without a server: a stream that never comes back, a result lost after
+// success.
 package silatest
 
 import (
