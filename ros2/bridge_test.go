@@ -12,7 +12,7 @@ import (
 	"github.com/openmhp/mhp-go/conformance"
 
 	"github.com/openmhp/mhp-go"
-	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
@@ -156,7 +156,7 @@ func TestStartsWithTheBridgeDown(t *testing.T) {
 	ff := cfg
 	ff.FailFast = true
 	ff.URL = srv.URL()
-	d, err := New(ff, Options{Logger: quiet()})
+	d, err := New(context.Background(), ff, Options{Options: adapters.Options{Logger: quiet()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestCheckTypesAgainstTheBridge(t *testing.T) {
 			c.cfg(&cfg)
 			cfg.CheckTypes = true
 			cfg.URL = srv.URL()
-			d, err := New(cfg, Options{Logger: quiet()})
+			d, err := New(context.Background(), cfg, Options{Options: adapters.Options{Logger: quiet()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -395,15 +395,10 @@ func TestLinkLostLogCountsGoals(t *testing.T) {
 	cfg := actionlibConfig()
 	cfg.URL = srv.URL()
 	cfg.Reconnect = Reconnect{InitialS: 0.01, MaxS: 0.1}
-	a, bc, err := newAdapter(cfg, Options{Logger: slog.New(rec), Binding: func(bc *binding.Config) { bc.JobGrace = 3 * time.Second }})
+	_, d, err := build(cfg, Options{Options: adapters.Options{Logger: slog.New(rec), Refine: jobGrace(3 * time.Second)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := binding.New(bc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.bind(d)
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

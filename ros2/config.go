@@ -190,7 +190,7 @@ func seconds(s float64, def time.Duration) time.Duration {
 
 // Validate reports the first problem: no url, an item without its topic,
 // service or action, a bad field path, negative times.
-func (c *Config) Validate() error {
+func (c Config) Validate() error {
 	if c.URL == "" {
 		return fmt.Errorf("ros2: url is required (ws://robot:9090)")
 	}

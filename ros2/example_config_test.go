@@ -66,9 +66,8 @@ func TestExampleRobot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg Config
-	src := adapters.Source{Path: examplePath, Dir: filepath.Dir(examplePath), Data: data}
-	if err := src.Decode(&cfg); err != nil {
+	cfg, err := Load(adapters.Source{Path: examplePath, Dir: filepath.Dir(examplePath), Data: data})
+	if err != nil {
 		t.Fatal(err)
 	}
 	srv := newServer(t, rosbridgetest.Options{})
@@ -141,7 +140,11 @@ func TestExampleRobotBridgeDown(t *testing.T) {
 	text = strings.Replace(text, "check_types: true", "check_types: false", 1)
 	text = strings.Replace(text, "reconnect: {initial_s: 0.5, max_s: 10}", "reconnect: {initial_s: 0.01, max_s: 0.1}", 1)
 	src := adapters.Source{Path: examplePath, Dir: filepath.Dir(examplePath), Data: []byte(text)}
-	d, err := Factory(context.Background(), src)
+	reg := adapters.NewRegistry()
+	if err := Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	d, err := reg.Build(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
 	}
