@@ -18,7 +18,8 @@ import (
 
 // Options are the parts of an adapter a config file cannot hold: the
 // options every adapter shares ([adapters.Options]: Clock, LinkClock,
-// Logger, Refine) and the backend seam.
+// Logger, Refine) and the backend seam. LinkClock times the [Client]'s
+// redial backoff ([ClientOptions.BackoffClock]).
 type Options struct {
 	adapters.Options
 	// Conn, when set, is used instead of dialling [Config.URL] (a test
@@ -320,6 +321,7 @@ func (a *adapter) setup(ctx context.Context) error {
 			BackoffMax:     seconds(a.cfg.Reconnect.MaxS, 0),
 			NoReconnect:    a.cfg.Reconnect.Disabled,
 			Clock:          a.clk,
+			BackoffClock:   a.opts.LinkClock,
 			Logger:         a.log,
 			OnLink:         a.onLink,
 		}

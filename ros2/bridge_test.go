@@ -13,6 +13,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
@@ -441,4 +442,38 @@ func TestBridgeSaysWhatItIs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLinkClockTimesTheRedial: Options.LinkClock, not the wall clock, times
+// the wait before a redial. With an hour's backoff the link comes back as
+// soon as the link clock has moved an hour.
+func TestLinkClockTimesTheRedial(t *testing.T) {
+	srv := newServer(t, rosbridgetest.Options{})
+	link := clock.NewManual(time.Now())
+	cfg := baseConfig()
+	cfg.URL = srv.URL()
+	cfg.Reconnect = Reconnect{InitialS: 3600, MaxS: 3600}
+	d, err := New(context.Background(), cfg, Options{Options: adapters.Options{LinkClock: link, Logger: quiet()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	dev := mhp.AsSession(d, "test")
+	up := func() bool {
+		p, err := dev.Ping(ctx)
+		return err == nil && p.Backend != nil && p.Backend.Connected
+	}
+	conformance.EventuallyWithin(t, "the link to come up", wait, up)
+	srv.Drop()
+	conformance.EventuallyWithin(t, "the redial to wait on the link clock", wait, func() bool { return link.Pending() == 1 })
+	if up() {
+		t.Fatal("the link is reported up while the redial waits")
+	}
+	link.Advance(time.Hour)
+	conformance.EventuallyWithin(t, "the link to come back after an hour on the link clock", wait, up)
 }
