@@ -99,7 +99,7 @@ func (o ClientOptions) withDefaults() ClientOptions {
 //   - every goal holds a connection of that pool for its whole life (a new
 //     one when none is idle); its cancel goes over the main connection (rosbridge 2.x keeps goal handles
 //     in one table for all connections, so it reaches the goal);
-//   - the estop path (a context from StopPath) has a connection of its own,
+//   - the estop path (a context from [StopPath]) has a connection of its own,
 //     kept warm and re-advertised, that never carries anything else.
 //
 // Goal ids carry a random prefix drawn at Dial, so they are unique across
