@@ -457,12 +457,9 @@ func TestLinkClockTimesTheRedial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	start(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
 	dev := mhp.AsSession(d, "test")
 	up := func() bool {
 		p, err := dev.Ping(ctx)

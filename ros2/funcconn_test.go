@@ -51,12 +51,7 @@ func funcRig(t *testing.T, cfg Config, conn Conn) mhp.Device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	start(t, d)
 	return mhp.AsSession(d, "test")
 }
 

@@ -39,13 +39,19 @@ func newRig(t testing.TB, srv *rosbridgetest.Server, cfg Config, clk clock.Clock
 	if err != nil {
 		t.Fatal(err)
 	}
+	start(t, d)
+	return &rig{t: t, srv: srv, a: a, d: d, dev: mhp.AsSession(d, "test")}
+}
+
+// start starts d within the test's deadline and closes it at cleanup.
+func start(t testing.TB, d *binding.Driver) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := d.Start(ctx); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return &rig{t: t, srv: srv, a: a, d: d, dev: mhp.AsSession(d, "test")}
 }
 
 func (r *rig) ctx() context.Context {
