@@ -3,6 +3,7 @@ package ros2
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
@@ -38,6 +40,21 @@ func TestRegister(t *testing.T) {
 		t.Fatalf("descriptor %+v", desc)
 	}
 	d.Close()
+
+	// The file's Refine reaches the bindings (a device package's descriptor
+	// merge), and its refusal is the open's error.
+	d, err = r.OpenRefined(context.Background(), examplePath, func(bc *binding.Config) error {
+		bc.Notes = "refined"
+		return nil
+	})
+	if err != nil || d.Descriptor().Notes != "refined" {
+		t.Fatalf("refined open: %v", err)
+	}
+	d.Close()
+	refused := errors.New("descriptor does not match")
+	if _, err := r.OpenRefined(context.Background(), examplePath, func(*binding.Config) error { return refused }); !errors.Is(err, refused) {
+		t.Fatalf("refine refusal: %v", err)
+	}
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -53,6 +70,30 @@ func TestConfigErrors(t *testing.T) {
 			Register(r)
 			_, err := r.Build(context.Background(), adapters.Source{Path: "robot.yaml", Data: []byte(c.yaml)})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestLoad: Load decodes strictly, refuses another adapter's file and
+// validates, naming the field.
+func TestLoad(t *testing.T) {
+	for _, c := range []struct{ name, yaml, want string }{
+		{"ok", "adapter: ros2\ndevice: {id: a}\nurl: ws://x:9090\n", ""},
+		{"another adapter", "adapter: opcua\ndevice: {id: a}\nurl: ws://x:9090\n", `adapter is "opcua", not "ros2"`},
+		{"unknown field", "adapter: ros2\ndevice: {id: a}\nurl: ws://x:9090\nretries: 3\n", "line 4: field retries not found"},
+		{"not websocket", "adapter: ros2\ndevice: {id: a}\nurl: http://x:9090\n", "not ws:// or wss://"},
+		{"negative time", "adapter: ros2\ndevice: {id: a}\nurl: ws://x:9090\nrequest_timeout_s: -1\n", "request_timeout_s -1 is negative"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Load(adapters.Source{Path: "robot.yaml", Data: []byte(c.yaml)})
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatal(err)
+			case c.want == "" && (cfg.URL != "ws://x:9090" || cfg.Device.ID != "a"):
+				t.Fatalf("loaded %+v", cfg)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 				t.Fatalf("err %v, want %q", err, c.want)
 			}
 		})

@@ -2,6 +2,7 @@ package ros2
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
@@ -11,12 +12,16 @@ import (
 const Kind = "ros2"
 
 // Load decodes an `adapter: ros2` config file strictly (an unknown field is
-// an error naming its line) and validates it. A ROS config names no files,
-// so nothing is resolved against the file's folder.
+// an error naming its line; an `adapter:` other than [Kind] is refused) and
+// validates it. A ROS config names no files, so nothing is resolved against
+// the file's folder.
 func Load(src adapters.Source) (Config, error) {
 	var cfg Config
 	if err := src.Decode(&cfg); err != nil {
 		return Config{}, err
+	}
+	if cfg.Adapter != "" && cfg.Adapter != Kind {
+		return Config{}, fmt.Errorf("%s: adapter is %q, not %q", src.Path, cfg.Adapter, Kind)
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
