@@ -11,38 +11,44 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 )
 
-// Options are the parts of an adapter a config file cannot hold.
+// Options are the parts of an adapter a config file cannot hold: the
+// options every adapter shares ([adapters.Options]: Clock, LinkClock,
+// Logger, Refine) and the backend seam. LinkClock times the [Client]'s
+// redial backoff ([ClientOptions.BackoffClock]).
 type Options struct {
-	// Conn, when set, is used instead of dialling Config.URL (a test fake,
-	// a shared connection); the adapter does not close it.
+	adapters.Options
+	// Conn, when set, is used instead of dialling [Config.URL] (a test
+	// fake, a shared connection); the adapter does not close it, and its
+	// link is the caller's business (the driver does not report it).
+	// Nil dials a [Client] at Start.
 	Conn Conn
-	// Clock is the time source of the driver and of signal staleness;
-	// default the system clock.
-	Clock clock.Clock
-	// Logger receives connection events; default slog.Default().
-	Logger *slog.Logger
-	// Binding, when set, adjusts the binding config before the driver is
-	// built (timeouts, job history).
-	Binding func(*binding.Config)
 }
 
-// New validates cfg and builds the robot's driver. Start connects (Setup),
-// Close disconnects.
-func New(cfg Config, opts Options) (*binding.Driver, error) {
-	a, bc, err := newAdapter(cfg, opts)
+// New validates cfg and builds the robot's driver, unstarted: nothing is
+// dialled until Start connects (Setup); Close disconnects. New does no
+// I/O, so ctx is not used.
+func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error) {
+	_, d, err := build(cfg, opt)
+	return d, err
+}
+
+// build is New that also returns the adapter, for the package's tests.
+func build(cfg Config, opt Options) (*adapter, *binding.Driver, error) {
+	a, bc, err := newAdapter(cfg, opt)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	d, err := binding.New(bc)
+	d, err := opt.Options.NewDriver(bc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a.bind(d)
-	return d, nil
+	return a, d, nil
 }
 
 // adapter is the mapping of one robot's topics, services and actions onto
@@ -274,9 +280,6 @@ func newAdapter(cfg Config, opts Options) (*adapter, binding.Config, error) {
 	if cfg.EStop != nil {
 		bc.EStop = a.estop
 	}
-	if opts.Binding != nil {
-		opts.Binding(&bc)
-	}
 	return a, bc, nil
 }
 
@@ -318,6 +321,7 @@ func (a *adapter) setup(ctx context.Context) error {
 			BackoffMax:     seconds(a.cfg.Reconnect.MaxS, 0),
 			NoReconnect:    a.cfg.Reconnect.Disabled,
 			Clock:          a.clk,
+			BackoffClock:   a.opts.LinkClock,
 			Logger:         a.log,
 			OnLink:         a.onLink,
 		}

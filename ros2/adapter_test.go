@@ -11,6 +11,7 @@ import (
 	"github.com/openmhp/mhp-go/conformance"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
@@ -598,7 +599,7 @@ func TestBadTypeClearErrorWithinDeadline(t *testing.T) {
 		cfg.URL = srv.URL()
 		cfg.CheckTypes = true
 		cfg.Signals = []SignalConfig{{Signal: mhp.Signal{Name: "temp", Type: mhp.TypeNumber}, Topic: "/arm/temp", MsgType: "std_msgs/msg/String"}}
-		d, err := New(cfg, Options{Logger: quiet()})
+		d, err := New(context.Background(), cfg, Options{Options: adapters.Options{Logger: quiet()}})
 		if err != nil {
 			t.Fatal(err)
 		}

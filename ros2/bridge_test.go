@@ -12,7 +12,8 @@ import (
 	"github.com/openmhp/mhp-go/conformance"
 
 	"github.com/openmhp/mhp-go"
-	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
@@ -156,7 +157,7 @@ func TestStartsWithTheBridgeDown(t *testing.T) {
 	ff := cfg
 	ff.FailFast = true
 	ff.URL = srv.URL()
-	d, err := New(ff, Options{Logger: quiet()})
+	d, err := New(context.Background(), ff, Options{Options: adapters.Options{Logger: quiet()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestCheckTypesAgainstTheBridge(t *testing.T) {
 			c.cfg(&cfg)
 			cfg.CheckTypes = true
 			cfg.URL = srv.URL()
-			d, err := New(cfg, Options{Logger: quiet()})
+			d, err := New(context.Background(), cfg, Options{Options: adapters.Options{Logger: quiet()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -395,15 +396,10 @@ func TestLinkLostLogCountsGoals(t *testing.T) {
 	cfg := actionlibConfig()
 	cfg.URL = srv.URL()
 	cfg.Reconnect = Reconnect{InitialS: 0.01, MaxS: 0.1}
-	a, bc, err := newAdapter(cfg, Options{Logger: slog.New(rec), Binding: func(bc *binding.Config) { bc.JobGrace = 3 * time.Second }})
+	_, d, err := build(cfg, Options{Options: adapters.Options{Logger: slog.New(rec), Refine: jobGrace(3 * time.Second)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := binding.New(bc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.bind(d)
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -446,4 +442,35 @@ func TestBridgeSaysWhatItIs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLinkClockTimesTheRedial: Options.LinkClock, not the wall clock, times
+// the wait before a redial. With an hour's backoff the link comes back as
+// soon as the link clock has moved an hour.
+func TestLinkClockTimesTheRedial(t *testing.T) {
+	srv := newServer(t, rosbridgetest.Options{})
+	link := clock.NewManual(time.Now())
+	cfg := baseConfig()
+	cfg.URL = srv.URL()
+	cfg.Reconnect = Reconnect{InitialS: 3600, MaxS: 3600}
+	d, err := New(context.Background(), cfg, Options{Options: adapters.Options{LinkClock: link, Logger: quiet()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, d)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	dev := mhp.AsSession(d, "test")
+	up := func() bool {
+		p, err := dev.Ping(ctx)
+		return err == nil && p.Backend != nil && p.Backend.Connected
+	}
+	conformance.EventuallyWithin(t, "the link to come up", wait, up)
+	srv.Drop()
+	conformance.EventuallyWithin(t, "the redial to wait on the link clock", wait, func() bool { return link.Pending() == 1 })
+	if up() {
+		t.Fatal("the link is reported up while the redial waits")
+	}
+	link.Advance(time.Hour)
+	conformance.EventuallyWithin(t, "the link to come back after an hour on the link clock", wait, up)
 }

@@ -32,6 +32,9 @@ type ClientOptions struct {
 	NoReconnect bool
 	// Clock stamps message arrival; default the system clock.
 	Clock clock.Clock
+	// BackoffClock times the waits between redials; default the system
+	// clock.
+	BackoffClock clock.Clock
 	// Logger receives connection events; default slog.Default().
 	Logger *slog.Logger
 	// ReadLimit caps one incoming message; default 64 MiB.
@@ -60,6 +63,9 @@ func (o ClientOptions) withDefaults() ClientOptions {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
+	}
+	if o.BackoffClock == nil {
+		o.BackoffClock = clock.Real{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -93,7 +99,7 @@ func (o ClientOptions) withDefaults() ClientOptions {
 //   - every goal holds a connection of that pool for its whole life (a new
 //     one when none is idle); its cancel goes over the main connection (rosbridge 2.x keeps goal handles
 //     in one table for all connections, so it reaches the goal);
-//   - the estop path (a context from StopPath) has a connection of its own,
+//   - the estop path (a context from [StopPath]) has a connection of its own,
 //     kept warm and re-advertised, that never carries anything else.
 //
 // Goal ids carry a random prefix drawn at Dial, so they are unique across
@@ -346,12 +352,8 @@ func (c *Client) supervise() {
 			wait, first = 0, false
 		}
 		for {
-			t := time.NewTimer(wait)
-			select {
-			case <-c.ctx.Done():
-				t.Stop()
+			if !c.sleep(wait) {
 				return
-			case <-t.C:
 			}
 			ws, err := c.dial(c.ctx)
 			if err == nil {
@@ -363,6 +365,22 @@ func (c *Client) supervise() {
 			c.opts.Logger.Debug("ros2: redial failed", "url", c.url, "err", err, "next_in", wait)
 			wait = min(max(wait*2, c.opts.BackoffInitial), c.opts.BackoffMax)
 		}
+	}
+}
+
+// sleep waits d on the backoff clock; false when the client closed first.
+func (c *Client) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return c.ctx.Err() == nil
+	}
+	fired := make(chan struct{})
+	t := c.opts.BackoffClock.AfterFunc(d, func() { close(fired) })
+	select {
+	case <-c.ctx.Done():
+		t.Stop()
+		return false
+	case <-fired:
+		return true
 	}
 }
 

@@ -188,9 +188,10 @@ func seconds(s float64, def time.Duration) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-// Validate reports the first problem: no url, an item without its topic,
-// service or action, a bad field path, negative times.
-func (c *Config) Validate() error {
+// Validate reports the first problem, naming the field and why: no url,
+// an item without its topic, service or action, a bad field path, negative
+// times. It does no I/O; [Load] and [New] call it.
+func (c Config) Validate() error {
 	if c.URL == "" {
 		return fmt.Errorf("ros2: url is required (ws://robot:9090)")
 	}

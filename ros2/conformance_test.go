@@ -173,13 +173,10 @@ func rosHarness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 	})
 
 	clk := clock.NewManual(time.Now())
-	a, bc, err := newAdapter(cfg, Options{Clock: clk, Logger: quiet(), Binding: func(bc *binding.Config) {
+	a, d, err := build(cfg, Options{Options: adapters.Options{Clock: clk, Logger: quiet(), Refine: func(bc *binding.Config) error {
 		bc.PollInterval = 20 * time.Millisecond
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := binding.New(bc)
+		return nil
+	}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,14 @@ import (
 )
 
 // Conn is the seam between the MHP mapping and rosbridge: the five things the
-// adapter asks of a robot. *Client implements it over one WebSocket; tests
-// can implement it with a struct of funcs.
+// adapter asks of a robot. [*Client] implements it over one WebSocket; tests
+// can implement it with a struct of funcs, and give it to [New] as
+// [Options.Conn].
 //
-// Errors: ErrNotConnected means nothing was sent (the request is refused with
-// the robot untouched); ErrConnLost and ErrNoReply mean the request may have
-// reached the robot (the outcome is unknown); *ServiceError is rosbridge's
-// result:false answer.
+// Errors: [ErrNotConnected] means nothing was sent (the request is refused
+// with the robot untouched); [ErrConnLost] and [ErrNoReply] mean the request
+// may have reached the robot (the outcome is unknown); [*ServiceError] is
+// rosbridge's result:false answer.
 type Conn interface {
 	// Subscribe delivers the topic's messages to fn until unsubscribe is
 	// called. The subscription survives reconnects: fn gets an event with

@@ -9,6 +9,19 @@
 // a sourced ROS 2. Through rosbridge the same adapter serves ROS 2 robots and
 // ROS 1 robots (ROS 1 actionlib over its topics).
 //
+// This package has the shape every adapter has (see package adapters):
+// Load, Config.Validate, New, Register.
+//
+//	src, err := adapters.ReadSource("robot.yaml")
+//	cfg, err := ros2.Load(src)                        // strict YAML, validated
+//	drv, err := ros2.New(ctx, cfg, ros2.Options{})    // unstarted; Start dials Config.URL
+//	err = drv.Start(ctx)
+//	defer drv.Close()
+//
+// The backend seam is [Options.Conn]: nil dials a [Client] to [Config.URL]
+// at Start; a test passes a [Conn] of its own, or points Config.URL at the
+// fake rosbridge server of package ros2/rosbridgetest.
+//
 // # Mapping (see Config)
 //
 //   - topic -> signal: subscribe with throttle_rate and queue_length, take a
@@ -66,7 +79,7 @@
 // until it ends; a goal that is rejected, sent to a missing action server
 // or of the wrong type, and on ROS 2 a service whose handler raised, is
 // never answered and holds it for good. The Client therefore spreads the
-// work over connections of its own kind (see Client): one main connection
+// work over connections of its own kind (see [Client]): one main connection
 // for topics and cancels (ops rosbridge handles at once), a pooled
 // connection per service call, a connection per goal for its life, and a
 // dedicated estop connection. Estop, cancel and reads never wait behind a
@@ -87,7 +100,7 @@
 // outcome unknown. rosbridge 2.x keeps goal handles in one table shared by
 // every connection of the server process, so the cancel reaches a goal sent
 // on a dropped connection (unless the bridge itself restarted:
-// ActionConfig.CancelAllOnReconnect then also calls the action server's
+// [ActionConfig.CancelAllOnReconnect] then also calls the action server's
 // <action>/_action/cancel_goal with a zero goal id). The same sharing lets
 // one client cancel another's goal by id, so goal ids carry a random
 // per-client prefix: unique across processes and restarts. A cancel sent
@@ -98,7 +111,7 @@
 // # rosbridge versions and server settings
 //
 // The adapter asks rosapi at start (or when the bridge first comes up) what
-// the bridge is, logs it plainly (Bridge.String), and with check_types
+// the bridge is, logs it plainly ([Bridge.String]), and with check_types
 // checks the config against it:
 //   - rosbridge_suite 2.0.0 (humble) and 2.1.0 (jazzy, rolling) on ROS 2:
 //     everything above. /rosapi/get_ros_version says ROS 2 and the distro,
@@ -122,7 +135,7 @@
 //     nothing changes for the adapter (it never shares a connection between
 //     long work and urgent work).
 //
-// Conn is the seam between the mapping and the wire; package
+// [Conn] is the seam between the mapping and the wire; package
 // ros2/rosbridgetest is a fake rosbridge server for integration tests that
 // plays each of these versions and settings.
 package ros2

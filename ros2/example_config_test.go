@@ -3,6 +3,7 @@ package ros2
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
@@ -38,6 +40,21 @@ func TestRegister(t *testing.T) {
 		t.Fatalf("descriptor %+v", desc)
 	}
 	d.Close()
+
+	// The file's Refine reaches the bindings (a device package's descriptor
+	// merge), and its refusal is the open's error.
+	d, err = r.OpenRefined(context.Background(), examplePath, func(bc *binding.Config) error {
+		bc.Notes = "refined"
+		return nil
+	})
+	if err != nil || d.Descriptor().Notes != "refined" {
+		t.Fatalf("refined open: %v", err)
+	}
+	d.Close()
+	refused := errors.New("descriptor does not match")
+	if _, err := r.OpenRefined(context.Background(), examplePath, func(*binding.Config) error { return refused }); !errors.Is(err, refused) {
+		t.Fatalf("refine refusal: %v", err)
+	}
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -59,6 +76,30 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// TestLoad: Load decodes strictly, refuses another adapter's file and
+// validates, naming the field.
+func TestLoad(t *testing.T) {
+	for _, c := range []struct{ name, yaml, want string }{
+		{"ok", "adapter: ros2\ndevice: {id: a}\nurl: ws://x:9090\n", ""},
+		{"another adapter", "adapter: opcua\ndevice: {id: a}\nurl: ws://x:9090\n", `adapter is "opcua", not "ros2"`},
+		{"unknown field", "adapter: ros2\ndevice: {id: a}\nurl: ws://x:9090\nretries: 3\n", "line 4: field retries not found"},
+		{"not websocket", "adapter: ros2\ndevice: {id: a}\nurl: http://x:9090\n", "not ws:// or wss://"},
+		{"negative time", "adapter: ros2\ndevice: {id: a}\nurl: ws://x:9090\nrequest_timeout_s: -1\n", "request_timeout_s -1 is negative"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Load(adapters.Source{Path: "robot.yaml", Data: []byte(c.yaml)})
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatal(err)
+			case c.want == "" && (cfg.URL != "ws://x:9090" || cfg.Device.ID != "a"):
+				t.Fatalf("loaded %+v", cfg)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("err %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
 // TestExampleRobot runs the example config against a fake arm that has its
 // topics, services and action: the README's walkthrough as a test.
 func TestExampleRobot(t *testing.T) {
@@ -66,9 +107,8 @@ func TestExampleRobot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg Config
-	src := adapters.Source{Path: examplePath, Dir: filepath.Dir(examplePath), Data: data}
-	if err := src.Decode(&cfg); err != nil {
+	cfg, err := Load(adapters.Source{Path: examplePath, Dir: filepath.Dir(examplePath), Data: data})
+	if err != nil {
 		t.Fatal(err)
 	}
 	srv := newServer(t, rosbridgetest.Options{})
@@ -141,7 +181,11 @@ func TestExampleRobotBridgeDown(t *testing.T) {
 	text = strings.Replace(text, "check_types: true", "check_types: false", 1)
 	text = strings.Replace(text, "reconnect: {initial_s: 0.5, max_s: 10}", "reconnect: {initial_s: 0.01, max_s: 0.1}", 1)
 	src := adapters.Source{Path: examplePath, Dir: filepath.Dir(examplePath), Data: []byte(text)}
-	d, err := Factory(context.Background(), src)
+	reg := adapters.NewRegistry()
+	if err := Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	d, err := reg.Build(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
 	}

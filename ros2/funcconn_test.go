@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
-	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
@@ -47,16 +47,11 @@ func (f *funcConn) CancelGoal(ctx context.Context, action, id string) error {
 func funcRig(t *testing.T, cfg Config, conn Conn) mhp.Device {
 	t.Helper()
 	cfg.URL = "ws://unused:9090"
-	d, err := New(cfg, Options{Conn: conn, Logger: quiet(), Binding: func(bc *binding.Config) { bc.JobGrace = time.Second }})
+	d, err := New(context.Background(), cfg, Options{Options: adapters.Options{Logger: quiet(), Refine: jobGrace(time.Second)}, Conn: conn})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	start(t, d)
 	return mhp.AsSession(d, "test")
 }
 

@@ -2,6 +2,7 @@ package ros2
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
@@ -10,27 +11,33 @@ import (
 // Kind is the `adapter:` value of a ROS config file.
 const Kind = "ros2"
 
-// Register adds the "ros2" kind to r: `mhp serve robot.yaml` with
-// `adapter: ros2` builds the robot's driver from a Config.
-func Register(r *adapters.Registry) error {
-	return r.Register(Kind, Factory)
-}
-
-// Factory builds an unstarted driver from an `adapter: ros2` config file
-// (decoded strictly: an unknown field is an error naming its line).
-func Factory(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
+// Load decodes an `adapter: ros2` config file strictly (an unknown field is
+// an error naming its line; an `adapter:` other than [Kind] is refused) and
+// validates it. A ROS config names no files, so nothing is resolved against
+// the file's folder.
+func Load(src adapters.Source) (Config, error) {
 	var cfg Config
 	if err := src.Decode(&cfg); err != nil {
-		return nil, err
+		return Config{}, err
 	}
-	a, bc, err := newAdapter(cfg, Options{})
-	if err != nil {
-		return nil, err
+	if cfg.Adapter != "" && cfg.Adapter != Kind {
+		return Config{}, fmt.Errorf("%s: adapter is %q, not %q", src.Path, cfg.Adapter, Kind)
 	}
-	d, err := src.NewDriver(bc)
-	if err != nil {
-		return nil, err
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
 	}
-	a.bind(d)
-	return d, nil
+	return cfg, nil
+}
+
+// Register adds the "ros2" kind to r: `mhp serve robot.yaml` with
+// `adapter: ros2` builds the robot's driver with [Load] then [New], the
+// file's [adapters.Source.Refine] applied.
+func Register(r *adapters.Registry) error {
+	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
+		cfg, err := Load(src)
+		if err != nil {
+			return nil, err
+		}
+		return New(ctx, cfg, Options{Options: adapters.Options{Refine: src.Refine}})
+	})
 }

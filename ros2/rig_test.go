@@ -11,6 +11,7 @@ import (
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
@@ -34,24 +35,23 @@ func baseConfig() Config {
 func newRig(t testing.TB, srv *rosbridgetest.Server, cfg Config, clk clock.Clock) *rig {
 	t.Helper()
 	cfg.URL = srv.URL()
-	a, bc, err := newAdapter(cfg, Options{Clock: clk, Logger: quiet(), Binding: func(bc *binding.Config) {
-		bc.JobGrace = 3 * time.Second
-	}})
+	a, d, err := build(cfg, Options{Options: adapters.Options{Clock: clk, Logger: quiet(), Refine: jobGrace(3 * time.Second)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := binding.New(bc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.bind(d)
+	start(t, d)
+	return &rig{t: t, srv: srv, a: a, d: d, dev: mhp.AsSession(d, "test")}
+}
+
+// start starts d within the test's deadline and closes it at cleanup.
+func start(t testing.TB, d *binding.Driver) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := d.Start(ctx); err != nil {
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return &rig{t: t, srv: srv, a: a, d: d, dev: mhp.AsSession(d, "test")}
 }
 
 func (r *rig) ctx() context.Context {
@@ -69,23 +69,26 @@ func (r *rig) invoke(name string, params map[string]any) string {
 	return res.Job.ID
 }
 
+// jobGrace is a Refine that sets the driver's JobGrace.
+func jobGrace(d time.Duration) func(*binding.Config) error {
+	return func(bc *binding.Config) error {
+		bc.JobGrace = d
+		return nil
+	}
+}
+
 // waitJob polls the job until it is terminal.
 func (r *rig) waitJob(id string) *mhp.Job {
 	r.t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		j, err := r.dev.Job(r.ctx(), id)
-		if err != nil {
+	var j *mhp.Job
+	conformance.EventuallyWithin(r.t, "job "+id+" to end", wait, func() bool {
+		var err error
+		if j, err = r.dev.Job(r.ctx(), id); err != nil {
 			r.t.Fatalf("job %s: %v", id, err)
 		}
-		if j.State.Terminal() {
-			return j
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("job %s still %s after %v", id, j.State, wait)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return j.State.Terminal()
+	})
+	return j
 }
 
 func (r *rig) state() mhp.DeviceState {

@@ -12,24 +12,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
 // TestRoslibAgainstFake checks the fake server with an independent client:
-// roslib 2.x (RobotWebTools) under node. It runs when ROSLIB_DIR names a
+// roslib 2.x (RobotWebTools) under node. It runs when MHP_PEER_ROSLIB names a
 // folder whose node_modules holds roslib (npm install roslib@2.1.0) and node
 // is on PATH; otherwise it skips.
 func TestRoslibAgainstFake(t *testing.T) {
-	dir := os.Getenv("ROSLIB_DIR")
-	if dir == "" {
-		t.Skip("set ROSLIB_DIR to a folder with node_modules/roslib (npm install roslib@2.1.0) to check the fake with roslib")
-	}
+	dir := conformance.Peer(t, "ROSLIB", "a folder with node_modules/roslib (npm install roslib@2.1.0) and node on PATH, to check the fake with roslib")
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not on PATH")
+		t.Skip("MHP_PEER_ROSLIB is set but node is not on PATH")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "roslib")); err != nil {
-		t.Fatalf("ROSLIB_DIR=%s has no node_modules/roslib: %v", dir, err)
+		t.Fatalf("MHP_PEER_ROSLIB=%s has no node_modules/roslib: %v", dir, err)
 	}
 	// ESM resolves imports next to the script: put it beside a link to
 	// the node_modules folder.

@@ -28,9 +28,11 @@ type side struct {
 
 type stopPathKey struct{}
 
-// StopPath marks ctx as the estop path: a Client sends a Publish, Advertise
-// or CallService made with it over its dedicated estop connection, which
-// carries nothing else and so never waits behind a goal or a slow call.
+// StopPath marks ctx as the estop path: a [Client] sends a
+// [Client.Publish], [Client.Advertise] or [Client.CallService] made with it
+// over its dedicated estop connection, which carries nothing else and so
+// never waits behind a goal or a slow call. The adapter's estop uses it; a
+// program that drives a Client itself uses it for its own stop commands.
 func StopPath(ctx context.Context) context.Context {
 	return context.WithValue(ctx, stopPathKey{}, true)
 }

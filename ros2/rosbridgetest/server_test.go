@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/openmhp/mhp-go/conformance"
 )
 
 const wait = 5 * time.Second
@@ -411,13 +413,7 @@ func TestROS1QuirksAndFragments(t *testing.T) {
 	if _, ok := s.WaitFor(wait, Op("subscribe", "/a/b")); !ok {
 		t.Fatal("no subscribe")
 	}
-	deadline := time.Now().Add(wait)
-	for s.Subscribers("/a/b") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("subscription never registered")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	conformance.EventuallyWithin(t, "the subscription to register", wait, func() bool { return s.Subscribers("/a/b") > 0 })
 	s.Publish("/a/b", map[string]any{"data": math.NaN()})
 	var whole strings.Builder
 	for {

@@ -1,5 +1,5 @@
 // An independent rosbridge client (roslib 2.x, the RobotWebTools library)
-// against the fake server: run by TestRoslibAgainstFake when ROSLIB_DIR is set.
+// against the fake server: run by TestRoslibAgainstFake when MHP_PEER_ROSLIB is set.
 import * as ROSLIB from 'roslib';
 
 const ros = new ROSLIB.Ros({ url: process.argv[2] });
