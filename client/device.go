@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
-	"github.com/openmhp/mhp-go/transport"
 )
 
 // Options configure a client connection. Zero values take the defaults.
@@ -106,7 +105,7 @@ type Device struct {
 	close func() error
 
 	mu      sync.Mutex
-	info    transport.InitializeResult
+	info    mhp.InitializeResult
 	lease   *heartbeat
 	wd      float64 // watchdog_s, once known
 	wdKnown bool
@@ -285,7 +284,7 @@ func Connect(dev mhp.Device, opts Options) *Device {
 	if desc, err := dev.Describe(mhp.WithSession(ctx, id), mhp.DescribeRequest{Detail: mhp.DetailFull}); err == nil {
 		_, res := dev.(mhp.ResourceProvider)
 		d.info.Device = mhp.DeviceInfo{ID: desc.ID, Class: desc.Class, Make: desc.Make, Model: desc.Model}
-		d.info.Capabilities = transport.Capabilities{Signals: len(desc.Signals) > 0, Settings: len(desc.Settings) > 0,
+		d.info.Capabilities = mhp.Capabilities{Signals: len(desc.Signals) > 0, Settings: len(desc.Settings) > 0,
 			Actions: len(desc.Actions) > 0, Subscribe: len(desc.Signals) > 0, Lease: true, EStop: desc.Safety.EStop,
 			Resources: res}
 	}
@@ -325,7 +324,7 @@ func errNoResources() *mhp.Error {
 // initialize runs the handshake and records the session and capabilities.
 func (d *Device) initialize(ctx context.Context) error {
 	w := d.base.(*wire)
-	var res transport.InitializeResult
+	var res mhp.InitializeResult
 	params := map[string]any{"protocolVersion": mhp.ProtocolVersion,
 		"clientInfo": map[string]any{"name": d.opts.ClientName, "version": "mhp-go"}}
 	if err := w.call(ctx, "initialize", params, &res); err != nil {
@@ -366,7 +365,7 @@ func (d *Device) Session() string {
 }
 
 // Info returns the initialize result: protocol version, device card and capabilities.
-func (d *Device) Info() transport.InitializeResult {
+func (d *Device) Info() mhp.InitializeResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.info

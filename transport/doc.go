@@ -42,7 +42,7 @@
 //     so lease holders (data.holder), notifications' "by", job owners and
 //     device logs carry it. A label is never accepted as a credential.
 //   - Issued sessions. Over HTTP the client sends the secret back in the
-//     Mhp-Session header (HeaderSession). A stdio stream is one session.
+//     Mhp-Session header ([mhp.HeaderSession]). A stdio stream is one session.
 //     With Mhp-Session, X-MHP-Client is a display name only.
 //   - Header sessions (spec §9: "Clients SHOULD send an X-MHP-Client header
 //     so leases and audit logs can name them"). The Python reference client

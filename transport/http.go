@@ -20,23 +20,9 @@ import (
 	"github.com/openmhp/mhp-go"
 )
 
-// HTTP header names.
-const (
-	// HeaderSession carries the session secret initialize returned. It is the
-	// credential of a server-issued session; leases belong to its label.
-	HeaderSession = "Mhp-Session"
-	// HeaderClient is the client's name (spec §9). With Mhp-Session it is a
-	// display name only; without it, it keys a header session (see the
-	// package doc), which can never act as or see a server-issued session.
-	HeaderClient = "X-MHP-Client"
-	// HeaderOperator carries the operator token (Options.OperatorToken): only
-	// a request with it may call operator methods such as permits/issue.
-	HeaderOperator = "Mhp-Operator"
-	// HeaderLastEventID resumes an SSE stream after the given event id.
-	HeaderLastEventID = "Last-Event-ID"
-	// MaxClientHeader caps the X-MHP-Client value that keys a session, in bytes.
-	MaxClientHeader = 128
-)
+// MaxClientHeader caps the X-MHP-Client value ([mhp.HeaderClient]) that keys a
+// session, in bytes.
+const MaxClientHeader = 128
 
 // Handler returns the HTTP transport:
 //
@@ -143,7 +129,7 @@ func (s *Server) operatorRequest(r *http.Request) bool {
 	if s.opts.OperatorToken == "" {
 		return false
 	}
-	got := r.Header.Get(HeaderOperator)
+	got := r.Header.Get(mhp.HeaderOperator)
 	if got == "" {
 		return false
 	}
@@ -195,16 +181,16 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: id, Error: derr.At(s.clk.Now())})
 		return
 	}
-	header := r.Header.Get(HeaderClient)
+	header := r.Header.Get(mhp.HeaderClient)
 	if len(header) > MaxClientHeader || !utf8.ValidString(header) {
 		if req.Method != "safety/estop" {
 			s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: req.ID, Error: s.errorf(mhp.CodeInvalidRequest,
-				"%s must be UTF-8 of at most %d bytes", HeaderClient, MaxClientHeader).With("field", HeaderClient)})
+				"%s must be UTF-8 of at most %d bytes", mhp.HeaderClient, MaxClientHeader).With("field", mhp.HeaderClient)})
 			return
 		}
 		header = "" // an estop is served whatever the header
 	}
-	sid := r.Header.Get(HeaderSession)
+	sid := r.Header.Get(mhp.HeaderSession)
 	var ss *session
 	var resp *Response
 	ctx := r.Context()
@@ -229,7 +215,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			return ss, err
 		})
 		if ss != nil && resp != nil && resp.Error == nil {
-			w.Header().Set(HeaderSession, ss.secret)
+			w.Header().Set(mhp.HeaderSession, ss.secret)
 		}
 	case sid != "":
 		if found, ok := s.lookup(sid); ok {
@@ -271,12 +257,12 @@ func (s *Server) writeAnswer(w http.ResponseWriter, status int, resp *Response) 
 
 // sessionOf finds the session of an events or session request.
 func (s *Server) sessionOf(r *http.Request) (*session, *mhp.Error) {
-	sid := r.Header.Get(HeaderSession)
+	sid := r.Header.Get(mhp.HeaderSession)
 	if sid == "" {
 		sid = r.URL.Query().Get("session")
 	}
 	if sid == "" {
-		if h := r.Header.Get(HeaderClient); h != "" {
+		if h := r.Header.Get(mhp.HeaderClient); h != "" {
 			if ss, _ := s.headerSession(h); ss != nil {
 				return ss, nil
 			}
@@ -312,7 +298,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cursor := ss.resumePoint()
-	last := r.Header.Get(HeaderLastEventID)
+	last := r.Header.Get(mhp.HeaderLastEventID)
 	if last == "" {
 		last = r.URL.Query().Get("lastEventId")
 	}
@@ -320,7 +306,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, &Response{JSONRPC: Version, ID: nullID,
-				Error: s.errorf(mhp.CodeInvalidParams, "Last-Event-ID %q is not an event id", mhp.Truncate(last, 64)).With("field", HeaderLastEventID)})
+				Error: s.errorf(mhp.CodeInvalidParams, "Last-Event-ID %q is not an event id", mhp.Truncate(last, 64)).With("field", mhp.HeaderLastEventID)})
 			return
 		}
 		cursor = n

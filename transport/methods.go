@@ -62,7 +62,7 @@ func (s *Server) addExtensions() {
 		name, fn := name, fn
 		s.methods[name] = func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
 			if !isOperator(ctx) {
-				return nil, s.errorf(mhp.CodeServerError, "%s is an operator method: it needs the operator token (%s header), which agents do not hold", name, HeaderOperator).
+				return nil, s.errorf(mhp.CodeServerError, "%s is an operator method: it needs the operator token (%s header), which agents do not hold", name, mhp.HeaderOperator).
 					With("reason", "operator_required")
 			}
 			return fn(ctx, p)

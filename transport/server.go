@@ -551,7 +551,7 @@ func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init i
 	if ss != nil && ss.kind == kindHeader && s.opts.StrictSessions && actuating[req.Method] {
 		return nil, s.errorf(mhp.CodeServerError,
 			"%s needs a server-issued session (this server runs with strict sessions): send the session initialize returned in the %s header",
-			req.Method, HeaderSession).With("reason", "session_required")
+			req.Method, mhp.HeaderSession).With("reason", "session_required")
 	}
 	// Device calls are not cancelled when the caller goes away: a hook cut
 	// off mid-write would turn a dropped connection into an unknown outcome.
@@ -594,10 +594,10 @@ func (s *Server) initialize(ctx context.Context, req *Request, init initFunc) (a
 	_, resources := mhp.Find[mhp.ResourceProvider](s.dev)
 	methods := s.methodsCapable
 	cids, _ := mhp.Find[mhp.CommandIDer](s.dev)
-	return &InitializeResult{
+	return &mhp.InitializeResult{
 		ProtocolVersion: version,
 		Device:          mhp.DeviceInfo{ID: desc.ID, Class: desc.Class, Make: desc.Make, Model: desc.Model},
-		Capabilities: Capabilities{
+		Capabilities: mhp.Capabilities{
 			Signals:    len(desc.Signals) > 0,
 			Settings:   len(desc.Settings) > 0,
 			Actions:    len(desc.Actions) > 0,
@@ -611,37 +611,6 @@ func (s *Server) initialize(ctx context.Context, req *Request, init initFunc) (a
 		Session: ss.secret,
 		Label:   ss.label,
 	}, nil
-}
-
-// InitializeResult is the answer of initialize.
-type InitializeResult struct {
-	ProtocolVersion string         `json:"protocolVersion"`
-	Device          mhp.DeviceInfo `json:"device"`
-	Capabilities    Capabilities   `json:"capabilities"`
-	// Session is the server-issued session secret. HTTP clients send it back
-	// in the Mhp-Session header; on a stream it is informational. It is the
-	// credential: only its owner ever sees it.
-	Session string `json:"session"`
-	// Label is the session's public name: lease holders, notifications'
-	// "by", job owners and logs carry it, never the secret.
-	Label string `json:"label"`
-}
-
-// Capabilities are the initialize capability booleans.
-type Capabilities struct {
-	Signals   bool `json:"signals"`
-	Settings  bool `json:"settings"`
-	Actions   bool `json:"actions"`
-	Methods   bool `json:"methods"`
-	Subscribe bool `json:"subscribe"`
-	Lease     bool `json:"lease"`
-	EStop     bool `json:"estop"`
-	// Resources is true when the device serves resources/list and resources/read.
-	Resources bool `json:"resources"`
-	// CommandIDs is true when settings/write and actions/invoke honour
-	// commandId (a retry with the same id never acts twice), so clients may
-	// resend after a transport failure.
-	CommandIDs bool `json:"commandIds,omitempty"`
 }
 
 // isPriority reports the methods answered on the priority path: never queued
