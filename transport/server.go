@@ -572,8 +572,8 @@ func (s *Server) initialize(ctx context.Context, req *Request, init initFunc) (a
 		} `json:"clientInfo"`
 		Capabilities map[string]any `json:"capabilities"`
 	}
-	if err := decodeParams(req.Method, req.Params, &p); err != nil {
-		return nil, err.At(s.clk.Now())
+	if err := mhp.DecodeParams(req.Method, req.Params, &p); err != nil {
+		return nil, err
 	}
 	version, err := mhp.NegotiateVersion(p.ProtocolVersion)
 	if err != nil {
