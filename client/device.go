@@ -318,7 +318,7 @@ func (p *inproc) ReadResource(ctx context.Context, path string) (*mhp.Resource, 
 
 func errNoResources() *mhp.Error {
 	return mhp.Errorf(mhp.CodeNotSupported, "this device serves no resources (capability resources is false)").
-		With("capability", "resources")
+		With(mhp.DataCapability, "resources")
 }
 
 // initialize runs the handshake and records the session and capabilities.
@@ -327,7 +327,7 @@ func (d *Device) initialize(ctx context.Context) error {
 	var res mhp.InitializeResult
 	params := map[string]any{"protocolVersion": mhp.ProtocolVersion,
 		"clientInfo": map[string]any{"name": d.opts.ClientName, "version": "mhp-go"}}
-	if err := w.call(ctx, "initialize", params, &res); err != nil {
+	if err := w.call(ctx, mhp.MethodInitialize, params, &res); err != nil {
 		return err
 	}
 	supported := false
@@ -554,11 +554,11 @@ func (d *Device) Get(ctx context.Context, name string) (any, error) {
 	}
 	if why, ok := r.Unavailable[name]; ok {
 		return nil, mhp.Errorf(mhp.CodeDeviceFault, "signal %s is unavailable: %s", name, why).
-			With("name", name).With("reason", "unavailable")
+			With(mhp.DataName, name).With(mhp.DataReason, "unavailable")
 	}
 	v, ok := r.Values[name]
 	if !ok {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "the answer has no signal %q", name).With("name", name)
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "the answer has no signal %q", name).With(mhp.DataName, name)
 	}
 	return v, nil
 }
@@ -646,7 +646,7 @@ func (d *Device) leaseRetry(ctx context.Context, err error) bool {
 		return false
 	}
 	e, ok := mhp.AsError(err)
-	if !ok || e.Code != mhp.CodeNotLeased || e.Data == nil || e.Data["reason"] != "lease_required" {
+	if !ok || e.Code != mhp.CodeNotLeased || e.Data == nil || e.Data[mhp.DataReason] != "lease_required" {
 		return false
 	}
 	if _, aerr := d.Acquire(ctx, d.opts.LeaseTTL); aerr != nil {

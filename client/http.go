@@ -88,7 +88,7 @@ func (c *httpConn) headers(h http.Header) {
 
 func (c *httpConn) call(ctx context.Context, method string, params, out any) error {
 	err := c.post(ctx, method, params, out)
-	if method != "initialize" && c.reinit != nil && isSessionUnknown(err) {
+	if method != mhp.MethodInitialize && c.reinit != nil && isSessionUnknown(err) {
 		// The server forgot the session (idle expiry, restart): nothing was
 		// done for this request, so initialize again and send it once more.
 		if rerr := c.reinit(ctx); rerr != nil {
@@ -101,7 +101,7 @@ func (c *httpConn) call(ctx context.Context, method string, params, out any) err
 
 func isSessionUnknown(err error) bool {
 	e, ok := mhp.AsError(err)
-	return ok && e.Code == mhp.CodeServerError && e.Data != nil && e.Data["reason"] == "session_unknown"
+	return ok && e.Code == mhp.CodeServerError && e.Data != nil && e.Data[mhp.DataReason] == "session_unknown"
 }
 
 func (c *httpConn) post(ctx context.Context, method string, params, out any) error {
@@ -128,7 +128,7 @@ func (c *httpConn) post(ctx context.Context, method string, params, out any) err
 	if err := json.Unmarshal(body, &in); err != nil || (in.Error == nil && len(in.Result) == 0) {
 		return transportError(method, true, "HTTP %d with no JSON-RPC answer: %.200s", resp.StatusCode, body)
 	}
-	if method == "initialize" && in.Error == nil {
+	if method == mhp.MethodInitialize && in.Error == nil {
 		if sid := resp.Header.Get(mhp.HeaderSession); sid != "" {
 			c.setSession(sid)
 		}

@@ -68,14 +68,14 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.opts.AllowedOrigins, origin) {
 			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
-				Error: s.errorf(mhp.CodeServerError, "origin %q is not allowed", origin).With("reason", "origin_forbidden")})
+				Error: s.errorf(mhp.CodeServerError, "origin %q is not allowed", origin).With(mhp.DataReason, "origin_forbidden")})
 			s.log.Warn("mhp http request from a foreign origin refused", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
 		}
 		if !s.hostAllowed(r.Host) {
 			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
 				Error: s.errorf(mhp.CodeServerError, "host %q is not allowed: use an IP address or localhost, or list the name in the server's allowed hosts (DNS rebinding guard)", mhp.Truncate(r.Host, 256)).
-					With("reason", "host_forbidden")})
+					With(mhp.DataReason, "host_forbidden")})
 			s.log.Warn("mhp http request for a foreign host refused", "host", mhp.Truncate(r.Host, 256), "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
 		}
@@ -83,7 +83,7 @@ func (s *Server) Handler() http.Handler {
 		if !public && !s.checkToken(bearer(r)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mhp"`)
 			writeJSON(w, http.StatusUnauthorized, &Response{JSONRPC: Version, ID: nullID,
-				Error: s.errorf(mhp.CodeServerError, "unauthorized: a valid bearer token is required").With("reason", "unauthorized")})
+				Error: s.errorf(mhp.CodeServerError, "unauthorized: a valid bearer token is required").With(mhp.DataReason, "unauthorized")})
 			s.log.Info("mhp http unauthorized", "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
 		}
@@ -165,7 +165,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &mbe) {
 			writeJSON(w, http.StatusRequestEntityTooLarge, &Response{JSONRPC: Version, ID: nullID,
 				Error: s.errorf(mhp.CodeInvalidRequest, "frame of more than %d bytes refused", s.opts.MaxFrame).
-					With("limit", s.opts.MaxFrame)})
+					With(mhp.DataLimit, s.opts.MaxFrame)})
 			return
 		}
 		writeJSON(w, http.StatusBadRequest, &Response{JSONRPC: Version, ID: nullID,
@@ -183,9 +183,9 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	}
 	header := r.Header.Get(mhp.HeaderClient)
 	if len(header) > MaxClientHeader || !utf8.ValidString(header) {
-		if req.Method != "safety/estop" {
+		if req.Method != mhp.MethodSafetyEStop {
 			s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: req.ID, Error: s.errorf(mhp.CodeInvalidRequest,
-				"%s must be UTF-8 of at most %d bytes", mhp.HeaderClient, MaxClientHeader).With("field", mhp.HeaderClient)})
+				"%s must be UTF-8 of at most %d bytes", mhp.HeaderClient, MaxClientHeader).With(mhp.DataField, mhp.HeaderClient)})
 			return
 		}
 		header = "" // an estop is served whatever the header
@@ -198,7 +198,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		ctx = withOperator(ctx)
 	}
 	switch {
-	case req.Method == "initialize":
+	case req.Method == mhp.MethodInitialize:
 		resp = s.handle(ctx, nil, req, func(name string) (*session, *mhp.Error) {
 			if name == "" {
 				name = header
@@ -220,7 +220,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	case sid != "":
 		if found, ok := s.lookup(sid); ok {
 			resp = s.handle(ctx, found, req, nil)
-		} else if _, known := s.methods[req.Method]; known && req.Method != "safety/estop" {
+		} else if _, known := s.methods[req.Method]; known && req.Method != mhp.MethodSafetyEStop {
 			resp = &Response{JSONRPC: Version, ID: req.ID, Error: s.errUnknownSession(req.Method)}
 			if req.IsNotification() {
 				resp = nil
@@ -230,7 +230,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		}
 	case header != "":
 		hs, err := s.headerSession(header)
-		if err != nil && req.Method != "safety/estop" {
+		if err != nil && req.Method != mhp.MethodSafetyEStop {
 			resp = &Response{JSONRPC: Version, ID: req.ID, Error: err}
 			if req.IsNotification() {
 				resp = nil
@@ -306,7 +306,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, &Response{JSONRPC: Version, ID: nullID,
-				Error: s.errorf(mhp.CodeInvalidParams, "Last-Event-ID %q is not an event id", mhp.Truncate(last, 64)).With("field", mhp.HeaderLastEventID)})
+				Error: s.errorf(mhp.CodeInvalidParams, "Last-Event-ID %q is not an event id", mhp.Truncate(last, 64)).With(mhp.DataField, mhp.HeaderLastEventID)})
 			return
 		}
 		cursor = n

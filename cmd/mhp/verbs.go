@@ -131,7 +131,7 @@ func (a *app) fail(err error, asJSON bool) int {
 func refusalText(e *mhp.Error) string {
 	var b strings.Builder
 	what := "refused"
-	if e.Data != nil && e.Data["reason"] == client.ReasonTransport {
+	if e.Data != nil && e.Data[mhp.DataReason] == client.ReasonTransport {
 		what = "no answer"
 	}
 	fmt.Fprintf(&b, "%s: %s (%d): %s\n", what, e.Code, int(e.Code), e.Message)
@@ -139,9 +139,9 @@ func refusalText(e *mhp.Error) string {
 	for k, v := range e.Data {
 		data[k] = v
 	}
-	if g, ok := data["gate"]; ok {
+	if g, ok := data[mhp.DataGate]; ok {
 		fmt.Fprintf(&b, "  gate: %v\n", g)
-		delete(data, "gate")
+		delete(data, mhp.DataGate)
 	}
 	var lim []string
 	for _, k := range []string{"min", "max", "exclusiveMin", "exclusiveMax", "enum", "pattern", "minLength", "maxLength"} {
