@@ -701,3 +701,21 @@ func TestHeaderSessionSeesOnlyItself(t *testing.T) {
 		t.Fatalf("overlong X-MHP-Client: %+v", r.Error)
 	}
 }
+
+// TestMethodTableCoversVocabulary checks the table against the root
+// vocabulary: every core and extension method name is answered (the
+// extensions by NotSupported or an empty list when no decorator serves them).
+func TestMethodTableCoversVocabulary(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	srv := newServer(t, m.drv, transport.Options{})
+	want := []string{mhp.MethodPing, mhp.MethodDescribe, mhp.MethodSignalsRead, mhp.MethodSignalsSubscribe,
+		mhp.MethodSignalsUnsubscribe, mhp.MethodSettingsWrite, mhp.MethodActionsInvoke, mhp.MethodJobsStatus,
+		mhp.MethodJobsList, mhp.MethodJobsCancel, mhp.MethodJobsPause, mhp.MethodJobsResume, mhp.MethodSessionAcquire,
+		mhp.MethodSessionRenew, mhp.MethodSessionRelease, mhp.MethodSafetyLimits, mhp.MethodSafetyEStop,
+		mhp.MethodSafetyReset, mhp.MethodResourcesList, mhp.MethodResourcesRead, mhp.MethodMethodsList,
+		mhp.MethodMethodsFind, mhp.MethodMethodsGet, mhp.MethodMethodsDiff, mhp.MethodMethodsSave, mhp.MethodMethodsDelete}
+	slices.Sort(want)
+	if got := srv.Methods(); !slices.Equal(got, want) {
+		t.Fatalf("Methods() = %v,\nwant %v", got, want)
+	}
+}
