@@ -34,12 +34,20 @@ type OperatorExtension interface {
 // result is returned as is.
 func Handle[Req, Res any](method string, fn func(ctx context.Context, req Req) (Res, error)) WireMethod {
 	return func(ctx context.Context, params json.RawMessage) (any, error) {
-		var req Req
-		if err := DecodeParams(method, params, &req); err != nil {
+		req, err := DecodeAs[Req](method, params)
+		if err != nil {
 			return nil, err
 		}
 		return fn(ctx, req)
 	}
+}
+
+// DecodeAs decodes params into a new Req with DecodeParams: the typed form
+// Handle and the transport's method table use.
+func DecodeAs[Req any](method string, params json.RawMessage) (Req, error) {
+	var req Req
+	err := DecodeParams(method, params, &req)
+	return req, err
 }
 
 // DecodeParams decodes a method's params object strictly into dst; it is

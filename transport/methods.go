@@ -24,12 +24,17 @@ type entry struct {
 	fn   method
 }
 
-// handle adapts a typed method to the table: params are decoded strictly
-// into Req by mhp.Handle (the one params decoder, mhp.DecodeParams), then fn
-// runs with the caller's session and its result is the answer.
+// handle adapts a typed method to the table, as mhp.Handle does for
+// extensions: params are decoded strictly into Req by mhp.DecodeAs (the one
+// params decoder, mhp.DecodeParams), then fn runs with the caller's session
+// and its result is the answer.
 func handle[Req, Res any](name string, fn func(ctx context.Context, ss *session, req Req) (Res, error)) entry {
 	return entry{name, func(ctx context.Context, ss *session, p json.RawMessage) (any, error) {
-		return mhp.Handle(name, func(ctx context.Context, req Req) (Res, error) { return fn(ctx, ss, req) })(ctx, p)
+		req, err := mhp.DecodeAs[Req](name, p)
+		if err != nil {
+			return nil, err
+		}
+		return fn(ctx, ss, req)
 	}}
 }
 
