@@ -152,3 +152,25 @@ const (
 	// DataHTTPStatus is the HTTP status a backend answered.
 	DataHTTPStatus = "http_status"
 )
+
+// Values of data.reason (DataReason) that a server writes and a client or
+// another package matches.
+const (
+	// ReasonNotInitialized: a request came before initialize (-32000).
+	ReasonNotInitialized = "not_initialized"
+	// ReasonSessionUnknown: the HTTP session named is unknown or expired
+	// (-32000); the client initializes again.
+	ReasonSessionUnknown = "session_unknown"
+	// ReasonOperatorRequired: an operator method was called without the
+	// operator token (HeaderOperator).
+	ReasonOperatorRequired = "operator_required"
+	// ReasonLeaseRequired: the device has a watchdog and the caller holds
+	// no lease (NotLeased, gate lease); the client acquires one and retries.
+	ReasonLeaseRequired = "lease_required"
+	// ReasonBackendUnavailable: the driver's link to its backend is down;
+	// nothing was sent (outcome not_started).
+	ReasonBackendUnavailable = "backend_unavailable"
+	// ReasonBackendLock: the backend refused its own lock when the lease
+	// was taken.
+	ReasonBackendLock = "backend_lock"
+)

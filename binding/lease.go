@@ -95,7 +95,7 @@ func (d *Driver) leaseGateLocked(s string, now time.Time) *mhp.Error {
 	}
 	if d.watchdog > 0 && holder == "" {
 		return d.errorf(mhp.CodeNotLeased, "this device has a %gs watchdog: acquire a lease (session/acquire) before operating it",
-			d.cfg.Safety.WatchdogS).With(mhp.DataReason, "lease_required").With(mhp.DataGate, mhp.GateLease)
+			d.cfg.Safety.WatchdogS).With(mhp.DataReason, mhp.ReasonLeaseRequired).With(mhp.DataGate, mhp.GateLease)
 	}
 	return nil
 }
@@ -128,7 +128,7 @@ func (d *Driver) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, er
 			if me, ok := mhp.AsError(err); ok {
 				return nil, d.adopt(me)
 			}
-			return nil, d.errorf(mhp.CodeNotLeased, "the backend refused the lock: %v", err).With(mhp.DataReason, "backend_lock")
+			return nil, d.errorf(mhp.CodeNotLeased, "the backend refused the lock: %v", err).With(mhp.DataReason, mhp.ReasonBackendLock)
 		}
 	}
 	d.mu.Lock()

@@ -646,7 +646,7 @@ func (d *Device) leaseRetry(ctx context.Context, err error) bool {
 		return false
 	}
 	e, ok := mhp.AsError(err)
-	if !ok || e.Code != mhp.CodeNotLeased || e.Data == nil || e.Data[mhp.DataReason] != "lease_required" {
+	if !ok || e.Code != mhp.CodeNotLeased || e.Data == nil || e.Data[mhp.DataReason] != mhp.ReasonLeaseRequired {
 		return false
 	}
 	if _, aerr := d.Acquire(ctx, d.opts.LeaseTTL); aerr != nil {

@@ -101,7 +101,7 @@ func (c *httpConn) call(ctx context.Context, method string, params, out any) err
 
 func isSessionUnknown(err error) bool {
 	e, ok := mhp.AsError(err)
-	return ok && e.Code == mhp.CodeServerError && e.Data != nil && e.Data[mhp.DataReason] == "session_unknown"
+	return ok && e.Code == mhp.CodeServerError && e.Data != nil && e.Data[mhp.DataReason] == mhp.ReasonSessionUnknown
 }
 
 func (c *httpConn) post(ctx context.Context, method string, params, out any) error {

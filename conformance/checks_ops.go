@@ -134,7 +134,7 @@ func watchdogChecks() []check {
 			snap := c.snapshot()
 			for _, a := range []attempt{wr(SettingSetpoint, 50.0), inv(ActionQuick, nil)} {
 				e := c.expect(c.do(c.Dev, a), mhp.CodeNotLeased)
-				if e.Data[mhp.DataReason] != "lease_required" {
+				if e.Data[mhp.DataReason] != mhp.ReasonLeaseRequired {
 					c.Fatalf("%s: NotLeased data %v, want reason lease_required", a.label, e.Data)
 				}
 			}

@@ -90,7 +90,7 @@ func (b *Bridge) methodsOf(ctx context.Context, d *client.Device, query string) 
 func (b *Bridge) permit(ctx context.Context, s *session, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
 	if b.cfg.OperatorToken == "" {
 		return nil, mhp.Errorf(mhp.CodeForbidden, "no operator token: start mhp-mcp with --operator-token-file to issue permits").
-			With(mhp.DataReason, "operator_required")
+			With(mhp.DataReason, mhp.ReasonOperatorRequired)
 	}
 	id := argString(args, "device")
 	if _, err := s.gated(ctx, id); err != nil { // resolve the id and apply the hardware gate first

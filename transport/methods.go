@@ -91,7 +91,7 @@ func (s *Server) addExtensions() {
 		s.methods[name] = func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
 			if !isOperator(ctx) {
 				return nil, s.errorf(mhp.CodeServerError, "%s is an operator method: it needs the operator token (%s header), which agents do not hold", name, mhp.HeaderOperator).
-					With(mhp.DataReason, "operator_required")
+					With(mhp.DataReason, mhp.ReasonOperatorRequired)
 			}
 			return fn(ctx, p)
 		}

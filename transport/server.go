@@ -458,13 +458,13 @@ func (s *Server) errorf(code mhp.Code, format string, args ...any) *mhp.Error {
 
 // errNotInitialized is the refusal of anything before initialize.
 func (s *Server) errNotInitialized(method string) *mhp.Error {
-	return s.errorf(mhp.CodeServerError, "initialize must come first (got %s)", method).With(mhp.DataReason, "not_initialized")
+	return s.errorf(mhp.CodeServerError, "initialize must come first (got %s)", method).With(mhp.DataReason, mhp.ReasonNotInitialized)
 }
 
 // errUnknownSession refuses an HTTP request whose session is unknown or expired.
 func (s *Server) errUnknownSession(method string) *mhp.Error {
 	return s.errorf(mhp.CodeServerError, "unknown or expired session: initialize first (got %s)", method).
-		With(mhp.DataReason, "session_unknown")
+		With(mhp.DataReason, mhp.ReasonSessionUnknown)
 }
 
 // initFunc opens (or, on a stream, reuses) the session of an initialize;

@@ -144,7 +144,7 @@ func refusalText(e *mhp.Error) string {
 		delete(data, mhp.DataGate)
 	}
 	var lim []string
-	for _, k := range []string{"min", "max", "exclusiveMin", "exclusiveMax", "enum", "pattern", "minLength", "maxLength"} {
+	for _, k := range []string{mhp.DataMin, mhp.DataMax, "exclusiveMin", "exclusiveMax", "enum", mhp.DataPattern, "minLength", "maxLength"} {
 		if v, ok := data[k]; ok {
 			lim = append(lim, k+" "+compact(v))
 			delete(data, k)
@@ -153,7 +153,7 @@ func refusalText(e *mhp.Error) string {
 	if len(lim) > 0 {
 		fmt.Fprintf(&b, "  limits: %s\n", strings.Join(lim, ", "))
 	}
-	for _, k := range []string{"interlock", "holder", "reason", "outcome", "field"} {
+	for _, k := range []string{mhp.DataInterlock, mhp.DataHolder, mhp.DataReason, mhp.DataOutcome, mhp.DataField} {
 		if v, ok := data[k]; ok {
 			fmt.Fprintf(&b, "  %s: %s\n", k, compact(v))
 			delete(data, k)
