@@ -14,7 +14,7 @@ const (
 	// session.
 	HeaderClient = "X-MHP-Client"
 	// HeaderOperator carries the operator token: only a request with it may
-	// call operator methods such as permits/issue (MethodPermitsIssue).
+	// call operator methods such as permits/issue ([MethodPermitsIssue]).
 	HeaderOperator = "Mhp-Operator"
 	// HeaderLastEventID resumes an SSE stream after the given event id.
 	HeaderLastEventID = "Last-Event-ID"
@@ -26,7 +26,7 @@ type InitializeResult struct {
 	Device          DeviceInfo   `json:"device"`
 	Capabilities    Capabilities `json:"capabilities"`
 	// Session is the server-issued session secret. HTTP clients send it back
-	// in the Mhp-Session header (HeaderSession); on a stream it is
+	// in the Mhp-Session header ([HeaderSession]); on a stream it is
 	// informational. It is the credential: only its owner ever sees it.
 	Session string `json:"session"`
 	// Label is the session's public name: lease holders, notifications'

@@ -2,8 +2,8 @@ package mhp
 
 // The protocol's vocabulary: every wire method name, the six gates and the
 // keys of error data that more than one package writes or reads. Outcomes
-// (OutcomeUnknown, OutcomeFailed) and notification names (NotifySignalsUpdate,
-// ...) sit beside the types they describe.
+// ([OutcomeUnknown], [OutcomeFailed], [OutcomeNotStarted]) and notification
+// names ([NotifySignalsUpdate], ...) sit beside the types they describe.
 
 // Core method names (spec §5): the methods every MHP server answers.
 const (
@@ -88,7 +88,7 @@ const (
 
 // The six gates of settings/write and actions/invoke, in the order the
 // server evaluates them (spec §7.1). A refusal names its gate in data.gate
-// (DataGate).
+// ([DataGate]); [Gates] lists them in order.
 const (
 	// GateState refuses in estop (EStopActive) or fault (DeviceFault).
 	GateState = "state"
@@ -113,23 +113,23 @@ func Gates() []string {
 
 // Keys of Error.Data that more than one package writes or reads.
 const (
-	// DataGate names the gate that refused (GateState, ...).
+	// DataGate names the gate that refused ([GateState], ...).
 	DataGate = "gate"
 	// DataField names the params member (or header) that was refused.
 	DataField = "field"
 	// DataReason is a machine-readable word for why a request was refused
 	// ("not_initialized", "duplicate_member", ...).
 	DataReason = "reason"
-	// DataOutcome says whether the device acted: OutcomeUnknown or
-	// OutcomeFailed.
+	// DataOutcome says whether the device acted: [OutcomeUnknown],
+	// [OutcomeFailed] or [OutcomeNotStarted].
 	DataOutcome = "outcome"
 	// DataHolder is the label of the session that holds the lease.
 	DataHolder = "holder"
 	// DataLimit is the limit that was reached (a count, a size).
 	DataLimit = "limit"
-	// DataMin and DataMax are a range's bounds (spec §5.4: "data":{"min","max"}).
+	// DataMin and [DataMax] are a range's bounds (spec §5.4: "data":{"min","max"}).
 	DataMin = "min"
-	// DataMax is the upper bound of a range; see DataMin.
+	// DataMax is the upper bound of a range; see [DataMin].
 	DataMax = "max"
 	// DataInterlock names the interlock signal that is open.
 	DataInterlock = "interlock"
@@ -153,7 +153,7 @@ const (
 	DataHTTPStatus = "http_status"
 )
 
-// Values of data.reason (DataReason) that a server writes and a client or
+// Values of data.reason ([DataReason]) that a server writes and a client or
 // another package matches.
 const (
 	// ReasonNotInitialized: a request came before initialize (-32000).
@@ -162,7 +162,7 @@ const (
 	// (-32000); the client initializes again.
 	ReasonSessionUnknown = "session_unknown"
 	// ReasonOperatorRequired: an operator method was called without the
-	// operator token (HeaderOperator).
+	// operator token ([HeaderOperator]).
 	ReasonOperatorRequired = "operator_required"
 	// ReasonLeaseRequired: the device has a watchdog and the caller holds
 	// no lease (NotLeased, gate lease); the client acquires one and retries.
