@@ -25,7 +25,7 @@ func (s *Shape) Check(path string, v any) (any, *Error) {
 		return v, nil
 	}
 	if v == nil {
-		return nil, Errorf(CodeInvalidValue, "%s: null is not a value", path).With("field", path)
+		return nil, Errorf(CodeInvalidValue, "%s: null is not a value", path).With(DataField, path)
 	}
 	var out any
 	switch s.Type {
@@ -35,7 +35,7 @@ func (s *Shape) Check(path string, v any) (any, *Error) {
 			return nil, typeError(path, "a number", v)
 		}
 		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, Errorf(CodeInvalidValue, "%s=%v is not a finite number", path, f).With("field", path)
+			return nil, Errorf(CodeInvalidValue, "%s=%v is not a finite number", path, f).With(DataField, path)
 		}
 		out = f
 	case TypeInteger:
@@ -106,11 +106,11 @@ const maxSafeInteger = 1<<53 - 1
 // decodes as 2^53 on most peers, so such a value is refused, not changed).
 func checkInteger(path string, v any) (int64, *Error) {
 	notInteger := func() *Error {
-		return Errorf(CodeInvalidValue, "%s=%s is not an integer", path, formatValue(v)).With("field", path)
+		return Errorf(CodeInvalidValue, "%s=%s is not an integer", path, formatValue(v)).With(DataField, path)
 	}
 	unsafe := func() *Error {
 		return Errorf(CodeInvalidValue, "%s=%s is beyond ±%d, the integers JSON carries exactly", path,
-			formatValue(v), int64(maxSafeInteger)).With("field", path)
+			formatValue(v), int64(maxSafeInteger)).With(DataField, path)
 	}
 	fromFloat := func(f float64) (int64, *Error) {
 		if math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f) {
@@ -188,10 +188,10 @@ func checkObject(path string, props map[string]*Shape, required []string, m map[
 		sub := join(path, k)
 		shape, ok := props[k]
 		if !ok && strict {
-			return nil, Errorf(CodeInvalidValue, "%s: undeclared field %q", orRoot(path), k).With("field", sub)
+			return nil, Errorf(CodeInvalidValue, "%s: undeclared field %q", orRoot(path), k).With(DataField, sub)
 		}
 		if e := checkText(sub+" (key)", k); e != nil {
-			return nil, e.With("field", sub)
+			return nil, e.With(DataField, sub)
 		}
 		n, e := shape.checkItem(sub, m[k])
 		if e != nil {
@@ -201,7 +201,7 @@ func checkObject(path string, props map[string]*Shape, required []string, m map[
 	}
 	for _, r := range required {
 		if _, ok := m[r]; !ok {
-			return nil, Errorf(CodeInvalidValue, "%s: missing required field %q", orRoot(path), r).With("field", join(path, r))
+			return nil, Errorf(CodeInvalidValue, "%s: missing required field %q", orRoot(path), r).With(DataField, join(path, r))
 		}
 	}
 	return out, nil
@@ -215,7 +215,7 @@ func (p Params) Check(action string, params map[string]any) (map[string]any, *Er
 	for k := range params {
 		if _, ok := p.Get(k); !ok {
 			return nil, Errorf(CodeInvalidValue, "%s: undeclared parameter %q (declared: %s)", action, k,
-				strings.Join(p.Names(), ", ")).With("field", k)
+				strings.Join(p.Names(), ", ")).With(DataField, k)
 		}
 	}
 	for _, x := range p {
@@ -235,7 +235,7 @@ func (p Params) Check(action string, params map[string]any) (map[string]any, *Er
 			if x.Shape != nil && x.Shape.Optional {
 				continue
 			}
-			return nil, Errorf(CodeInvalidValue, "%s: missing parameter %q", action, x.Name).With("field", x.Name)
+			return nil, Errorf(CodeInvalidValue, "%s: missing parameter %q", action, x.Name).With(DataField, x.Name)
 		}
 		n, e := x.Shape.checkItem(x.Name, v)
 		if e != nil {
@@ -277,7 +277,7 @@ func (l *Limits) check(path string, v any) *Error {
 		}
 		if !found {
 			return Errorf(CodeLimitViolation, "%s=%s not one of %s", path, formatValue(v), formatValue(l.Enum)).
-				With("enum", l.Enum).With("field", path)
+				With("enum", l.Enum).With(DataField, path)
 		}
 	}
 	if f, ok := toFloat(v); ok {
@@ -307,7 +307,7 @@ func (l *Limits) check(path string, v any) *Error {
 			}
 			if !re.MatchString(x) {
 				return Errorf(CodeLimitViolation, "%s=%q does not match pattern %q", path, x, l.Pattern).
-					With("pattern", l.Pattern).With("field", path)
+					With(DataPattern, l.Pattern).With(DataField, path)
 			}
 		}
 	case []any:
@@ -322,11 +322,11 @@ func (l *Limits) check(path string, v any) *Error {
 func (l *Limits) checkLength(path string, n int) *Error {
 	if l.MinLength != nil && n < *l.MinLength {
 		return Errorf(CodeLimitViolation, "%s has length %d, below minLength %d", path, n, *l.MinLength).
-			With("minLength", *l.MinLength).With("field", path)
+			With("minLength", *l.MinLength).With(DataField, path)
 	}
 	if l.MaxLength != nil && n > *l.MaxLength {
 		return Errorf(CodeLimitViolation, "%s has length %d, above maxLength %d", path, n, *l.MaxLength).
-			With("maxLength", *l.MaxLength).With("field", path)
+			With("maxLength", *l.MaxLength).With(DataField, path)
 	}
 	return nil
 }
@@ -343,12 +343,12 @@ func (l *Limits) enumOfLists() bool {
 }
 
 func (l *Limits) violation(path string, v any, what string, bound float64) *Error {
-	e := Errorf(CodeLimitViolation, "%s=%s %s %s", path, formatValue(v), what, formatValue(bound)).With("field", path)
+	e := Errorf(CodeLimitViolation, "%s=%s %s %s", path, formatValue(v), what, formatValue(bound)).With(DataField, path)
 	if l.Min != nil {
-		e.With("min", *l.Min)
+		e.With(DataMin, *l.Min)
 	}
 	if l.Max != nil {
-		e.With("max", *l.Max)
+		e.With(DataMax, *l.Max)
 	}
 	if l.ExclusiveMin != nil {
 		e.With("exclusiveMin", *l.ExclusiveMin)
@@ -361,13 +361,13 @@ func (l *Limits) violation(path string, v any, what string, bound float64) *Erro
 
 func checkText(path, s string) *Error {
 	if !utf8.ValidString(s) {
-		return Errorf(CodeInvalidValue, "%s: string is not valid UTF-8", path).With("field", path)
+		return Errorf(CodeInvalidValue, "%s: string is not valid UTF-8", path).With(DataField, path)
 	}
 	for _, r := range s {
 		// C0, DEL and C1 controls, and the Unicode line and paragraph
 		// separators, which split lines as CR and LF do.
 		if r < 0x20 || (r >= 0x7f && unicode.IsControl(r)) || r == '\u2028' || r == '\u2029' {
-			return Errorf(CodeInvalidValue, "%s: string contains control character %U", path, r).With("field", path)
+			return Errorf(CodeInvalidValue, "%s: string contains control character %U", path, r).With(DataField, path)
 		}
 	}
 	return nil
@@ -377,12 +377,12 @@ func checkText(path, s string) *Error {
 func checkAny(path string, v any) *Error {
 	switch x := v.(type) {
 	case nil:
-		return Errorf(CodeInvalidValue, "%s: null is not a value", path).With("field", path)
+		return Errorf(CodeInvalidValue, "%s: null is not a value", path).With(DataField, path)
 	case string:
 		return checkText(path, x)
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return Errorf(CodeInvalidValue, "%s=%v is not a finite number", path, x).With("field", path)
+			return Errorf(CodeInvalidValue, "%s=%v is not a finite number", path, x).With(DataField, path)
 		}
 	case float32:
 		return checkAny(path, float64(x))
@@ -395,7 +395,7 @@ func checkAny(path string, v any) *Error {
 	case map[string]any:
 		for k, item := range x {
 			if e := checkText(join(path, k)+" (key)", k); e != nil {
-				return e.With("field", join(path, k))
+				return e.With(DataField, join(path, k))
 			}
 			if e := checkAny(join(path, k), item); e != nil {
 				return e
@@ -407,7 +407,7 @@ func checkAny(path string, v any) *Error {
 
 func typeError(path, want string, v any) *Error {
 	return Errorf(CodeInvalidValue, "%s=%s is %s, not %s", path, formatValue(v), describeType(v), want).
-		With("field", path).With("expected", strings.TrimPrefix(strings.TrimPrefix(want, "an "), "a "))
+		With(DataField, path).With("expected", strings.TrimPrefix(strings.TrimPrefix(want, "an "), "a "))
 }
 
 func describeType(v any) string {

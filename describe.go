@@ -35,7 +35,7 @@ func Describe(d *Descriptor, state DeviceState, req DescribeRequest) (*Descripti
 	switch req.Detail {
 	case "", DetailCard, DetailSummary, DetailFull:
 	default:
-		return nil, Errorf(CodeInvalidParams, "detail %q is not one of card, summary, full", req.Detail).With("field", "detail")
+		return nil, Errorf(CodeInvalidParams, "detail %q is not one of card, summary, full", req.Detail).With(DataField, "detail")
 	}
 	if req.Select != nil {
 		out.Detail = DetailSelect
@@ -43,21 +43,21 @@ func Describe(d *Descriptor, state DeviceState, req DescribeRequest) (*Descripti
 		for _, n := range req.Select.Signals {
 			s, ok := d.Signal(n)
 			if !ok {
-				return nil, Errorf(CodeUnknownName, "select: no signal %q", n).With("kind", "signal").With("name", n)
+				return nil, Errorf(CodeUnknownName, "select: no signal %q", n).With(DataKind, "signal").With(DataName, n)
 			}
 			sel.Signals = append(sel.Signals, *s)
 		}
 		for _, n := range req.Select.Settings {
 			s, ok := d.Setting(n)
 			if !ok {
-				return nil, Errorf(CodeUnknownName, "select: no setting %q", n).With("kind", "setting").With("name", n)
+				return nil, Errorf(CodeUnknownName, "select: no setting %q", n).With(DataKind, "setting").With(DataName, n)
 			}
 			sel.Settings = append(sel.Settings, *s)
 		}
 		for _, n := range req.Select.Actions {
 			a, ok := d.Action(n)
 			if !ok {
-				return nil, Errorf(CodeUnknownName, "select: no action %q", n).With("kind", "action").With("name", n)
+				return nil, Errorf(CodeUnknownName, "select: no action %q", n).With(DataKind, "action").With(DataName, n)
 			}
 			sel.Actions = append(sel.Actions, *a)
 		}

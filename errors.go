@@ -118,7 +118,7 @@ func (e *Error) Is(target error) bool {
 // OutcomeUnknown reports whether the error says the effect on the device is unknown
 // (data.outcome == "unknown").
 func (e *Error) OutcomeUnknown() bool {
-	return e != nil && e.Data != nil && e.Data["outcome"] == OutcomeUnknown
+	return e != nil && e.Data != nil && e.Data[DataOutcome] == OutcomeUnknown
 }
 
 type wireError struct {

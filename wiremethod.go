@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
 )
 
 // WireMethod is one extra JSON-RPC method a server answers beside the
@@ -30,17 +34,30 @@ type OperatorExtension interface {
 // result is returned as is.
 func Handle[Req, Res any](method string, fn func(ctx context.Context, req Req) (Res, error)) WireMethod {
 	return func(ctx context.Context, params json.RawMessage) (any, error) {
-		var req Req
-		if err := DecodeParams(method, params, &req); err != nil {
+		req, err := DecodeAs[Req](method, params)
+		if err != nil {
 			return nil, err
 		}
 		return fn(ctx, req)
 	}
 }
 
-// DecodeParams decodes a params object strictly into dst: absent or null
-// params leave dst zero; unknown fields and trailing data are InvalidParams
-// naming the method and, where known, the field.
+// DecodeAs decodes params into a new Req with DecodeParams: the typed form
+// Handle and the transport's method table use.
+func DecodeAs[Req any](method string, params json.RawMessage) (Req, error) {
+	var req Req
+	err := DecodeParams(method, params, &req)
+	return req, err
+}
+
+// DecodeParams decodes a method's params object strictly into dst; it is
+// the one params decoder of the module (the transport's method table and
+// every Handle use it). Absent or null params leave dst zero. An unknown
+// member, a member of the wrong type or trailing data is InvalidParams
+// naming the method and the member in data.field ("params" when no member
+// is to blame); a number too large for a double is InvalidValue. Values
+// typed any decode as float64, bool, string, []any, map[string]any or nil
+// (numbers are not json.Number).
 func DecodeParams(method string, params json.RawMessage, dst any) error {
 	if len(params) == 0 || bytes.Equal(bytes.TrimSpace(params), []byte("null")) {
 		return nil
@@ -48,25 +65,41 @@ func DecodeParams(method string, params json.RawMessage, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(params))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		e := Errorf(CodeInvalidParams, "%s: params: %s", method, Truncate(err.Error(), 256))
-		var te *json.UnmarshalTypeError
-		if ok := asTypeError(err, &te); ok && te.Field != "" {
-			e = e.With("field", te.Field)
-		}
-		return e
+		return paramsError(method, err)
 	}
-	if dec.More() {
-		return Errorf(CodeInvalidParams, "%s: params: trailing data after the object", method)
+	if _, err := dec.Token(); err != io.EOF {
+		return Errorf(CodeInvalidParams, "%s: trailing data after params", method).With(DataField, "params")
 	}
 	return nil
 }
 
-func asTypeError(err error, dst **json.UnmarshalTypeError) bool {
-	te, ok := err.(*json.UnmarshalTypeError)
-	if ok {
-		*dst = te
+// paramsError turns a decode error into the InvalidParams (or, for an
+// overflowing number, InvalidValue) error naming the member.
+func paramsError(method string, err error) *Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "params"
+		}
+		if NumberOverflows(te) {
+			return Errorf(CodeInvalidValue, "%s: %s: %s is not a finite number (it overflows a double)",
+				method, field, Truncate(strings.TrimPrefix(te.Value, "number "), 64)).With(DataField, field)
+		}
+		return Errorf(CodeInvalidParams, "%s: %s is %s, expected %s", method, field, te.Value, te.Type.String()).
+			With(DataField, field)
 	}
-	return ok
+	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+		field := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
+		return Errorf(CodeInvalidParams, "%s: unknown field %q", method, field).With(DataField, field)
+	}
+	return Errorf(CodeInvalidParams, "%s: params: %v", method, err).With(DataField, "params")
+}
+
+// NumberOverflows reports a JSON number too large for a float64 (1e400): a
+// value error (InvalidValue, as NaN and Inf are), not a shape error.
+func NumberOverflows(te *json.UnmarshalTypeError) bool {
+	return strings.HasPrefix(te.Value, "number ") && te.Type != nil && te.Type.Kind() == reflect.Float64
 }
 
 // Unwrapper is implemented by devices that decorate another (guards,

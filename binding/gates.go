@@ -31,17 +31,17 @@ func (d *Driver) unhonoured(method, commandID, permitID, savedMethod string) *mh
 		return nil
 	}
 	return d.errorf(mhp.CodeNotSupported, "%s: %s is not served by this device (it needs the guard or methods decorator); nothing was done", method, field).
-		With("field", field)
+		With(mhp.DataField, field)
 }
 
 // stateGateLocked is gate 1.
 func (d *Driver) stateGateLocked() *mhp.Error {
 	if d.estop {
-		return d.errorf(mhp.CodeEStopActive, "device is in estop; safety/reset is needed").With("gate", "state")
+		return d.errorf(mhp.CodeEStopActive, "device is in estop; safety/reset is needed").With(mhp.DataGate, mhp.GateState)
 	}
 	if d.fault {
 		return d.errorf(mhp.CodeDeviceFault, "device is in fault (%s); safety/reset is needed", d.faultReason).
-			With("gate", "state").With("reason", d.faultReason)
+			With(mhp.DataGate, mhp.GateState).With(mhp.DataReason, d.faultReason)
 	}
 	return d.linkGateLocked()
 }
@@ -49,7 +49,7 @@ func (d *Driver) stateGateLocked() *mhp.Error {
 func (d *Driver) approvalGate(kind, name string, level mhp.Approval, approved, dry bool, notes *mhp.DryRunNotes) *mhp.Error {
 	switch level {
 	case mhp.ApprovalForbid:
-		return d.errorf(mhp.CodeForbidden, "%s %q is forbidden through MHP", kind, name).With("approval", "forbid").With("gate", "approval")
+		return d.errorf(mhp.CodeForbidden, "%s %q is forbidden through MHP", kind, name).With(mhp.DataApproval, "forbid").With(mhp.DataGate, mhp.GateApproval)
 	case mhp.ApprovalConfirm:
 		if !approved {
 			if dry {
@@ -57,7 +57,7 @@ func (d *Driver) approvalGate(kind, name string, level mhp.Approval, approved, d
 				return nil
 			}
 			return d.errorf(mhp.CodeApprovalRequired, "%s %q requires a person's confirmation", kind, name).
-				With("approval", "confirm").With("gate", "approval")
+				With(mhp.DataApproval, "confirm").With(mhp.DataGate, mhp.GateApproval)
 		}
 	}
 	return nil
@@ -75,16 +75,16 @@ func (d *Driver) interlockGate(ctx context.Context, locks []string, start time.T
 		v, err := d.readSignal(ctx, s)
 		if err != nil {
 			return d.errorf(mhp.CodeInterlockOpen, "interlock %s is open: unreadable (%v)", l, err).
-				With("interlock", l).With("gate", "interlocks")
+				With(mhp.DataInterlock, l).With(mhp.DataGate, mhp.GateInterlocks)
 		}
 		if b, ok := v.Value.(bool); !ok || !b {
 			return d.errorf(mhp.CodeInterlockOpen, "interlock %s is open (reads %v)", l, v.Value).
-				With("interlock", l).With("value", v.Value).With("gate", "interlocks")
+				With(mhp.DataInterlock, l).With(mhp.DataValue, v.Value).With(mhp.DataGate, mhp.GateInterlocks)
 		}
 	}
 	if took := d.now().Sub(start); took > d.cfg.InterlockTimeout {
 		return d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took %s, longer than %s",
-			locks, took, d.cfg.InterlockTimeout).With("interlock", locks[0]).With("gate", "interlocks")
+			locks, took, d.cfg.InterlockTimeout).With(mhp.DataInterlock, locks[0]).With(mhp.DataGate, mhp.GateInterlocks)
 	}
 	return nil
 }
@@ -95,7 +95,7 @@ func (d *Driver) leaseAndBusyLocked(s string, now time.Time, busy bool, busyMsg 
 		if !dry {
 			return e
 		}
-		if h, ok := e.Data["holder"].(string); ok {
+		if h, ok := e.Data[mhp.DataHolder].(string); ok {
 			notes.LeaseHeldBy = h
 		} else {
 			notes.NeedsLease = true
@@ -103,7 +103,7 @@ func (d *Driver) leaseAndBusyLocked(s string, now time.Time, busy bool, busyMsg 
 	}
 	if busy {
 		if !dry {
-			return d.errorf(mhp.CodeDeviceBusy, "%s", busyMsg()).With("gate", "busy")
+			return d.errorf(mhp.CodeDeviceBusy, "%s", busyMsg()).With(mhp.DataGate, mhp.GateBusy)
 		}
 		notes.BusyNow = true
 	}
@@ -142,7 +142,7 @@ func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *S
 	// 4. limits
 	value, ce := set.shape.Check(req.Name, req.Value)
 	if ce != nil {
-		return nil, d.stamp(ce.With("gate", "limits"))
+		return nil, d.stamp(ce.With(mhp.DataGate, mhp.GateLimits))
 	}
 	// 5. lease and 6. busy
 	d.mu.Lock()
@@ -182,14 +182,14 @@ func (d *Driver) invokeGates(ctx context.Context, s string, now time.Time, act *
 	// 4. limits: the param shapes, then the binding's whole-request check
 	params, ce := act.Spec.Params.Check(req.Name, req.Params)
 	if ce != nil {
-		return nil, d.stamp(ce.With("gate", "limits"))
+		return nil, d.stamp(ce.With(mhp.DataGate, mhp.GateLimits))
 	}
 	if act.Validate != nil {
 		if err := act.Validate(params); err != nil {
 			if me, ok := mhp.AsError(err); ok {
 				return nil, d.adopt(me)
 			}
-			return nil, d.errorf(mhp.CodeInvalidValue, "%s: %v", req.Name, err).With("gate", "limits")
+			return nil, d.errorf(mhp.CodeInvalidValue, "%s: %v", req.Name, err).With(mhp.DataGate, mhp.GateLimits)
 		}
 	}
 	// 5. lease and 6. busy, then the admission, in one locked section

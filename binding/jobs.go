@@ -19,12 +19,12 @@ import (
 // job is returned queued and runs in its own goroutine.
 func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.InvokeResult, error) {
 	s, now := d.touchAt(ctx)
-	if e := d.unhonoured("actions/invoke", req.CommandID, req.PermitID, req.Method); e != nil {
+	if e := d.unhonoured(mhp.MethodActionsInvoke, req.CommandID, req.PermitID, req.Method); e != nil {
 		return nil, e
 	}
 	act, ok := d.actions[req.Name]
 	if !ok {
-		return nil, d.errorf(mhp.CodeUnknownName, "no action %q", req.Name).With("kind", "action").With("name", req.Name)
+		return nil, d.errorf(mhp.CodeUnknownName, "no action %q", req.Name).With(mhp.DataKind, "action").With(mhp.DataName, req.Name)
 	}
 	notes := &mhp.DryRunNotes{}
 	var snapshot mhp.Job
@@ -208,18 +208,18 @@ func (d *Driver) finishJob(r *jobRec, act *Action, out runResult) {
 		for k, v := range failed.Data {
 			j.Error.With(k, v)
 		}
-		j.Error.With("outcome", mhp.OutcomeFailed)
+		j.Error.With(mhp.DataOutcome, mhp.OutcomeFailed)
 		if act.FaultOnFailure {
 			faultReason = fmt.Sprintf("job %s (%s) failed: %v", j.ID, j.Action, failed.Err)
 		}
 	default:
 		if me, ok := mhp.AsError(out.err); ok && !me.OutcomeUnknown() {
 			j.State, j.Outcome, j.Error = mhp.JobFailed, mhp.OutcomeNotStarted, d.adopt(me)
-			j.Error.With("outcome", mhp.OutcomeNotStarted)
+			j.Error.With(mhp.DataOutcome, mhp.OutcomeNotStarted)
 			break
 		}
 		j.State, j.Outcome = mhp.JobFailed, mhp.OutcomeUnknown
-		j.Error = d.errorf(mhp.CodeDeviceFault, "%s: outcome unknown: %v", j.Action, out.err).With("outcome", mhp.OutcomeUnknown)
+		j.Error = d.errorf(mhp.CodeDeviceFault, "%s: outcome unknown: %v", j.Action, out.err).With(mhp.DataOutcome, mhp.OutcomeUnknown)
 		faultReason = fmt.Sprintf("job %s (%s): outcome unknown: %v", j.ID, j.Action, out.err)
 	}
 	d.active--

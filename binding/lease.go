@@ -91,11 +91,11 @@ func (d *Driver) stopLeaseTimers() {
 func (d *Driver) leaseGateLocked(s string, now time.Time) *mhp.Error {
 	holder := d.leaseHolderAtLocked(now)
 	if holder != "" && holder != s {
-		return d.errorf(mhp.CodeNotLeased, "another session holds the lease").With("holder", holder).With("gate", "lease")
+		return d.errorf(mhp.CodeNotLeased, "another session holds the lease").With(mhp.DataHolder, holder).With(mhp.DataGate, mhp.GateLease)
 	}
 	if d.watchdog > 0 && holder == "" {
 		return d.errorf(mhp.CodeNotLeased, "this device has a %gs watchdog: acquire a lease (session/acquire) before operating it",
-			d.cfg.Safety.WatchdogS).With("reason", "lease_required").With("gate", "lease")
+			d.cfg.Safety.WatchdogS).With(mhp.DataReason, mhp.ReasonLeaseRequired).With(mhp.DataGate, mhp.GateLease)
 	}
 	return nil
 }
@@ -110,13 +110,13 @@ func (d *Driver) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, er
 		ttl = 60 * time.Second
 	}
 	if ttl < 0 || ttl > time.Hour {
-		return nil, d.errorf(mhp.CodeInvalidParams, "ttl %gs is outside 0 < ttl <= 3600", ttl.Seconds()).With("field", "ttl")
+		return nil, d.errorf(mhp.CodeInvalidParams, "ttl %gs is outside 0 < ttl <= 3600", ttl.Seconds()).With(mhp.DataField, "ttl")
 	}
 	d.mu.Lock()
 	holder := d.leaseHolderLocked()
 	d.mu.Unlock()
 	if holder != "" && holder != s {
-		return nil, d.errorf(mhp.CodeNotLeased, "another session holds the lease").With("holder", holder)
+		return nil, d.errorf(mhp.CodeNotLeased, "another session holds the lease").With(mhp.DataHolder, holder)
 	}
 	if hook := d.cfg.Lease; hook != nil && holder != s {
 		// The backend takes its own lock first (SiLA LockController, ...);
@@ -128,7 +128,7 @@ func (d *Driver) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, er
 			if me, ok := mhp.AsError(err); ok {
 				return nil, d.adopt(me)
 			}
-			return nil, d.errorf(mhp.CodeNotLeased, "the backend refused the lock: %v", err).With("reason", "backend_lock")
+			return nil, d.errorf(mhp.CodeNotLeased, "the backend refused the lock: %v", err).With(mhp.DataReason, mhp.ReasonBackendLock)
 		}
 	}
 	d.mu.Lock()
@@ -142,7 +142,7 @@ func (d *Driver) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, er
 				_ = hook(ctx, s, false)
 			}()
 		}
-		return nil, d.errorf(mhp.CodeNotLeased, "another session holds the lease").With("holder", holder)
+		return nil, d.errorf(mhp.CodeNotLeased, "another session holds the lease").With(mhp.DataHolder, holder)
 	}
 	now := d.now()
 	d.stopLeaseTimers()
@@ -241,9 +241,9 @@ func (d *Driver) Renew(ctx context.Context) (*mhp.Lease, error) {
 	defer d.mu.Unlock()
 	holder := d.leaseHolderLocked()
 	if holder == "" || holder != s {
-		e := d.errorf(mhp.CodeNotLeased, "this session holds no lease to renew").With("reason", "lease_lost")
+		e := d.errorf(mhp.CodeNotLeased, "this session holds no lease to renew").With(mhp.DataReason, "lease_lost")
 		if holder != "" {
-			e.With("holder", holder)
+			e.With(mhp.DataHolder, holder)
 		}
 		return nil, e
 	}
@@ -261,7 +261,7 @@ func (d *Driver) Release(ctx context.Context) error {
 		return nil
 	}
 	if holder != s {
-		return d.errorf(mhp.CodeNotLeased, "another session holds the lease; only the holder may release it").With("holder", holder)
+		return d.errorf(mhp.CodeNotLeased, "another session holds the lease; only the holder may release it").With(mhp.DataHolder, holder)
 	}
 	d.dropLeaseLocked()
 	return nil

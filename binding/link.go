@@ -75,6 +75,6 @@ func (d *Driver) linkGateLocked() *mhp.Error {
 		why = "link down"
 	}
 	return d.errorf(mhp.CodeServerError, "backend unavailable (%s): nothing was sent; retry when it is back", why).
-		With("gate", "state").With("reason", "backend_unavailable").With("outcome", mhp.OutcomeNotStarted).
+		With(mhp.DataGate, mhp.GateState).With(mhp.DataReason, mhp.ReasonBackendUnavailable).With(mhp.DataOutcome, mhp.OutcomeNotStarted).
 		With("backend", d.linkLocked())
 }

@@ -239,7 +239,7 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	var e *mhp.Error
 	d.locked(func() {
 		if holder := d.leaseHolderLocked(); holder != "" && holder != s {
-			e = d.errorf(mhp.CodeNotLeased, "only the lease holder may reset").With("holder", holder)
+			e = d.errorf(mhp.CodeNotLeased, "only the lease holder may reset").With(mhp.DataHolder, holder)
 			return
 		}
 		if e = d.resetBusyLocked(); e != nil {
@@ -260,7 +260,7 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 		}
 		if d.latches != latches { // an estop or fault came while verifying: it stands
 			if e = d.stateGateLocked(); e != nil {
-				e.With("reason", "latched while the reset verified recovery")
+				e.With(mhp.DataReason, "latched while the reset verified recovery")
 				return
 			}
 		}
@@ -310,7 +310,7 @@ func (d *Driver) resetBusyLocked() *mhp.Error {
 	}
 	if d.reasserting {
 		return d.errorf(mhp.CodeDeviceBusy, "cannot reset while the stop is being re-asserted after a call cut off by the estop").
-			With("reason", "stop_reasserting")
+			With(mhp.DataReason, "stop_reasserting")
 	}
 	return nil
 }

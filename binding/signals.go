@@ -103,7 +103,7 @@ func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, err
 		for _, n := range names {
 			s, ok := d.signals[n]
 			if !ok {
-				return nil, d.errorf(mhp.CodeUnknownName, "no signal %q", n).With("kind", "signal").With("name", n)
+				return nil, d.errorf(mhp.CodeUnknownName, "no signal %q", n).With(mhp.DataKind, "signal").With(mhp.DataName, n)
 			}
 			list = append(list, s)
 		}
@@ -149,7 +149,7 @@ func (d *Driver) Subscribe(ctx context.Context, names []string) (*mhp.SubscribeR
 	}
 	for _, n := range names {
 		if _, ok := d.signals[n]; !ok {
-			return nil, d.errorf(mhp.CodeUnknownName, "no signal %q", n).With("kind", "signal").With("name", n)
+			return nil, d.errorf(mhp.CodeUnknownName, "no signal %q", n).With(mhp.DataKind, "signal").With(mhp.DataName, n)
 		}
 	}
 	d.mu.Lock()

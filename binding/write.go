@@ -18,12 +18,12 @@ import (
 // the last such call returns.
 func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
 	s, now := d.touchAt(ctx)
-	if e := d.unhonoured("settings/write", req.CommandID, req.PermitID, ""); e != nil {
+	if e := d.unhonoured(mhp.MethodSettingsWrite, req.CommandID, req.PermitID, ""); e != nil {
 		return nil, e
 	}
 	set, ok := d.settings[req.Name]
 	if !ok {
-		return nil, d.errorf(mhp.CodeUnknownName, "no setting %q", req.Name).With("kind", "setting").With("name", req.Name)
+		return nil, d.errorf(mhp.CodeUnknownName, "no setting %q", req.Name).With(mhp.DataKind, "setting").With(mhp.DataName, req.Name)
 	}
 	if !req.DryRun {
 		// The request lock: one write at a time reaches the backend.
@@ -82,7 +82,7 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 		}
 		reason := fmt.Sprintf("write %s=%v: outcome unknown: %v", req.Name, value, err)
 		d.latchFault(reason)
-		return nil, d.errorf(mhp.CodeDeviceFault, "%s", reason).With("outcome", mhp.OutcomeUnknown).With("name", req.Name)
+		return nil, d.errorf(mhp.CodeDeviceFault, "%s", reason).With(mhp.DataOutcome, mhp.OutcomeUnknown).With(mhp.DataName, req.Name)
 	}
 	res := &mhp.WriteResult{OK: true, Name: req.Name, Value: value, Applied: status == Applied, Status: mhp.WriteApplied}
 	if status == Sent {
@@ -151,10 +151,10 @@ func (d *Driver) sendWrite(hctx context.Context, key uint64, set *Setting, name 
 	if hctx.Err() != nil { // a deadline passed or Close came as the gates ended: nothing was sent
 		if locks := set.Spec.Interlocks; len(locks) > 0 {
 			return nil, d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took longer than %s",
-				locks, d.cfg.InterlockTimeout).With("interlock", locks[0]).With("gate", "interlocks")
+				locks, d.cfg.InterlockTimeout).With(mhp.DataInterlock, locks[0]).With(mhp.DataGate, mhp.GateInterlocks)
 		}
 		return nil, d.errorf(mhp.CodeServerError, "settings/write %s was cancelled before it was sent (driver closing or deadline passed)",
-			name).With("outcome", mhp.OutcomeNotStarted)
+			name).With(mhp.DataOutcome, mhp.OutcomeNotStarted)
 	}
 	if len(set.Spec.Interlocks) > 0 {
 		d.inflight[key] = inflightWrite{cancel: cancel, deadline: now.Add(d.cfg.HookTimeout)}
@@ -171,9 +171,9 @@ func (d *Driver) writeCutOff(name string, value any, err error) *mhp.Error {
 		outcome, what = mhp.OutcomeNotStarted, "the backend refused it"
 	}
 	e := d.errorf(mhp.CodeEStopActive, "settings/write %s=%v was at the backend when an estop latched: %s; the stop comes after it",
-		name, value, what).With("gate", "state").With("outcome", outcome).With("name", name)
+		name, value, what).With(mhp.DataGate, mhp.GateState).With(mhp.DataOutcome, outcome).With(mhp.DataName, name)
 	if err != nil {
-		e.With("backend_error", mhp.Truncate(err.Error(), 1024))
+		e.With(mhp.DataBackendError, mhp.Truncate(err.Error(), 1024))
 	}
 	return e
 }

@@ -23,7 +23,7 @@ func (d *Device) Call(ctx context.Context, method string, params, out any) error
 		fn, ok = mhp.OperatorExtensions(d.base)[method]
 	}
 	if !ok {
-		return mhp.Errorf(mhp.CodeMethodNotFound, "method %q not found", method).With("method", method)
+		return mhp.Errorf(mhp.CodeMethodNotFound, "method %q not found", method).With(mhp.DataMethod, method)
 	}
 	raw, err := json.Marshal(params)
 	if err != nil {

@@ -24,7 +24,7 @@ func (d *Device) commandIDs() bool { return !d.opts.Plain && d.Info().Capabiliti
 // server but no answer came back (a dropped connection, a timeout).
 func sentWithoutAnswer(err error) bool {
 	e, ok := mhp.AsError(err)
-	return ok && e.Data != nil && e.Data["reason"] == ReasonTransport && e.Data["sent"] == true
+	return ok && e.Data != nil && e.Data[mhp.DataReason] == ReasonTransport && e.Data["sent"] == true
 }
 
 // retrySent calls send, and while it fails without an answer resends it with

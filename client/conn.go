@@ -85,9 +85,9 @@ func (l *listeners) publish(n mhp.Notification) {
 // whether the request may have reached the server, in which case its effect
 // is unknown (data.outcome "unknown" for actuating methods).
 func transportError(method string, sent bool, format string, args ...any) *mhp.Error {
-	e := mhp.Errorf(mhp.CodeServerError, method+": "+format, args...).With("reason", ReasonTransport).With("sent", sent)
+	e := mhp.Errorf(mhp.CodeServerError, method+": "+format, args...).With(mhp.DataReason, ReasonTransport).With("sent", sent)
 	if sent && actuating(method) {
-		e.With("outcome", mhp.OutcomeUnknown)
+		e.With(mhp.DataOutcome, mhp.OutcomeUnknown)
 	}
 	return e
 }
@@ -99,7 +99,7 @@ func encodeError(method string, err error) *mhp.Error {
 	var uv *json.UnsupportedValueError
 	if errors.As(err, &uv) {
 		return mhp.Errorf(mhp.CodeInvalidValue, "%s: %s is not a finite number and cannot be sent", method, uv.Str).
-			With("value", uv.Str)
+			With(mhp.DataValue, uv.Str)
 	}
 	return mhp.Errorf(mhp.CodeInvalidParams, "%s: params not serialisable: %v", method, err)
 }
@@ -111,12 +111,12 @@ const ReasonTransport = "transport"
 // server (unreachable, timed out, connection lost).
 func IsTransportError(err error) bool {
 	e, ok := mhp.AsError(err)
-	return ok && e.Data != nil && e.Data["reason"] == ReasonTransport
+	return ok && e.Data != nil && e.Data[mhp.DataReason] == ReasonTransport
 }
 
 func actuating(method string) bool {
 	switch method {
-	case "settings/write", "actions/invoke", "safety/reset", "jobs/resume", "jobs/cancel", "jobs/pause":
+	case mhp.MethodSettingsWrite, mhp.MethodActionsInvoke, mhp.MethodSafetyReset, mhp.MethodJobsResume, mhp.MethodJobsCancel, mhp.MethodJobsPause:
 		return true
 	}
 	return false

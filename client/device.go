@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
-	"github.com/openmhp/mhp-go/transport"
 )
 
 // Options configure a client connection. Zero values take the defaults.
@@ -106,7 +105,7 @@ type Device struct {
 	close func() error
 
 	mu      sync.Mutex
-	info    transport.InitializeResult
+	info    mhp.InitializeResult
 	lease   *heartbeat
 	wd      float64 // watchdog_s, once known
 	wdKnown bool
@@ -285,7 +284,7 @@ func Connect(dev mhp.Device, opts Options) *Device {
 	if desc, err := dev.Describe(mhp.WithSession(ctx, id), mhp.DescribeRequest{Detail: mhp.DetailFull}); err == nil {
 		_, res := dev.(mhp.ResourceProvider)
 		d.info.Device = mhp.DeviceInfo{ID: desc.ID, Class: desc.Class, Make: desc.Make, Model: desc.Model}
-		d.info.Capabilities = transport.Capabilities{Signals: len(desc.Signals) > 0, Settings: len(desc.Settings) > 0,
+		d.info.Capabilities = mhp.Capabilities{Signals: len(desc.Signals) > 0, Settings: len(desc.Settings) > 0,
 			Actions: len(desc.Actions) > 0, Subscribe: len(desc.Signals) > 0, Lease: true, EStop: desc.Safety.EStop,
 			Resources: res}
 	}
@@ -319,16 +318,16 @@ func (p *inproc) ReadResource(ctx context.Context, path string) (*mhp.Resource, 
 
 func errNoResources() *mhp.Error {
 	return mhp.Errorf(mhp.CodeNotSupported, "this device serves no resources (capability resources is false)").
-		With("capability", "resources")
+		With(mhp.DataCapability, "resources")
 }
 
 // initialize runs the handshake and records the session and capabilities.
 func (d *Device) initialize(ctx context.Context) error {
 	w := d.base.(*wire)
-	var res transport.InitializeResult
+	var res mhp.InitializeResult
 	params := map[string]any{"protocolVersion": mhp.ProtocolVersion,
 		"clientInfo": map[string]any{"name": d.opts.ClientName, "version": "mhp-go"}}
-	if err := w.call(ctx, "initialize", params, &res); err != nil {
+	if err := w.call(ctx, mhp.MethodInitialize, params, &res); err != nil {
 		return err
 	}
 	supported := false
@@ -366,7 +365,7 @@ func (d *Device) Session() string {
 }
 
 // Info returns the initialize result: protocol version, device card and capabilities.
-func (d *Device) Info() transport.InitializeResult {
+func (d *Device) Info() mhp.InitializeResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.info
@@ -555,11 +554,11 @@ func (d *Device) Get(ctx context.Context, name string) (any, error) {
 	}
 	if why, ok := r.Unavailable[name]; ok {
 		return nil, mhp.Errorf(mhp.CodeDeviceFault, "signal %s is unavailable: %s", name, why).
-			With("name", name).With("reason", "unavailable")
+			With(mhp.DataName, name).With(mhp.DataReason, "unavailable")
 	}
 	v, ok := r.Values[name]
 	if !ok {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "the answer has no signal %q", name).With("name", name)
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "the answer has no signal %q", name).With(mhp.DataName, name)
 	}
 	return v, nil
 }
@@ -647,7 +646,7 @@ func (d *Device) leaseRetry(ctx context.Context, err error) bool {
 		return false
 	}
 	e, ok := mhp.AsError(err)
-	if !ok || e.Code != mhp.CodeNotLeased || e.Data == nil || e.Data["reason"] != "lease_required" {
+	if !ok || e.Code != mhp.CodeNotLeased || e.Data == nil || e.Data[mhp.DataReason] != mhp.ReasonLeaseRequired {
 		return false
 	}
 	if _, aerr := d.Acquire(ctx, d.opts.LeaseTTL); aerr != nil {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
-	"github.com/openmhp/mhp-go/transport"
 )
 
 // httpConn speaks JSON-RPC over POST /rpc and receives notifications on a
@@ -77,19 +76,19 @@ func (c *httpConn) headers(h http.Header) {
 		h.Set("Authorization", "Bearer "+c.token)
 	}
 	if c.opTok != "" {
-		h.Set(transport.HeaderOperator, c.opTok)
+		h.Set(mhp.HeaderOperator, c.opTok)
 	}
 	if c.name != "" {
-		h.Set(transport.HeaderClient, c.name)
+		h.Set(mhp.HeaderClient, c.name)
 	}
 	if s := c.sessionID(); s != "" {
-		h.Set(transport.HeaderSession, s)
+		h.Set(mhp.HeaderSession, s)
 	}
 }
 
 func (c *httpConn) call(ctx context.Context, method string, params, out any) error {
 	err := c.post(ctx, method, params, out)
-	if method != "initialize" && c.reinit != nil && isSessionUnknown(err) {
+	if method != mhp.MethodInitialize && c.reinit != nil && isSessionUnknown(err) {
 		// The server forgot the session (idle expiry, restart): nothing was
 		// done for this request, so initialize again and send it once more.
 		if rerr := c.reinit(ctx); rerr != nil {
@@ -102,7 +101,7 @@ func (c *httpConn) call(ctx context.Context, method string, params, out any) err
 
 func isSessionUnknown(err error) bool {
 	e, ok := mhp.AsError(err)
-	return ok && e.Code == mhp.CodeServerError && e.Data != nil && e.Data["reason"] == "session_unknown"
+	return ok && e.Code == mhp.CodeServerError && e.Data != nil && e.Data[mhp.DataReason] == mhp.ReasonSessionUnknown
 }
 
 func (c *httpConn) post(ctx context.Context, method string, params, out any) error {
@@ -129,8 +128,8 @@ func (c *httpConn) post(ctx context.Context, method string, params, out any) err
 	if err := json.Unmarshal(body, &in); err != nil || (in.Error == nil && len(in.Result) == 0) {
 		return transportError(method, true, "HTTP %d with no JSON-RPC answer: %.200s", resp.StatusCode, body)
 	}
-	if method == "initialize" && in.Error == nil {
-		if sid := resp.Header.Get(transport.HeaderSession); sid != "" {
+	if method == mhp.MethodInitialize && in.Error == nil {
+		if sid := resp.Header.Get(mhp.HeaderSession); sid != "" {
 			c.setSession(sid)
 		}
 	}
@@ -176,7 +175,7 @@ func (c *httpConn) stream() bool {
 	req.Header.Set("Accept", "text/event-stream")
 	c.mu.Lock()
 	if c.lastEv > 0 {
-		req.Header.Set(transport.HeaderLastEventID, strconv.FormatUint(c.lastEv, 10))
+		req.Header.Set(mhp.HeaderLastEventID, strconv.FormatUint(c.lastEv, 10))
 	}
 	session := c.session
 	c.mu.Unlock()

@@ -74,7 +74,7 @@ func (l *Lab) Device(ctx context.Context, name string) (*Device, error) {
 		return nil, fmt.Errorf("client: lab is closed")
 	}
 	if !ok {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "the lab has no device %q (it has %v)", name, l.Names()).With("name", name)
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "the lab has no device %q (it has %v)", name, l.Names()).With(mhp.DataName, name)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -67,8 +67,8 @@ func decodeResult(method string, raw json.RawMessage, out any) error {
 // shaped reports methods whose answers have open shapes beyond types.
 func shaped(method string) bool {
 	switch method {
-	case "device/describe", "safety/limits", "safety/estop", "safety/reset", "settings/write", "actions/invoke",
-		"jobs/status", "jobs/cancel", "jobs/pause", "jobs/resume", "jobs/list":
+	case mhp.MethodDescribe, mhp.MethodSafetyLimits, mhp.MethodSafetyEStop, mhp.MethodSafetyReset, mhp.MethodSettingsWrite, mhp.MethodActionsInvoke,
+		mhp.MethodJobsStatus, mhp.MethodJobsCancel, mhp.MethodJobsPause, mhp.MethodJobsResume, mhp.MethodJobsList:
 		return true
 	}
 	return false
@@ -81,9 +81,9 @@ func normalize(method string, v any) any {
 		return v
 	}
 	switch method {
-	case "device/describe":
+	case mhp.MethodDescribe:
 		liftDevice(m)
-	case "safety/limits":
+	case mhp.MethodSafetyLimits:
 		approval, _ := m["approval"].(map[string]any)
 		for _, sec := range []string{"settings", "actions"} {
 			items, ok := m[sec].(map[string]any)
@@ -94,7 +94,7 @@ func normalize(method string, v any) any {
 				items[name] = envelope(sec, e, approval[name])
 			}
 		}
-	case "safety/estop":
+	case mhp.MethodSafetyEStop:
 		// Older servers (and the reference) say "cancelled"; the result type
 		// reads "cancelling".
 		if c, hasC := m["cancelled"]; hasC {
@@ -108,18 +108,18 @@ func normalize(method string, v any) any {
 			}
 			delete(m, "cancelled")
 		}
-	case "safety/reset":
+	case mhp.MethodSafetyReset:
 		if s, ok := m["verified"].(string); ok {
 			m["verified"] = verifiedString(s)
 		}
-	case "settings/write":
+	case mhp.MethodSettingsWrite:
 		liftNotes(m)
 		if ww, ok := m["wouldWrite"].(map[string]any); ok && len(ww) == 1 && m["name"] == nil {
 			for k, val := range ww {
 				m["name"], m["wouldWrite"] = k, val
 			}
 		}
-	case "actions/invoke":
+	case mhp.MethodActionsInvoke:
 		liftNotes(m)
 		if j, ok := m["job"].(map[string]any); ok {
 			if j["state"] == "dryRun" && m["dryRun"] == nil {
@@ -127,11 +127,11 @@ func normalize(method string, v any) any {
 			}
 			normalizeJob(j)
 		}
-	case "jobs/status", "jobs/cancel", "jobs/pause", "jobs/resume":
+	case mhp.MethodJobsStatus, mhp.MethodJobsCancel, mhp.MethodJobsPause, mhp.MethodJobsResume:
 		if j, ok := m["job"].(map[string]any); ok {
 			normalizeJob(j)
 		}
-	case "jobs/list":
+	case mhp.MethodJobsList:
 		if l, ok := m["jobs"].([]any); ok {
 			for _, j := range l {
 				if jm, ok := j.(map[string]any); ok {

@@ -17,5 +17,5 @@ func ErrCommandTarget(target string) error {
 	return mhp.Errorf(mhp.CodeForbidden,
 		"target %q would start a process on this host: stdio: targets are run only when the operator gives them "+
 			"on the command line or in config (client.Options.AllowStdio), never from a directory, a manifest or the network",
-		mhp.Truncate(target, 120)).With("field", "target")
+		mhp.Truncate(target, 120)).With(mhp.DataField, "target")
 }

@@ -39,7 +39,7 @@ type jobResp struct {
 
 func (w *wire) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.Description, error) {
 	var out mhp.Description
-	if err := w.call(ctx, "device/describe", req, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodDescribe, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -47,7 +47,7 @@ func (w *wire) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.Desc
 
 func (w *wire) Read(ctx context.Context, names []string) (*mhp.ReadResult, error) {
 	var out mhp.ReadResult
-	if err := w.call(ctx, "signals/read", namesReq{names}, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodSignalsRead, namesReq{names}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -55,19 +55,19 @@ func (w *wire) Read(ctx context.Context, names []string) (*mhp.ReadResult, error
 
 func (w *wire) Subscribe(ctx context.Context, names []string) (*mhp.SubscribeResult, error) {
 	var out mhp.SubscribeResult
-	if err := w.call(ctx, "signals/subscribe", namesReq{names}, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodSignalsSubscribe, namesReq{names}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
 func (w *wire) Unsubscribe(ctx context.Context, names []string) error {
-	return w.call(ctx, "signals/unsubscribe", namesReq{names}, nil)
+	return w.call(ctx, mhp.MethodSignalsUnsubscribe, namesReq{names}, nil)
 }
 
 func (w *wire) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
 	var out mhp.WriteResult
-	if err := w.call(ctx, "settings/write", req, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodSettingsWrite, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -75,7 +75,7 @@ func (w *wire) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResul
 
 func (w *wire) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.InvokeResult, error) {
 	var out mhp.InvokeResult
-	if err := w.call(ctx, "actions/invoke", req, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodActionsInvoke, req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -93,29 +93,29 @@ func (w *wire) job(ctx context.Context, method, id string) (*mhp.Job, error) {
 }
 
 func (w *wire) Job(ctx context.Context, id string) (*mhp.Job, error) {
-	return w.job(ctx, "jobs/status", id)
+	return w.job(ctx, mhp.MethodJobsStatus, id)
 }
 
 func (w *wire) Jobs(ctx context.Context, req mhp.JobsRequest) ([]mhp.Job, error) {
 	var out struct {
 		Jobs []mhp.Job `json:"jobs"`
 	}
-	if err := w.call(ctx, "jobs/list", req, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodJobsList, req, &out); err != nil {
 		return nil, err
 	}
 	return out.Jobs, nil
 }
 
 func (w *wire) CancelJob(ctx context.Context, id string) (*mhp.Job, error) {
-	return w.job(ctx, "jobs/cancel", id)
+	return w.job(ctx, mhp.MethodJobsCancel, id)
 }
 
 func (w *wire) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
-	return w.job(ctx, "jobs/pause", id)
+	return w.job(ctx, mhp.MethodJobsPause, id)
 }
 
 func (w *wire) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
-	return w.job(ctx, "jobs/resume", id)
+	return w.job(ctx, mhp.MethodJobsResume, id)
 }
 
 func (w *wire) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, error) {
@@ -124,7 +124,7 @@ func (w *wire) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, erro
 		params = map[string]any{"ttl": ttl.Seconds()}
 	}
 	var out mhp.Lease
-	if err := w.call(ctx, "session/acquire", params, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodSessionAcquire, params, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -132,19 +132,19 @@ func (w *wire) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, erro
 
 func (w *wire) Renew(ctx context.Context) (*mhp.Lease, error) {
 	var out mhp.Lease
-	if err := w.call(ctx, "session/renew", nil, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodSessionRenew, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
 func (w *wire) Release(ctx context.Context) error {
-	return w.call(ctx, "session/release", nil, nil)
+	return w.call(ctx, mhp.MethodSessionRelease, nil, nil)
 }
 
 func (w *wire) Limits(ctx context.Context) (*mhp.LimitsReport, error) {
 	var out mhp.LimitsReport
-	if err := w.call(ctx, "safety/limits", nil, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodSafetyLimits, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -156,7 +156,7 @@ func (w *wire) EStop(ctx context.Context, reason string) (*mhp.EStopResult, erro
 		params = map[string]any{"reason": reason}
 	}
 	var out mhp.EStopResult
-	if err := w.call(ctx, "safety/estop", params, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodSafetyEStop, params, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -164,7 +164,7 @@ func (w *wire) EStop(ctx context.Context, reason string) (*mhp.EStopResult, erro
 
 func (w *wire) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	var out mhp.ResetResult
-	if err := w.call(ctx, "safety/reset", nil, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodSafetyReset, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -172,7 +172,7 @@ func (w *wire) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 
 func (w *wire) Ping(ctx context.Context) (*mhp.PingResult, error) {
 	var out mhp.PingResult
-	if err := w.call(ctx, "ping", nil, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodPing, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -187,7 +187,7 @@ func (w *wire) ListResources(ctx context.Context) ([]string, error) {
 	var out struct {
 		Resources []string `json:"resources"`
 	}
-	if err := w.call(ctx, "resources/list", nil, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodResourcesList, nil, &out); err != nil {
 		return nil, err
 	}
 	return out.Resources, nil
@@ -196,7 +196,7 @@ func (w *wire) ListResources(ctx context.Context) ([]string, error) {
 // ReadResource implements mhp.ResourceProvider over the wire.
 func (w *wire) ReadResource(ctx context.Context, path string) (*mhp.Resource, error) {
 	var out mhp.Resource
-	if err := w.call(ctx, "resources/read", map[string]any{"path": path}, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodResourcesRead, map[string]any{"path": path}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -292,7 +292,7 @@ func limitsChecks() []check {
 			ctx, cancel := c.call()
 			defer cancel()
 			r, err := c.Other.Limits(ctx)
-			c.ok(err, "safety/limits")
+			c.ok(err, mhp.MethodSafetyLimits)
 			sp := r.Settings[SettingSetpoint]
 			if sp.Limits == nil || sp.Limits.Min == nil || sp.Limits.Max == nil || *sp.Limits.Min != 0 || *sp.Limits.Max != 100 {
 				c.Fatalf("setpoint envelope %+v, want limits 0..100", sp)

@@ -321,7 +321,7 @@ func paramChecks() []check {
 				_, err := c.invoke(c.Dev, mhp.InvokeRequest{Name: pc.action, Params: pc.params, DryRun: dry})
 				e := c.expect(err, pc.code)
 				if pc.field != "" {
-					field, _ := e.Data["field"].(string)
+					field, _ := e.Data[mhp.DataField].(string)
 					if field != pc.field && !strings.Contains(e.Message, pc.field) {
 						c.Fatalf("dryRun=%v: error %q (data %v) does not name %s", dry, e.Message, e.Data, pc.field)
 					}
@@ -367,7 +367,7 @@ func (c *C) noJobs() {
 	ctx, cancel := c.call()
 	defer cancel()
 	jobs, err := c.Other.Jobs(ctx, mhp.JobsRequest{})
-	c.ok(err, "jobs/list")
+	c.ok(err, mhp.MethodJobsList)
 	if len(jobs) != 0 {
 		c.Fatalf("a refused or dry-run invoke created jobs: %+v", jobs)
 	}
@@ -513,7 +513,7 @@ func interlockChecks() []check {
 		before := c.B.Calls(ActionRun)
 		_, err := c.invoke(c.Dev, mhp.InvokeRequest{Name: ActionRun, Params: runParams()})
 		e := c.expect(err, mhp.CodeInterlockOpen)
-		if e.Data["interlock"] != SignalDoorClosed && !strings.Contains(e.Message, SignalDoorClosed) {
+		if e.Data[mhp.DataInterlock] != SignalDoorClosed && !strings.Contains(e.Message, SignalDoorClosed) {
 			c.Fatalf("InterlockOpen %q (data %v) does not name %s", e.Message, e.Data, SignalDoorClosed)
 		}
 		if c.B.Calls(ActionRun) != before {
@@ -522,7 +522,7 @@ func interlockChecks() []check {
 		ctx, cancel := c.call()
 		defer cancel()
 		active, err := c.Other.Jobs(ctx, mhp.JobsRequest{Active: true})
-		c.ok(err, "jobs/list")
+		c.ok(err, mhp.MethodJobsList)
 		if len(active) != 0 {
 			c.Fatalf("an interlocked invoke created a job: %+v", active)
 		}

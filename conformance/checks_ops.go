@@ -14,7 +14,7 @@ func leaseChecks() []check {
 			before := c.snapshot()
 			for _, a := range []attempt{wr(SettingSetpoint, 50.0), inv(ActionQuick, nil), inv(ActionRun, runParams())} {
 				e := c.expect(c.do(c.Other, a), mhp.CodeNotLeased)
-				if h, ok := e.Data["holder"]; ok && h != l.Holder {
+				if h, ok := e.Data[mhp.DataHolder]; ok && h != l.Holder {
 					c.Fatalf("NotLeased names holder %v, want %s", h, l.Holder)
 				}
 			}
@@ -134,7 +134,7 @@ func watchdogChecks() []check {
 			snap := c.snapshot()
 			for _, a := range []attempt{wr(SettingSetpoint, 50.0), inv(ActionQuick, nil)} {
 				e := c.expect(c.do(c.Dev, a), mhp.CodeNotLeased)
-				if e.Data["reason"] != "lease_required" {
+				if e.Data[mhp.DataReason] != mhp.ReasonLeaseRequired {
 					c.Fatalf("%s: NotLeased data %v, want reason lease_required", a.label, e.Data)
 				}
 			}
@@ -154,7 +154,7 @@ func watchdogChecks() []check {
 			c.advanceSteps(3*wd, wd/4, nil)
 			c.eventually("the watchdog to estop the device", func() bool { return c.state() == mhp.StateEStop })
 			c.eventually("the stop hook to run", func() bool { return c.B.StopCalls() >= 1 })
-			rec.wait(c, "safety/estop", method(mhp.NotifySafetyEStop), nil)
+			rec.wait(c, mhp.MethodSafetyEStop, method(mhp.NotifySafetyEStop), nil)
 			ctx, cancel := c.call()
 			defer cancel()
 			_, err := c.Dev.Renew(ctx)
@@ -279,7 +279,7 @@ func jobChecks() []check {
 			ctx, cancel := c.call()
 			defer cancel()
 			all, err := c.Other.Jobs(ctx, mhp.JobsRequest{})
-			c.ok(err, "jobs/list")
+			c.ok(err, mhp.MethodJobsList)
 			ids := map[string]mhp.JobState{}
 			for _, j := range all {
 				ids[j.ID] = j.State
@@ -314,7 +314,7 @@ func jobChecks() []check {
 			ctx, cancel := c.call()
 			defer cancel()
 			_, err := c.Dev.CancelJob(ctx, j.ID)
-			c.ok(err, "jobs/cancel")
+			c.ok(err, mhp.MethodJobsCancel)
 			got := c.waitTerminal(j.ID)
 			if got.State != mhp.JobCancelled {
 				c.Fatalf("a cancel the backend honoured ended %s", got.State)
@@ -328,7 +328,7 @@ func jobChecks() []check {
 			ctx, cancel := c.call()
 			defer cancel()
 			_, err := c.Dev.CancelJob(ctx, j.ID)
-			c.ok(err, "jobs/cancel")
+			c.ok(err, mhp.MethodJobsCancel)
 			// The backend acknowledged and ignored the cancel: the job runs on.
 			c.ping(c.Other)
 			if got, _ := c.job(c.Other, j.ID); got == nil || got.State.Terminal() {
@@ -432,7 +432,7 @@ func backendWriteChecks() []check {
 			c.B.Script(SettingSetpoint, FailUnknown)
 			_, err := c.write(c.Dev, SettingSetpoint, 50.0)
 			e := c.expect(err, mhp.CodeDeviceFault)
-			if e.Data["outcome"] != mhp.OutcomeUnknown {
+			if e.Data[mhp.DataOutcome] != mhp.OutcomeUnknown {
 				c.Fatalf("DeviceFault data %v, want outcome unknown", e.Data)
 			}
 			c.waitState(mhp.StateFault)
@@ -545,7 +545,7 @@ func estopChecks() []check {
 		{name: "estop/notification", run: func(c *C) {
 			rec := c.record(c.Other)
 			c.estop(c.Dev, "conformance: notify")
-			n := rec.wait(c, "safety/estop", method(mhp.NotifySafetyEStop), nil)
+			n := rec.wait(c, mhp.MethodSafetyEStop, method(mhp.NotifySafetyEStop), nil)
 			if n.Params["stopped"] != true || n.Params["state"] != string(mhp.StateEStop) {
 				c.Fatalf("safety/estop params %v, want stopped true and state estop", n.Params)
 			}
@@ -649,7 +649,7 @@ func notifyChecks() []check {
 			c.estop(c.Dev, "conformance")
 			_, err := c.reset(c.Dev)
 			c.ok(err, "reset")
-			n := rec.wait(c, "safety/reset", method(mhp.NotifySafetyReset), nil)
+			n := rec.wait(c, mhp.MethodSafetyReset, method(mhp.NotifySafetyReset), nil)
 			if n.Params["state"] != string(mhp.StateIdle) {
 				c.Fatalf("safety/reset carries state %v, want idle", n.Params["state"])
 			}
@@ -667,7 +667,7 @@ func notifyChecks() []check {
 			ctx, cancel := c.call()
 			defer cancel()
 			r, err := c.Dev.Subscribe(ctx, []string{SignalTemperature})
-			c.ok(err, "signals/subscribe")
+			c.ok(err, mhp.MethodSignalsSubscribe)
 			if !contains(r.Subscribed, SignalTemperature) {
 				c.Fatalf("subscribed %v, want temperature", r.Subscribed)
 			}
@@ -691,8 +691,8 @@ func notifyChecks() []check {
 			ctx, cancel := c.call()
 			defer cancel()
 			_, err := c.Dev.Subscribe(ctx, nil) // every signal
-			c.ok(err, "signals/subscribe")
-			c.ok(c.Dev.Unsubscribe(ctx, []string{SignalDoorClosed}), "signals/unsubscribe")
+			c.ok(err, mhp.MethodSignalsSubscribe)
+			c.ok(c.Dev.Unsubscribe(ctx, []string{SignalDoorClosed}), mhp.MethodSignalsUnsubscribe)
 			// Change the unsubscribed signal first, then the subscribed one:
 			// once the later change is pushed, the earlier one would have been.
 			c.B.SetSignal(SignalDoorClosed, false)

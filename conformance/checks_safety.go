@@ -95,7 +95,7 @@ func cutOffChecks() []check {
 				c.Fatalf("a write cut off by the estop was answered ok: %+v", a.r)
 			}
 			e := c.expect(a.err, mhp.CodeEStopActive)
-			switch e.Data["outcome"] {
+			switch e.Data[mhp.DataOutcome] {
 			case mhp.OutcomeUnknown, mhp.OutcomeNotStarted:
 			default:
 				c.Fatalf("cut-off write refused with data %v: want outcome unknown or not_started", e.Data)
@@ -237,7 +237,7 @@ func watchdogEdgeChecks() []check {
 				what string
 				do   func()
 			}{
-				{"ping", func() { c.ping(c.Dev) }},
+				{mhp.MethodPing, func() { c.ping(c.Dev) }},
 				{"write", func() { c.mustWrite(c.Dev, SettingSetpoint, 42.0) }},
 				{"invoke", func() { c.waitTerminal(c.start(c.Dev, ActionQuick, nil).ID) }},
 			}

@@ -112,7 +112,7 @@ func memoryWrite(in *Instrument, name string) func(context.Context, any) (bindin
 // effect: an *mhp.Error, so the driver leaves the device state unchanged.
 func backendRefusal(name, reason string, err error) *mhp.Error {
 	return mhp.Errorf(mhp.CodeServerError, "%s: the backend refused: %v", name, err).
-		With("reason", reason).With("backend_error", err.Error())
+		With(mhp.DataReason, reason).With(mhp.DataBackendError, err.Error())
 }
 
 func memoryRun(in *Instrument, name string) func(context.Context, *binding.Job) (any, error) {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
-	"github.com/openmhp/mhp-go/transport"
 )
 
 // troubled is a device whose backend link, freshness and fault a test
@@ -142,7 +141,7 @@ func TestDevicePageStates(t *testing.T) {
 		t.Fatalf("page session: %q %v", sid, err)
 	}
 	del, _ := http.NewRequest(http.MethodDelete, hs.URL+"/session", nil)
-	del.Header.Set(transport.HeaderSession, sid)
+	del.Header.Set(mhp.HeaderSession, sid)
 	if resp, err := http.DefaultClient.Do(del); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("DELETE /session: %v %v", resp, err)
 	}

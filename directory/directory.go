@@ -125,13 +125,13 @@ var states = map[string]bool{string(mhp.StateIdle): true, string(mhp.StateBusy):
 func (d *Directory) Search(ctx context.Context, q Query) ([]Result, error) {
 	live := q.Live == nil || *q.Live
 	if q.State != "" && !states[q.State] {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "state %q is not one of idle, busy, fault, estop, unreachable", q.State).With("field", "state")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "state %q is not one of idle, busy, fault, estop, unreachable", q.State).With(mhp.DataField, "state")
 	}
 	if q.State != "" && !live {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "a state filter needs live state: drop live:false").With("field", "live")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "a state filter needs live state: drop live:false").With(mhp.DataField, "live")
 	}
 	if q.Limit < 0 {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "limit %d is negative", q.Limit).With("field", "limit")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "limit %d is negative", q.Limit).With(mhp.DataField, "limit")
 	}
 	limit := q.Limit
 	if limit == 0 {
@@ -178,7 +178,7 @@ func (d *Directory) Get(ctx context.Context, id string) (*Result, error) {
 	c, ok := d.cfg.Index.Card(id)
 	if !ok {
 		short := mhp.Truncate(id, maxEchoedID)
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "no device %q in the directory", short).With("kind", "device").With("name", short)
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "no device %q in the directory", short).With(mhp.DataKind, "device").With(mhp.DataName, short)
 	}
 	if d.cfg.Pinger == nil {
 		return &Result{Card: c}, nil

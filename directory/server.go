@@ -69,7 +69,7 @@ func (d *Directory) call(ctx context.Context, method string, params json.RawMess
 		return nil
 	}
 	switch method {
-	case "initialize":
+	case mhp.MethodInitialize:
 		var p struct {
 			ProtocolVersion string         `json:"protocolVersion"`
 			ClientInfo      map[string]any `json:"clientInfo"`
@@ -83,7 +83,7 @@ func (d *Directory) call(ctx context.Context, method string, params json.RawMess
 		}
 		return map[string]any{"protocolVersion": v, "role": "directory",
 			"capabilities": map[string]bool{"directory": true}, "devices": d.cfg.Index.Len()}, nil
-	case "ping":
+	case mhp.MethodPing:
 		return map[string]any{"state": "idle", "ts": mhp.UnixSeconds(time.Now()), "devices": d.cfg.Index.Len()}, nil
 	case "directory/search":
 		var q Query
@@ -106,7 +106,7 @@ func (d *Directory) call(ctx context.Context, method string, params json.RawMess
 			return nil, err
 		}
 		if p.ID == "" {
-			return nil, mhp.Errorf(mhp.CodeInvalidParams, "directory/get: id is required").With("field", "id")
+			return nil, mhp.Errorf(mhp.CodeInvalidParams, "directory/get: id is required").With(mhp.DataField, "id")
 		}
 		res, err := d.Get(ctx, p.ID)
 		if err != nil {

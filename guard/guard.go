@@ -200,11 +200,11 @@ func (g *Device) Close() {
 func checkCommandID(id string) error {
 	if len(id) > MaxCommandID {
 		return mhp.Errorf(mhp.CodeInvalidParams, "commandId is %d bytes, over the limit of %d", len(id), MaxCommandID).
-			With("field", "commandId").With("max_length", MaxCommandID)
+			With(mhp.DataField, "commandId").With("max_length", MaxCommandID)
 	}
 	for _, r := range id {
 		if r < 0x20 || r == 0x7f {
-			return mhp.Errorf(mhp.CodeInvalidParams, "commandId contains control characters").With("field", "commandId")
+			return mhp.Errorf(mhp.CodeInvalidParams, "commandId contains control characters").With(mhp.DataField, "commandId")
 		}
 	}
 	return nil
@@ -275,14 +275,14 @@ func (g *Device) finish(c *command, result any, err error) {
 func replay(ctx context.Context, p *command, digest string) (any, error, bool) {
 	if p.digest != digest {
 		return nil, mhp.Errorf(mhp.CodeInvalidParams, "commandId was already used for a different request; use a new id for a new intent").
-			With("field", "commandId").With("reason", "command_id_reused"), true
+			With(mhp.DataField, "commandId").With(mhp.DataReason, "command_id_reused"), true
 	}
 	select {
 	case <-p.done:
 		return p.result, p.err, true
 	case <-ctx.Done():
 		return nil, mhp.Errorf(mhp.CodeServerError, "the first request with this commandId is still running; ask again").
-			With("field", "commandId").With("reason", "command_in_progress"), true
+			With(mhp.DataField, "commandId").With(mhp.DataReason, "command_in_progress"), true
 	}
 }
 
@@ -297,7 +297,7 @@ func requestDigest(method, name string, params any, approved bool, permit string
 
 // Write implements mhp.Device: settings/write with command ids, permits and receipts.
 func (g *Device) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
-	res, err := g.actuate(ctx, "settings/write", req.Name, req.Value, req.CommandID, req.PermitID, req.Approved, req.DryRun,
+	res, err := g.actuate(ctx, mhp.MethodSettingsWrite, req.Name, req.Value, req.CommandID, req.PermitID, req.Approved, req.DryRun,
 		func(ctx context.Context, approved bool) (any, error) {
 			r := req
 			r.Approved, r.CommandID, r.PermitID = approved, "", "" // honoured here
@@ -311,7 +311,7 @@ func (g *Device) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 
 // Invoke implements mhp.Device: actions/invoke with command ids, permits and receipts.
 func (g *Device) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.InvokeResult, error) {
-	res, err := g.actuate(ctx, "actions/invoke", req.Name, req.Params, req.CommandID, req.PermitID, req.Approved, req.DryRun,
+	res, err := g.actuate(ctx, mhp.MethodActionsInvoke, req.Name, req.Params, req.CommandID, req.PermitID, req.Approved, req.DryRun,
 		func(ctx context.Context, approved bool) (any, error) {
 			r := req
 			r.Approved, r.CommandID, r.PermitID = approved, "", "" // honoured here
@@ -332,7 +332,7 @@ func (g *Device) actuate(ctx context.Context, method, name string, params any, c
 		}
 	}
 	if permitID != "" && g.cfg.Permits == nil {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "this server issues no permits (permitId given)").With("field", "permitId")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "this server issues no permits (permitId given)").With(mhp.DataField, "permitId")
 	}
 	if dry {
 		// A dry run acts on nothing: no command id window, no permit use, no receipt.
@@ -366,7 +366,7 @@ func (g *Device) actuateOnce(ctx context.Context, method, name string, params an
 	if g.cfg.Evidence != nil {
 		if err := g.cfg.Evidence.Err(); err != nil {
 			return nil, mhp.Errorf(mhp.CodeServerError, "evidence log unavailable, actuation refused: %v", err).
-				With("reason", "evidence_unavailable").With("outcome", mhp.OutcomeNotStarted)
+				With(mhp.DataReason, "evidence_unavailable").With(mhp.DataOutcome, mhp.OutcomeNotStarted)
 		}
 	}
 	ok, err := g.permitApproves(ctx, method, name, params, permitID, approved, true)
@@ -403,13 +403,13 @@ func (g *Device) permitApproves(ctx context.Context, method, name string, params
 	if p, err := g.dev.Ping(ctx); err == nil {
 		switch p.State {
 		case mhp.StateEStop:
-			return false, mhp.Errorf(mhp.CodeEStopActive, "device is in estop; safety/reset is needed").With("gate", "state")
+			return false, mhp.Errorf(mhp.CodeEStopActive, "device is in estop; safety/reset is needed").With(mhp.DataGate, mhp.GateState)
 		case mhp.StateFault:
-			return false, mhp.Errorf(mhp.CodeDeviceFault, "device is in fault; safety/reset is needed").With("gate", "state")
+			return false, mhp.Errorf(mhp.CodeDeviceFault, "device is in fault; safety/reset is needed").With(mhp.DataGate, mhp.GateState)
 		}
 	}
 	return false, mhp.Errorf(mhp.CodeApprovalRequired, "permit %s does not approve this request: %s", mhp.Truncate(permitID, 64), why).
-		With("gate", "approval").With("reason", "permit_mismatch").With("field", "permitId").With("mismatch", why)
+		With(mhp.DataGate, mhp.GateApproval).With(mhp.DataReason, "permit_mismatch").With(mhp.DataField, "permitId").With("mismatch", why)
 }
 
 // refusedBeforeActing reports whether err says nothing reached the backend.
@@ -418,7 +418,7 @@ func refusedBeforeActing(err error) bool {
 	if !ok {
 		return false
 	}
-	if o, _ := e.Data["outcome"].(string); o == mhp.OutcomeUnknown {
+	if o, _ := e.Data[mhp.DataOutcome].(string); o == mhp.OutcomeUnknown {
 		return false
 	}
 	switch e.Code {
@@ -427,7 +427,7 @@ func refusedBeforeActing(err error) bool {
 		mhp.CodeUnknownName, mhp.CodeMethodRequired:
 		return true
 	}
-	return e.Data["outcome"] == mhp.OutcomeNotStarted
+	return e.Data[mhp.DataOutcome] == mhp.OutcomeNotStarted
 }
 
 // ---- receipts ----
@@ -441,7 +441,7 @@ func outcomeOf(err error) string {
 	if !ok {
 		return evidence.OutcomeUnknown
 	}
-	if o, _ := e.Data["outcome"].(string); o != "" {
+	if o, _ := e.Data[mhp.DataOutcome].(string); o != "" {
 		return o
 	}
 	return evidence.OutcomeRefused
@@ -511,28 +511,28 @@ func (g *Device) onNotification(n mhp.Notification) {
 // written after the answer is known.
 func (g *Device) EStop(ctx context.Context, reason string) (*mhp.EStopResult, error) {
 	res, err := g.dev.EStop(ctx, reason)
-	g.record(ctx, "safety/estop", "", map[string]any{"reason": mhp.Truncate(reason, 1024)}, "", res, err, "")
+	g.record(ctx, mhp.MethodSafetyEStop, "", map[string]any{"reason": mhp.Truncate(reason, 1024)}, "", res, err, "")
 	return res, err
 }
 
 // Reset implements mhp.Device.
 func (g *Device) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	res, err := g.dev.Reset(ctx)
-	g.record(ctx, "safety/reset", "", nil, "", res, err, "")
+	g.record(ctx, mhp.MethodSafetyReset, "", nil, "", res, err, "")
 	return res, err
 }
 
 // Acquire implements mhp.Device.
 func (g *Device) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, error) {
 	res, err := g.dev.Acquire(ctx, ttl)
-	g.record(ctx, "session/acquire", "", map[string]any{"ttl": ttl.Seconds()}, "", res, err, "")
+	g.record(ctx, mhp.MethodSessionAcquire, "", map[string]any{"ttl": ttl.Seconds()}, "", res, err, "")
 	return res, err
 }
 
 // Release implements mhp.Device.
 func (g *Device) Release(ctx context.Context) error {
 	err := g.dev.Release(ctx)
-	g.record(ctx, "session/release", "", nil, "", nil, err, "")
+	g.record(ctx, mhp.MethodSessionRelease, "", nil, "", nil, err, "")
 	return err
 }
 
@@ -540,7 +540,7 @@ func (g *Device) Release(ctx context.Context) error {
 func (g *Device) Renew(ctx context.Context) (*mhp.Lease, error) {
 	res, err := g.dev.Renew(ctx)
 	if err != nil {
-		g.record(ctx, "session/renew", "", nil, "", nil, err, "")
+		g.record(ctx, mhp.MethodSessionRenew, "", nil, "", nil, err, "")
 	}
 	return res, err
 }
@@ -576,21 +576,21 @@ func (g *Device) Jobs(ctx context.Context, req mhp.JobsRequest) ([]mhp.Job, erro
 // CancelJob implements mhp.Device.
 func (g *Device) CancelJob(ctx context.Context, id string) (*mhp.Job, error) {
 	res, err := g.dev.CancelJob(ctx, id)
-	g.record(ctx, "jobs/cancel", id, nil, "", res, err, "")
+	g.record(ctx, mhp.MethodJobsCancel, id, nil, "", res, err, "")
 	return res, err
 }
 
 // PauseJob implements mhp.Device.
 func (g *Device) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 	res, err := g.dev.PauseJob(ctx, id)
-	g.record(ctx, "jobs/pause", id, nil, "", res, err, "")
+	g.record(ctx, mhp.MethodJobsPause, id, nil, "", res, err, "")
 	return res, err
 }
 
 // ResumeJob implements mhp.Device.
 func (g *Device) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
 	res, err := g.dev.ResumeJob(ctx, id)
-	g.record(ctx, "jobs/resume", id, nil, "", res, err, "")
+	g.record(ctx, mhp.MethodJobsResume, id, nil, "", res, err, "")
 	return res, err
 }
 
@@ -623,7 +623,7 @@ func (g *Device) EvidenceList(ctx context.Context, q evidence.Query) (*evidence.
 		return nil, mhp.Errorf(mhp.CodeNotSupported, "this server keeps no evidence (serve with --evidence DIR)")
 	}
 	if len(q.CommandID) > MaxCommandID || len(q.Session) > 256 {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "evidence/list filter is too long").With("field", "command_id")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "evidence/list filter is too long").With(mhp.DataField, "command_id")
 	}
 	p, err := g.cfg.Evidence.List(q)
 	if err != nil {
@@ -642,7 +642,7 @@ func (g *Device) IssuePermit(ctx context.Context, req PermitRequest) (*Permit, e
 	if err != nil {
 		return nil, err
 	}
-	r := evidence.Receipt{Session: mhp.SessionFrom(ctx), Method: "permits/issue", Name: req.Name, Outcome: evidence.OutcomeOK,
+	r := evidence.Receipt{Session: mhp.SessionFrom(ctx), Method: mhp.MethodPermitsIssue, Name: req.Name, Outcome: evidence.OutcomeOK,
 		ParamsDigest: p.ParamsDigest}
 	if b, jerr := json.Marshal(p); jerr == nil {
 		r.Result = b
@@ -656,16 +656,16 @@ func (g *Device) IssuePermit(ctx context.Context, req PermitRequest) (*Permit, e
 // WireMethods implements mhp.Extension: evidence/head and evidence/list.
 func (g *Device) WireMethods() map[string]mhp.WireMethod {
 	return map[string]mhp.WireMethod{
-		"evidence/head": mhp.Handle("evidence/head", func(ctx context.Context, _ struct{}) (*evidence.Head, error) {
+		mhp.MethodEvidenceHead: mhp.Handle(mhp.MethodEvidenceHead, func(ctx context.Context, _ struct{}) (*evidence.Head, error) {
 			return g.EvidenceHead(ctx)
 		}),
-		"evidence/list": mhp.Handle("evidence/list", g.EvidenceList),
+		mhp.MethodEvidenceList: mhp.Handle(mhp.MethodEvidenceList, g.EvidenceList),
 	}
 }
 
 // OperatorWireMethods implements mhp.OperatorExtension: permits/issue.
 func (g *Device) OperatorWireMethods() map[string]mhp.WireMethod {
-	return map[string]mhp.WireMethod{"permits/issue": mhp.Handle("permits/issue", g.IssuePermit)}
+	return map[string]mhp.WireMethod{mhp.MethodPermitsIssue: mhp.Handle(mhp.MethodPermitsIssue, g.IssuePermit)}
 }
 
 var (

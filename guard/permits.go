@@ -74,27 +74,27 @@ func NewPermits(device string, clk clock.Clock) *Permits {
 func (p *Permits) Issue(req PermitRequest) (*Permit, error) {
 	var params any
 	switch req.Method {
-	case "settings/write":
+	case mhp.MethodSettingsWrite:
 		if req.Params != nil {
-			return nil, mhp.Errorf(mhp.CodeInvalidParams, "a settings/write permit takes value, not params").With("field", "params")
+			return nil, mhp.Errorf(mhp.CodeInvalidParams, "a settings/write permit takes value, not params").With(mhp.DataField, "params")
 		}
 		params = req.Value
-	case "actions/invoke":
+	case mhp.MethodActionsInvoke:
 		if req.Value != nil {
-			return nil, mhp.Errorf(mhp.CodeInvalidParams, "an actions/invoke permit takes params, not value").With("field", "value")
+			return nil, mhp.Errorf(mhp.CodeInvalidParams, "an actions/invoke permit takes params, not value").With(mhp.DataField, "value")
 		}
 		params = req.Params
 	default:
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "permit method %q is not settings/write or actions/invoke", mhp.Truncate(req.Method, 64)).With("field", "method")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "permit method %q is not settings/write or actions/invoke", mhp.Truncate(req.Method, 64)).With(mhp.DataField, "method")
 	}
 	if req.Name == "" || len(req.Name) > 256 {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "permit name is empty or too long").With("field", "name")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "permit name is empty or too long").With(mhp.DataField, "name")
 	}
 	ttl := DefaultPermitTTL
 	if req.TTL != 0 {
 		if !(req.TTL >= 1 && req.TTL <= MaxPermitTTL.Seconds()) {
 			return nil, mhp.Errorf(mhp.CodeInvalidParams, "permit ttl %g s is outside 1..%g s", req.TTL, MaxPermitTTL.Seconds()).
-				With("field", "ttl").With("min", 1).With("max", MaxPermitTTL.Seconds())
+				With(mhp.DataField, "ttl").With(mhp.DataMin, 1).With(mhp.DataMax, MaxPermitTTL.Seconds())
 		}
 		ttl = time.Duration(req.TTL * float64(time.Second))
 	}
@@ -109,7 +109,7 @@ func (p *Permits) Issue(req PermitRequest) (*Permit, error) {
 	defer p.mu.Unlock()
 	p.pruneLocked(now)
 	if len(p.m) >= MaxPermits {
-		return nil, mhp.Errorf(mhp.CodeServerError, "%d permits are outstanding; let some expire or be used", MaxPermits).With("max", MaxPermits)
+		return nil, mhp.Errorf(mhp.CodeServerError, "%d permits are outstanding; let some expire or be used", MaxPermits).With(mhp.DataMax, MaxPermits)
 	}
 	p.m[rec.ID] = rec
 	out := rec.Permit

@@ -28,7 +28,7 @@ func (b *Bridge) evidence(ctx context.Context, s *session, _ *mcp.CallToolReques
 		return nil, err
 	}
 	var head evidence.Head
-	if err := d.Call(ctx, "evidence/head", struct{}{}, &head); err != nil {
+	if err := d.Call(ctx, mhp.MethodEvidenceHead, struct{}{}, &head); err != nil {
 		return nil, noEvidence(err)
 	}
 	q := evidence.Query{After: uint64(max(argFloat(args, "after", 0), 0)), Limit: evidencePage,
@@ -37,7 +37,7 @@ func (b *Bridge) evidence(ctx context.Context, s *session, _ *mcp.CallToolReques
 		q.After = head.Seq - evidencePage // no cursor, no filter: the latest receipts
 	}
 	var page evidence.Page
-	if err := d.Call(ctx, "evidence/list", q, &page); err != nil {
+	if err := d.Call(ctx, mhp.MethodEvidenceList, q, &page); err != nil {
 		return nil, noEvidence(err)
 	}
 	out := map[string]any{"head": head, "entries": page.Entries}
@@ -52,7 +52,7 @@ func (b *Bridge) evidence(ctx context.Context, s *session, _ *mcp.CallToolReques
 func noEvidence(err error) error {
 	if e, ok := mhp.AsError(err); ok && e.Code == mhp.CodeMethodNotFound {
 		return mhp.Errorf(mhp.CodeNotSupported, "this device keeps no evidence (serve it with --evidence DIR)").
-			With("reason", "no_evidence")
+			With(mhp.DataReason, "no_evidence")
 	}
 	return err
 }
@@ -65,16 +65,16 @@ func (b *Bridge) methodsOf(ctx context.Context, d *client.Device, query string) 
 	var res methods.ListResult
 	var err error
 	if query == "" {
-		err = d.Call(ctx, "methods/list", methods.ListRequest{}, &res)
+		err = d.Call(ctx, mhp.MethodMethodsList, methods.ListRequest{}, &res)
 	} else {
 		var m methods.Method
-		if d.Call(ctx, "methods/get", methods.GetRequest{Name: query}, &m) == nil {
+		if d.Call(ctx, mhp.MethodMethodsGet, methods.GetRequest{Name: query}, &m) == nil {
 			return &m, nil
 		}
-		err = d.Call(ctx, "methods/find", methods.FindRequest{Query: query, Limit: 10}, &res)
+		err = d.Call(ctx, mhp.MethodMethodsFind, methods.FindRequest{Query: query, Limit: 10}, &res)
 	}
 	if e, ok := mhp.AsError(err); ok && e.Code == mhp.CodeMethodNotFound {
-		return nil, mhp.Errorf(mhp.CodeNotSupported, "this device serves no saved methods").With("reason", "no_methods")
+		return nil, mhp.Errorf(mhp.CodeNotSupported, "this device serves no saved methods").With(mhp.DataReason, "no_methods")
 	}
 	if err != nil {
 		return nil, err
@@ -90,7 +90,7 @@ func (b *Bridge) methodsOf(ctx context.Context, d *client.Device, query string) 
 func (b *Bridge) permit(ctx context.Context, s *session, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
 	if b.cfg.OperatorToken == "" {
 		return nil, mhp.Errorf(mhp.CodeForbidden, "no operator token: start mhp-mcp with --operator-token-file to issue permits").
-			With("reason", "operator_required")
+			With(mhp.DataReason, mhp.ReasonOperatorRequired)
 	}
 	id := argString(args, "device")
 	if _, err := s.gated(ctx, id); err != nil { // resolve the id and apply the hardware gate first
@@ -101,7 +101,7 @@ func (b *Bridge) permit(ctx context.Context, s *session, _ *mcp.CallToolRequest,
 		return nil, err
 	}
 	if res == nil || res.Target == "" {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With("name", id)
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With(mhp.DataName, id)
 	}
 	d, err := b.cfg.OperatorDial(ctx, res.Target)
 	if err != nil {
@@ -112,20 +112,20 @@ func (b *Bridge) permit(ctx context.Context, s *session, _ *mcp.CallToolRequest,
 	_, hasValue := args["value"]
 	switch argString(args, "for") {
 	case "write":
-		req.Method = "settings/write"
+		req.Method = mhp.MethodSettingsWrite
 		if !hasValue || args["params"] != nil {
-			return nil, mhp.Errorf(mhp.CodeInvalidParams, "a write permit takes the value the agent will write (value), not params").With("field", "value")
+			return nil, mhp.Errorf(mhp.CodeInvalidParams, "a write permit takes the value the agent will write (value), not params").With(mhp.DataField, "value")
 		}
 		req.Value = args["value"]
 	case "invoke":
-		req.Method = "actions/invoke"
+		req.Method = mhp.MethodActionsInvoke
 		if hasValue {
-			return nil, mhp.Errorf(mhp.CodeInvalidParams, "an invoke permit takes params, not value").With("field", "value")
+			return nil, mhp.Errorf(mhp.CodeInvalidParams, "an invoke permit takes params, not value").With(mhp.DataField, "value")
 		}
 		req.Params, _ = args["params"].(map[string]any)
 	}
 	var p mhpguard.Permit
-	if err := d.Call(ctx, "permits/issue", req, &p); err != nil {
+	if err := d.Call(ctx, mhp.MethodPermitsIssue, req, &p); err != nil {
 		return nil, err
 	}
 	return map[string]any{"permit": p, "note": "give permit_id " + p.ID + " to the agent for exactly this request; single use"}, nil

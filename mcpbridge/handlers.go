@@ -68,7 +68,7 @@ type needsInput struct {
 // no trusted channel, so the request stays refused.
 func (b *Bridge) confirmation(req *mcp.CallToolRequest, refusal *mhp.Error, key, cmd, what, notes string) (approved bool, cmdOut string, ask *needsInput, err error) {
 	if refusal == nil {
-		refusal = mhp.Errorf(mhp.CodeApprovalRequired, "%s requires a person's confirmation", what).With("approval", "confirm")
+		refusal = mhp.Errorf(mhp.CodeApprovalRequired, "%s requires a person's confirmation", what).With(mhp.DataApproval, "confirm")
 	}
 	if req == nil || req.Session == nil {
 		return false, "", nil, refusal.With("elicitation", "unavailable")
@@ -77,7 +77,7 @@ func (b *Bridge) confirmation(req *mcp.CallToolRequest, refusal *mhp.Error, key,
 		cmd, ok := b.consumeState(req.Params.RequestState, key)
 		if !ok {
 			return false, "", nil, mhp.Errorf(mhp.CodeApprovalRequired, "%s: the confirmation does not match this request (stale, replayed or altered)", what).
-				With("approval", "confirm")
+				With(mhp.DataApproval, "confirm")
 		}
 		er, _ := resp.(*mcp.ElicitResult)
 		if er != nil && er.Action == "accept" && er.Content["confirm"] == true {
@@ -88,7 +88,7 @@ func (b *Bridge) confirmation(req *mcp.CallToolRequest, refusal *mhp.Error, key,
 			action = er.Action
 		}
 		return false, "", nil, mhp.Errorf(mhp.CodeApprovalRequired, "%s: the person did not confirm (%s)", what, action).
-			With("approval", "confirm").With("elicitation", action)
+			With(mhp.DataApproval, "confirm").With("elicitation", action)
 	}
 	if ip := req.Session.InitializeParams(); ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
 		return false, "", nil, refusal.With("elicitation", "unavailable: this MCP client cannot ask a person, so confirm-gated requests cannot run here")
@@ -165,7 +165,7 @@ func (b *Bridge) invoke(ctx context.Context, s *session, req *mcp.CallToolReques
 	id := argString(args, "device")
 	inv := mhp.InvokeRequest{Name: argString(args, "action"), Method: argString(args, "method"), PermitID: argString(args, "permit_id")}
 	if inv.Name == "" && inv.Method == "" {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "mhp_invoke: name an action, or a saved method (method)").With("field", "action")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "mhp_invoke: name an action, or a saved method (method)").With(mhp.DataField, "action")
 	}
 	d, err := s.gated(ctx, id)
 	if err != nil {

@@ -45,7 +45,7 @@ func (b *Bridge) wait(ctx context.Context, req *mcp.CallToolRequest, d *client.D
 				return map[string]any{"job": cj, "note": "the call was cancelled; the job was asked to cancel"}, nil
 			}
 		}
-		return nil, mhp.Errorf(mhp.CodeServerError, "the call was cancelled while waiting for job %s", id).With("reason", "cancelled").With("job", id)
+		return nil, mhp.Errorf(mhp.CodeServerError, "the call was cancelled while waiting for job %s", id).With(mhp.DataReason, "cancelled").With("job", id)
 	}
 	if wctx.Err() == nil {
 		return nil, err
@@ -128,7 +128,7 @@ func (b *Bridge) job(ctx context.Context, s *session, req *mcp.CallToolRequest, 
 		op = "status"
 	}
 	if op != "list" && id == "" {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "mhp_job op=%s needs the job id", op).With("field", "id")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "mhp_job op=%s needs the job id", op).With(mhp.DataField, "id")
 	}
 	var j *mhp.Job
 	switch op {
@@ -150,7 +150,7 @@ func (b *Bridge) job(ctx context.Context, s *session, req *mcp.CallToolRequest, 
 		}
 		return map[string]any{"jobs": jobs}, nil
 	default:
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "op %q is not one of status, wait, cancel, pause, resume, list", op).With("field", "op")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "op %q is not one of status, wait, cancel, pause, resume, list", op).With(mhp.DataField, "op")
 	}
 	if err != nil {
 		return nil, err
@@ -230,7 +230,7 @@ func (b *Bridge) run(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 	}
 	src := argString(args, "script")
 	if src == "" {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "mhp_run needs a script").With("field", "script")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "mhp_run needs a script").With(mhp.DataField, "script")
 	}
 	res, err := b.runner.Run(ctx, src, s, timeout)
 	if err != nil {
@@ -241,7 +241,7 @@ func (b *Bridge) run(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 	}
 	if res.Error != "" {
 		return nil, mhp.Errorf(mhp.CodeServerError, "script stopped: %s", mhp.Truncate(res.Error, 1024)).
-			With("reason", "script_error").With("output", res.Output).With("steps", res.Steps)
+			With(mhp.DataReason, "script_error").With("output", res.Output).With("steps", res.Steps)
 	}
 	return res, nil
 }
@@ -303,5 +303,5 @@ func (b *Bridge) lab(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 	case "acquire":
 		return d.Acquire(ctx, time.Duration(argFloat(args, "ttl_s", 60)*float64(time.Second)))
 	}
-	return nil, mhp.Errorf(mhp.CodeInvalidParams, "op %q is not one of list, updates, limits, acquire, release, reset", op).With("field", "op")
+	return nil, mhp.Errorf(mhp.CodeInvalidParams, "op %q is not one of list, updates, limits, acquire, release, reset", op).With(mhp.DataField, "op")
 }

@@ -63,7 +63,7 @@ func (n *Named) Get(ctx context.Context, id string) (*directory.Result, error) {
 			names = append(names, k)
 		}
 		sort.Strings(names)
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "no device %q (this lab has %v)", id, names).With("name", id)
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "no device %q (this lab has %v)", id, names).With(mhp.DataName, id)
 	}
 	return &directory.Result{Card: directory.Card{DeviceInfo: mhp.DeviceInfo{ID: id}, Target: t}}, nil
 }

@@ -82,7 +82,7 @@ func LoadPolicy(path string) (Policy, error) {
 // forbidden is the refusal of a policy flag.
 func forbidden(flag, what string) *mhp.Error {
 	return mhp.Errorf(mhp.CodeForbidden, "%s is refused by the host policy (%s=false)", what, flag).
-		With("reason", "policy").With("policy", flag+"=false")
+		With(mhp.DataReason, "policy").With("policy", flag+"=false")
 }
 
 // simulated reports whether a device's card says it is simulated.

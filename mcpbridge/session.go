@@ -58,7 +58,7 @@ func (b *Bridge) session(req *mcp.CallToolRequest) (*session, error) {
 	}
 	if len(b.sessions) >= b.cfg.MaxSessions {
 		return nil, mhp.Errorf(mhp.CodeServerError, "too many MCP sessions (%d); close one or raise the limit", b.cfg.MaxSessions).
-			With("reason", "limit").With("limit", b.cfg.MaxSessions)
+			With(mhp.DataReason, "limit").With(mhp.DataLimit, b.cfg.MaxSessions)
 	}
 	s := newSession(b)
 	b.sessions[ss] = s
@@ -91,7 +91,7 @@ func (s *session) enter() error {
 		return nil
 	default:
 		return mhp.Errorf(mhp.CodeServerError, "too many tool calls in flight on this session (%d); wait for one to end", cap(s.slots)).
-			With("reason", "limit").With("limit", cap(s.slots))
+			With(mhp.DataReason, "limit").With(mhp.DataLimit, cap(s.slots))
 	}
 }
 
@@ -181,7 +181,7 @@ func (s *session) gated(ctx context.Context, id string) (*client.Device, error) 
 // resolving its target through the finder and dialling on first use.
 func (s *session) device(ctx context.Context, id string) (*client.Device, error) {
 	if id == "" {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "name a device (its id from mhp_find)").With("field", "device")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "name a device (its id from mhp_find)").With(mhp.DataField, "device")
 	}
 	s.mu.Lock()
 	if d, ok := s.devices[id]; ok {
@@ -198,7 +198,7 @@ func (s *session) device(ctx context.Context, id string) (*client.Device, error)
 		return nil, err
 	}
 	if res == nil || res.Target == "" {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With("name", id)
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With(mhp.DataName, id)
 	}
 	d, err := s.b.cfg.Dial(ctx, res.Target)
 	if err != nil {

@@ -112,7 +112,7 @@ func (b *Bridge) call(ctx context.Context, t tool, req *mcp.CallToolRequest) *mc
 		dec := json.NewDecoder(strings.NewReader(raw))
 		dec.UseNumber()
 		if err := dec.Decode(&args); err != nil {
-			return failure(mhp.Errorf(mhp.CodeInvalidParams, "%s: arguments are not a JSON object: %v", t.name, err).With("field", "arguments"))
+			return failure(mhp.Errorf(mhp.CodeInvalidParams, "%s: arguments are not a JSON object: %v", t.name, err).With(mhp.DataField, "arguments"))
 		}
 	}
 	// The model never approves: only a person, through elicitation, or an

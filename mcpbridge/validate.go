@@ -22,7 +22,7 @@ func validate(tool string, schema map[string]any, args map[string]any) error {
 	defs, _ := schema["$defs"].(map[string]any)
 	if msg := check(defs, schema, args, ""); msg != "" {
 		field, _, _ := strings.Cut(msg, ": ")
-		return mhp.Errorf(mhp.CodeInvalidParams, "%s: argument %s", tool, msg).With("field", field).With("reason", "schema")
+		return mhp.Errorf(mhp.CodeInvalidParams, "%s: argument %s", tool, msg).With(mhp.DataField, field).With(mhp.DataReason, "schema")
 	}
 	return nil
 }

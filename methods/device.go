@@ -56,7 +56,7 @@ func (d *Device) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	}
 	if req.Name != "" && req.Name != m.Action {
 		return nil, mhp.Errorf(mhp.CodeInvalidParams, "method %q runs action %q, not %q", m.Name, m.Action, req.Name).
-			With("field", "name").With("method", m.Name)
+			With(mhp.DataField, "name").With(mhp.DataMethod, m.Name)
 	}
 	params := m.Params
 	for k, v := range req.Params {
@@ -66,7 +66,7 @@ func (d *Device) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	out.Name, out.Params, out.Method = m.Action, params, ""
 	res, err := d.Device.Invoke(ctx, out)
 	if e, ok := mhp.AsError(err); ok && e.Data != nil {
-		e.With("method", m.Name).With("revision", m.Revision)
+		e.With(mhp.DataMethod, m.Name).With("revision", m.Revision)
 	}
 	return res, err
 }
@@ -129,7 +129,7 @@ func (d *Device) List(ctx context.Context, req ListRequest) (*ListResult, error)
 // Find answers methods/find.
 func (d *Device) Find(ctx context.Context, req FindRequest) (*ListResult, error) {
 	if len(req.Query) > 1024 {
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "methods/find query is over 1024 bytes").With("field", "query")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "methods/find query is over 1024 bytes").With(mhp.DataField, "query")
 	}
 	return &ListResult{Methods: d.store.Find(req.Query, req.Action, req.Limit)}, nil
 }
@@ -152,7 +152,7 @@ func (d *Device) Diff(ctx context.Context, req DiffRequest) (*DiffResult, error)
 	var other map[string]any
 	switch {
 	case req.B != "" && req.Params != nil:
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "methods/diff takes b or params, not both").With("field", "params")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "methods/diff takes b or params, not both").With(mhp.DataField, "params")
 	case req.B != "":
 		b, err := d.store.Get(req.B)
 		if err != nil {
@@ -162,7 +162,7 @@ func (d *Device) Diff(ctx context.Context, req DiffRequest) (*DiffResult, error)
 	case req.Params != nil:
 		other = req.Params
 	default:
-		return nil, mhp.Errorf(mhp.CodeInvalidParams, "methods/diff needs b (a method) or params").With("field", "b")
+		return nil, mhp.Errorf(mhp.CodeInvalidParams, "methods/diff needs b (a method) or params").With(mhp.DataField, "b")
 	}
 	return &DiffResult{A: req.A, B: req.B, Changes: Diff(a.Params, other)}, nil
 }
@@ -188,13 +188,13 @@ func (d *Device) Save(ctx context.Context, req SaveRequest) (*Summary, error) {
 		}
 	}
 	if act == nil {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "no action %q", req.Action).With("kind", "action").With("name", req.Action)
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "no action %q", req.Action).With(mhp.DataKind, "action").With(mhp.DataName, req.Action)
 	}
 	if req.Params == nil {
 		req.Params = map[string]any{}
 	}
 	if _, e := act.Params.Check(req.Action, req.Params); e != nil {
-		return nil, e.With("method", req.Name)
+		return nil, e.With(mhp.DataMethod, req.Name)
 	}
 	s, err := d.store.Save(Method{Name: req.Name, Action: req.Action, Params: req.Params, Description: req.Description, Tags: req.Tags},
 		mhp.SessionFrom(ctx))
@@ -217,11 +217,11 @@ func (d *Device) Delete(ctx context.Context, req GetRequest) (*DeleteResult, err
 // WireMethods implements mhp.Extension: the six methods/* calls.
 func (d *Device) WireMethods() map[string]mhp.WireMethod {
 	return map[string]mhp.WireMethod{
-		"methods/list":   mhp.Handle("methods/list", d.List),
-		"methods/find":   mhp.Handle("methods/find", d.Find),
-		"methods/get":    mhp.Handle("methods/get", d.Get),
-		"methods/diff":   mhp.Handle("methods/diff", d.Diff),
-		"methods/save":   mhp.Handle("methods/save", d.Save),
-		"methods/delete": mhp.Handle("methods/delete", d.Delete),
+		mhp.MethodMethodsList:   mhp.Handle(mhp.MethodMethodsList, d.List),
+		mhp.MethodMethodsFind:   mhp.Handle(mhp.MethodMethodsFind, d.Find),
+		mhp.MethodMethodsGet:    mhp.Handle(mhp.MethodMethodsGet, d.Get),
+		mhp.MethodMethodsDiff:   mhp.Handle(mhp.MethodMethodsDiff, d.Diff),
+		mhp.MethodMethodsSave:   mhp.Handle(mhp.MethodMethodsSave, d.Save),
+		mhp.MethodMethodsDelete: mhp.Handle(mhp.MethodMethodsDelete, d.Delete),
 	}
 }

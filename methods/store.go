@@ -227,7 +227,7 @@ func normValue(v any) any {
 func validName(name string) error {
 	if !namePattern.MatchString(name) {
 		return mhp.Errorf(mhp.CodeInvalidParams, "method name %q must match %s", mhp.Truncate(name, 80), NamePattern).
-			With("field", "name").With("pattern", NamePattern)
+			With(mhp.DataField, "name").With(mhp.DataPattern, NamePattern)
 	}
 	return nil
 }
@@ -300,7 +300,7 @@ func (s *Store) Get(name string) (Method, error) {
 	defer s.mu.Unlock()
 	m, ok := s.methods[name]
 	if !ok {
-		return Method{}, mhp.Errorf(mhp.CodeUnknownName, "no method %q", mhp.Truncate(name, 80)).With("kind", "method").With("name", mhp.Truncate(name, 80))
+		return Method{}, mhp.Errorf(mhp.CodeUnknownName, "no method %q", mhp.Truncate(name, 80)).With(mhp.DataKind, "method").With(mhp.DataName, mhp.Truncate(name, 80))
 	}
 	m.Params = deepCopy(m.Params).(map[string]any)
 	return m, nil
@@ -328,7 +328,7 @@ func deepCopy(v any) any {
 func (s *Store) Writable() bool { return s.root != nil }
 
 func (s *Store) readOnly() error {
-	return mhp.Errorf(mhp.CodeNotSupported, "this device's methods are read-only (no writable methods/ folder)").With("reason", "read_only")
+	return mhp.Errorf(mhp.CodeNotSupported, "this device's methods are read-only (no writable methods/ folder)").With(mhp.DataReason, "read_only")
 }
 
 // Save writes m (already checked against its action by the caller) as a new
@@ -341,13 +341,13 @@ func (s *Store) Save(m Method, by string) (Summary, error) {
 		return Summary{}, err
 	}
 	if len(m.Description) > 2048 || len(m.Tags) > 32 {
-		return Summary{}, mhp.Errorf(mhp.CodeInvalidParams, "method description (max 2048 bytes) or tags (max 32) too long").With("field", "description")
+		return Summary{}, mhp.Errorf(mhp.CodeInvalidParams, "method description (max 2048 bytes) or tags (max 32) too long").With(mhp.DataField, "description")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev, exists := s.methods[m.Name]
 	if !exists && len(s.methods) >= MaxMethods {
-		return Summary{}, mhp.Errorf(mhp.CodeServerError, "the device keeps at most %d methods", MaxMethods).With("max", MaxMethods)
+		return Summary{}, mhp.Errorf(mhp.CodeServerError, "the device keeps at most %d methods", MaxMethods).With(mhp.DataMax, MaxMethods)
 	}
 	m.Revision = 1
 	if exists {
@@ -357,10 +357,10 @@ func (s *Store) Save(m Method, by string) (Summary, error) {
 	m.Params = normalise(m.Params)
 	b, err := yaml.Marshal(m)
 	if err != nil {
-		return Summary{}, mhp.Errorf(mhp.CodeInvalidParams, "method params cannot be stored: %v", err).With("field", "params")
+		return Summary{}, mhp.Errorf(mhp.CodeInvalidParams, "method params cannot be stored: %v", err).With(mhp.DataField, "params")
 	}
 	if len(b) > MaxFileBytes {
-		return Summary{}, mhp.Errorf(mhp.CodeInvalidParams, "method is %d bytes as a file, over %d", len(b), MaxFileBytes).With("field", "params")
+		return Summary{}, mhp.Errorf(mhp.CodeInvalidParams, "method is %d bytes as a file, over %d", len(b), MaxFileBytes).With(mhp.DataField, "params")
 	}
 	if err := s.writeFile(m.Name, b); err != nil {
 		return Summary{}, mhp.Errorf(mhp.CodeInternal, "method %s not saved: %v", m.Name, err)
@@ -407,7 +407,7 @@ func (s *Store) Delete(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.methods[name]; !ok {
-		return mhp.Errorf(mhp.CodeUnknownName, "no method %q", name).With("kind", "method").With("name", name)
+		return mhp.Errorf(mhp.CodeUnknownName, "no method %q", name).With(mhp.DataKind, "method").With(mhp.DataName, name)
 	}
 	if err := s.root.Remove(path.Join(Folder, name+".yaml")); err != nil && !os.IsNotExist(err) {
 		return mhp.Errorf(mhp.CodeInternal, "method %s not deleted: %v", name, err)

@@ -44,12 +44,12 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 	for i, h := range handlers {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/rpc", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+mhp.ProtocolVersion+`"}}`)))
-		sessions[i] = rec.Header().Get(transport.HeaderSession)
+		sessions[i] = rec.Header().Get(mhp.HeaderSession)
 	}
 	const body = `{"jsonrpc":"2.0","id":2,"method":"signals/read","params":{"names":["block_temperature"]}}`
 	run := func(i int) time.Duration {
 		req := httptest.NewRequest(http.MethodPost, "/rpc", strings.NewReader(body))
-		req.Header.Set(transport.HeaderSession, sessions[i])
+		req.Header.Set(mhp.HeaderSession, sessions[i])
 		rec := httptest.NewRecorder()
 		start := time.Now()
 		handlers[i].ServeHTTP(rec, req)

@@ -111,10 +111,10 @@ func TestBackendLinkAndReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	sid := resp.Header.Get(transport.HeaderSession)
+	sid := resp.Header.Get(mhp.HeaderSession)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/events", nil)
-	req.Header.Set(transport.HeaderSession, sid)
+	req.Header.Set(mhp.HeaderSession, sid)
 	ev, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func (r *Runner) Timeout(secs float64, field string) (time.Duration, error) {
 	d, err := seconds(field, secs, r.opts.MaxTimeout)
 	if err != nil {
 		return 0, mhp.Errorf(mhp.CodeInvalidParams, "%v (this host's maximum run time is %s)", err, r.opts.MaxTimeout).
-			With("field", field).With("max", r.opts.MaxTimeout.Seconds())
+			With(mhp.DataField, field).With(mhp.DataMax, r.opts.MaxTimeout.Seconds())
 	}
 	return d, nil
 }
@@ -52,7 +52,7 @@ func (r *Runner) Run(ctx context.Context, src string, lab Lab, timeout time.Dura
 	case r.slots <- struct{}{}:
 	default:
 		return nil, mhp.Errorf(mhp.CodeServerError, "%d script runs are already in progress, this host's maximum (script.Options.MaxRuns): "+
-			"wait for one to end", r.opts.MaxRuns).With("max", r.opts.MaxRuns)
+			"wait for one to end", r.opts.MaxRuns).With(mhp.DataMax, r.opts.MaxRuns)
 	}
 	defer func() { <-r.slots }()
 	opts := r.opts

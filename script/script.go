@@ -602,7 +602,7 @@ type Devices map[string]mhp.Device
 func (m Devices) Device(_ context.Context, name string) (mhp.Device, error) {
 	d, ok := m[name]
 	if !ok {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "no device %q in this lab", name).With("kind", "device").With("name", name)
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "no device %q in this lab", name).With(mhp.DataKind, "device").With(mhp.DataName, name)
 	}
 	return d, nil
 }

@@ -42,7 +42,7 @@
 //     so lease holders (data.holder), notifications' "by", job owners and
 //     device logs carry it. A label is never accepted as a credential.
 //   - Issued sessions. Over HTTP the client sends the secret back in the
-//     Mhp-Session header (HeaderSession). A stdio stream is one session.
+//     Mhp-Session header ([mhp.HeaderSession]). A stdio stream is one session.
 //     With Mhp-Session, X-MHP-Client is a display name only.
 //   - Header sessions (spec §9: "Clients SHOULD send an X-MHP-Client header
 //     so leases and audit logs can name them"). The Python reference client
@@ -68,8 +68,10 @@
 //     Options.MaxSessions a new session evicts the least recently used HTTP
 //     session that holds no lease, instead of refusing the newcomer; only
 //     when every session holds a lease is it refused ("too_many_sessions").
-//   - The method table is explicit (Server.Methods lists it). Params are
-//     decoded strictly: an unknown member, a member of the wrong type or a
+//   - The method table is explicit (Server.Methods lists it), one line per
+//     method named by its mhp.Method* constant. Params are decoded strictly,
+//     by [mhp.DecodeParams], the one decoder that extensions' [mhp.Handle]
+//     uses too: an unknown member, a member of the wrong type or a
 //     missing required member is -32602 with data.field naming it (an
 //     unknown member is refused rather than ignored so that a misspelt
 //     "dry_run" cannot turn a dry run into a real write; member names match

@@ -27,23 +27,23 @@ func TestExtensionsAndOperatorMethods(t *testing.T) {
 	hs := serveHTTP(t, newServer(t, methods.Wrap(g, nil), transport.Options{Token: "agent-token", OperatorToken: opToken}))
 	auth := map[string]string{"Authorization": "Bearer agent-token"}
 	resp, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`, auth)
-	var init transport.InitializeResult
+	var init mhp.InitializeResult
 	if err := json.Unmarshal(r.Result, &init); err != nil {
 		t.Fatal(err)
 	}
 	if !init.Capabilities.CommandIDs || !init.Capabilities.Methods {
 		t.Fatalf("capabilities = %+v, want commandIds and methods", init.Capabilities)
 	}
-	agent := map[string]string{"Authorization": "Bearer agent-token", transport.HeaderSession: resp.Header.Get(transport.HeaderSession)}
+	agent := map[string]string{"Authorization": "Bearer agent-token", mhp.HeaderSession: resp.Header.Get(mhp.HeaderSession)}
 	issue := `{"jsonrpc":"2.0","id":2,"method":"permits/issue","params":{"method":"settings/write","name":"` + conformance.SettingConfirmed + `","value":3}}`
 	if _, r := post(t, hs.URL, issue, agent); r.Error == nil || r.Error.Data["reason"] != "operator_required" {
 		t.Fatalf("permits/issue with the agent's token: %+v, want operator_required", r)
 	}
-	wrong := map[string]string{"Authorization": agent["Authorization"], transport.HeaderSession: agent[transport.HeaderSession], transport.HeaderOperator: "guess"}
+	wrong := map[string]string{"Authorization": agent["Authorization"], mhp.HeaderSession: agent[mhp.HeaderSession], mhp.HeaderOperator: "guess"}
 	if _, r := post(t, hs.URL, issue, wrong); r.Error == nil {
 		t.Fatal("permits/issue with a wrong operator token was answered")
 	}
-	op := map[string]string{"Authorization": agent["Authorization"], transport.HeaderSession: agent[transport.HeaderSession], transport.HeaderOperator: opToken}
+	op := map[string]string{"Authorization": agent["Authorization"], mhp.HeaderSession: agent[mhp.HeaderSession], mhp.HeaderOperator: opToken}
 	_, r = post(t, hs.URL, issue, op)
 	var p guard.Permit
 	if r.Error != nil || json.Unmarshal(r.Result, &p) != nil || !strings.HasPrefix(p.ID, "permit_") {
@@ -74,12 +74,12 @@ func TestExtensionsAndOperatorMethods(t *testing.T) {
 	// A bare driver: no capabilities, and a commandId it cannot honour is refused, not ignored.
 	bare := serveHTTP(t, newServer(t, newMemory(t, conformance.Options{}).drv, transport.Options{}))
 	resp, r = post(t, bare.URL, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`, nil)
-	var bareInit transport.InitializeResult
+	var bareInit mhp.InitializeResult
 	json.Unmarshal(r.Result, &bareInit)
 	if bareInit.Capabilities.CommandIDs || bareInit.Capabilities.Methods {
 		t.Fatalf("a bare driver advertises %+v", bareInit.Capabilities)
 	}
-	h := map[string]string{transport.HeaderSession: resp.Header.Get(transport.HeaderSession)}
+	h := map[string]string{mhp.HeaderSession: resp.Header.Get(mhp.HeaderSession)}
 	_, r = post(t, bare.URL, `{"jsonrpc":"2.0","id":2,"method":"settings/write","params":{"name":"setpoint","value":1,"commandId":"x"}}`, h)
 	if r.Error == nil || r.Error.Code != mhp.CodeNotSupported || r.Error.Data["field"] != "commandId" {
 		t.Fatalf("commandId on a bare driver: %+v, want NotSupported naming commandId", r)

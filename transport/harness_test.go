@@ -170,12 +170,12 @@ func initHTTP(t testing.TB, url string, headers map[string]string) string {
 	if r.Error != nil {
 		t.Fatalf("initialize: %v", r.Error)
 	}
-	var res transport.InitializeResult
+	var res mhp.InitializeResult
 	if err := json.Unmarshal(r.Result, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Session == "" || resp.Header.Get(transport.HeaderSession) != res.Session {
-		t.Fatalf("initialize session %q, header %q", res.Session, resp.Header.Get(transport.HeaderSession))
+	if res.Session == "" || resp.Header.Get(mhp.HeaderSession) != res.Session {
+		t.Fatalf("initialize session %q, header %q", res.Session, resp.Header.Get(mhp.HeaderSession))
 	}
 	return res.Session
 }

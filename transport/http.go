@@ -20,23 +20,9 @@ import (
 	"github.com/openmhp/mhp-go"
 )
 
-// HTTP header names.
-const (
-	// HeaderSession carries the session secret initialize returned. It is the
-	// credential of a server-issued session; leases belong to its label.
-	HeaderSession = "Mhp-Session"
-	// HeaderClient is the client's name (spec §9). With Mhp-Session it is a
-	// display name only; without it, it keys a header session (see the
-	// package doc), which can never act as or see a server-issued session.
-	HeaderClient = "X-MHP-Client"
-	// HeaderOperator carries the operator token (Options.OperatorToken): only
-	// a request with it may call operator methods such as permits/issue.
-	HeaderOperator = "Mhp-Operator"
-	// HeaderLastEventID resumes an SSE stream after the given event id.
-	HeaderLastEventID = "Last-Event-ID"
-	// MaxClientHeader caps the X-MHP-Client value that keys a session, in bytes.
-	MaxClientHeader = 128
-)
+// MaxClientHeader caps the X-MHP-Client value ([mhp.HeaderClient]) that keys a
+// session, in bytes.
+const MaxClientHeader = 128
 
 // Handler returns the HTTP transport:
 //
@@ -82,14 +68,14 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.opts.AllowedOrigins, origin) {
 			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
-				Error: s.errorf(mhp.CodeServerError, "origin %q is not allowed", origin).With("reason", "origin_forbidden")})
+				Error: s.errorf(mhp.CodeServerError, "origin %q is not allowed", origin).With(mhp.DataReason, "origin_forbidden")})
 			s.log.Warn("mhp http request from a foreign origin refused", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
 		}
 		if !s.hostAllowed(r.Host) {
 			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
 				Error: s.errorf(mhp.CodeServerError, "host %q is not allowed: use an IP address or localhost, or list the name in the server's allowed hosts (DNS rebinding guard)", mhp.Truncate(r.Host, 256)).
-					With("reason", "host_forbidden")})
+					With(mhp.DataReason, "host_forbidden")})
 			s.log.Warn("mhp http request for a foreign host refused", "host", mhp.Truncate(r.Host, 256), "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
 		}
@@ -97,7 +83,7 @@ func (s *Server) Handler() http.Handler {
 		if !public && !s.checkToken(bearer(r)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="mhp"`)
 			writeJSON(w, http.StatusUnauthorized, &Response{JSONRPC: Version, ID: nullID,
-				Error: s.errorf(mhp.CodeServerError, "unauthorized: a valid bearer token is required").With("reason", "unauthorized")})
+				Error: s.errorf(mhp.CodeServerError, "unauthorized: a valid bearer token is required").With(mhp.DataReason, "unauthorized")})
 			s.log.Info("mhp http unauthorized", "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
 		}
@@ -143,7 +129,7 @@ func (s *Server) operatorRequest(r *http.Request) bool {
 	if s.opts.OperatorToken == "" {
 		return false
 	}
-	got := r.Header.Get(HeaderOperator)
+	got := r.Header.Get(mhp.HeaderOperator)
 	if got == "" {
 		return false
 	}
@@ -179,7 +165,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &mbe) {
 			writeJSON(w, http.StatusRequestEntityTooLarge, &Response{JSONRPC: Version, ID: nullID,
 				Error: s.errorf(mhp.CodeInvalidRequest, "frame of more than %d bytes refused", s.opts.MaxFrame).
-					With("limit", s.opts.MaxFrame)})
+					With(mhp.DataLimit, s.opts.MaxFrame)})
 			return
 		}
 		writeJSON(w, http.StatusBadRequest, &Response{JSONRPC: Version, ID: nullID,
@@ -195,16 +181,16 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: id, Error: derr.At(s.clk.Now())})
 		return
 	}
-	header := r.Header.Get(HeaderClient)
+	header := r.Header.Get(mhp.HeaderClient)
 	if len(header) > MaxClientHeader || !utf8.ValidString(header) {
-		if req.Method != "safety/estop" {
+		if req.Method != mhp.MethodSafetyEStop {
 			s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: req.ID, Error: s.errorf(mhp.CodeInvalidRequest,
-				"%s must be UTF-8 of at most %d bytes", HeaderClient, MaxClientHeader).With("field", HeaderClient)})
+				"%s must be UTF-8 of at most %d bytes", mhp.HeaderClient, MaxClientHeader).With(mhp.DataField, mhp.HeaderClient)})
 			return
 		}
 		header = "" // an estop is served whatever the header
 	}
-	sid := r.Header.Get(HeaderSession)
+	sid := r.Header.Get(mhp.HeaderSession)
 	var ss *session
 	var resp *Response
 	ctx := r.Context()
@@ -212,7 +198,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		ctx = withOperator(ctx)
 	}
 	switch {
-	case req.Method == "initialize":
+	case req.Method == mhp.MethodInitialize:
 		resp = s.handle(ctx, nil, req, func(name string) (*session, *mhp.Error) {
 			if name == "" {
 				name = header
@@ -229,12 +215,12 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			return ss, err
 		})
 		if ss != nil && resp != nil && resp.Error == nil {
-			w.Header().Set(HeaderSession, ss.secret)
+			w.Header().Set(mhp.HeaderSession, ss.secret)
 		}
 	case sid != "":
 		if found, ok := s.lookup(sid); ok {
 			resp = s.handle(ctx, found, req, nil)
-		} else if _, known := s.methods[req.Method]; known && req.Method != "safety/estop" {
+		} else if _, known := s.methods[req.Method]; known && req.Method != mhp.MethodSafetyEStop {
 			resp = &Response{JSONRPC: Version, ID: req.ID, Error: s.errUnknownSession(req.Method)}
 			if req.IsNotification() {
 				resp = nil
@@ -244,7 +230,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		}
 	case header != "":
 		hs, err := s.headerSession(header)
-		if err != nil && req.Method != "safety/estop" {
+		if err != nil && req.Method != mhp.MethodSafetyEStop {
 			resp = &Response{JSONRPC: Version, ID: req.ID, Error: err}
 			if req.IsNotification() {
 				resp = nil
@@ -271,12 +257,12 @@ func (s *Server) writeAnswer(w http.ResponseWriter, status int, resp *Response) 
 
 // sessionOf finds the session of an events or session request.
 func (s *Server) sessionOf(r *http.Request) (*session, *mhp.Error) {
-	sid := r.Header.Get(HeaderSession)
+	sid := r.Header.Get(mhp.HeaderSession)
 	if sid == "" {
 		sid = r.URL.Query().Get("session")
 	}
 	if sid == "" {
-		if h := r.Header.Get(HeaderClient); h != "" {
+		if h := r.Header.Get(mhp.HeaderClient); h != "" {
 			if ss, _ := s.headerSession(h); ss != nil {
 				return ss, nil
 			}
@@ -312,7 +298,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cursor := ss.resumePoint()
-	last := r.Header.Get(HeaderLastEventID)
+	last := r.Header.Get(mhp.HeaderLastEventID)
 	if last == "" {
 		last = r.URL.Query().Get("lastEventId")
 	}
@@ -320,7 +306,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request) {
 		n, err := strconv.ParseUint(last, 10, 64)
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, &Response{JSONRPC: Version, ID: nullID,
-				Error: s.errorf(mhp.CodeInvalidParams, "Last-Event-ID %q is not an event id", mhp.Truncate(last, 64)).With("field", HeaderLastEventID)})
+				Error: s.errorf(mhp.CodeInvalidParams, "Last-Event-ID %q is not an event id", mhp.Truncate(last, 64)).With(mhp.DataField, mhp.HeaderLastEventID)})
 			return
 		}
 		cursor = n

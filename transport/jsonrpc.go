@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"reflect"
 	"strings"
 	"unicode/utf8"
 
@@ -183,52 +181,6 @@ func syntaxDetail(b []byte) string {
 		return err.Error()
 	}
 	return "invalid JSON"
-}
-
-// decodeParams decodes a method's params object into dst strictly: an
-// unknown member, a member of the wrong type or trailing data is an
-// InvalidParams error naming the field. Values typed any decode as float64,
-// bool, string, []any, map[string]any or nil (numbers are not json.Number).
-func decodeParams(method string, params json.RawMessage, dst any) *mhp.Error {
-	if len(params) == 0 {
-		params = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(params))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return paramsError(method, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return mhp.Errorf(mhp.CodeInvalidParams, "%s: trailing data after params", method).With("field", "params")
-	}
-	return nil
-}
-
-func paramsError(method string, err error) *mhp.Error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := te.Field
-		if field == "" {
-			field = "params"
-		}
-		if overflow(te) {
-			return mhp.Errorf(mhp.CodeInvalidValue, "%s: %s: %s is not a finite number (it overflows a double)",
-				method, field, mhp.Truncate(strings.TrimPrefix(te.Value, "number "), 64)).With("field", field)
-		}
-		return mhp.Errorf(mhp.CodeInvalidParams, "%s: %s is %s, expected %s", method, field, te.Value, te.Type.String()).
-			With("field", field)
-	}
-	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-		field := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
-		return mhp.Errorf(mhp.CodeInvalidParams, "%s: unknown field %q", method, field).With("field", field)
-	}
-	return mhp.Errorf(mhp.CodeInvalidParams, "%s: params: %v", method, err).With("field", "params")
-}
-
-// overflow reports a JSON number too large for a float64 (1e400): a value
-// error (-32014, as NaN and Inf are), not a shape error.
-func overflow(te *json.UnmarshalTypeError) bool {
-	return strings.HasPrefix(te.Value, "number ") && te.Type != nil && te.Type.Kind() == reflect.Float64
 }
 
 // missing is the InvalidParams error for a required member that is absent.

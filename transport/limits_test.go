@@ -53,7 +53,7 @@ func TestEStopReasonCapped(t *testing.T) {
 	srv := newServer(t, m.drv, transport.Options{})
 	hs := serveHTTP(t, srv)
 	sid := initHTTP(t, hs.URL, nil)
-	tap := tapEvents(t, hs.URL, map[string]string{transport.HeaderSession: sid})
+	tap := tapEvents(t, hs.URL, map[string]string{mhp.HeaderSession: sid})
 	huge := strings.Repeat("x", 2<<20)
 	_, b := postRaw(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"safety/estop","params":{"reason":"`+huge+`"}}`, nil)
 	if r := rpcAnswer(t, b); r.Error != nil {
@@ -195,18 +195,18 @@ func TestEventStreamOutlivesTimeouts(t *testing.T) {
 	addr := listenServe(t, srv)
 	url := "http://" + addr
 	sid := initHTTP(t, url, nil)
-	tap := tapEvents(t, url, map[string]string{transport.HeaderSession: sid})
+	tap := tapEvents(t, url, map[string]string{mhp.HeaderSession: sid})
 	deadline := time.Now().Add(400 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if tap.ended() {
 			t.Fatal("the event stream ended within ReadTimeout/WriteTimeout multiples")
 		}
-		if _, r := post(t, url, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{transport.HeaderSession: sid}); r.Error != nil {
+		if _, r := post(t, url, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{mhp.HeaderSession: sid}); r.Error != nil {
 			t.Fatal(r.Error)
 		}
 		time.Sleep(20 * time.Millisecond) // pacing the pings, not waiting for a result
 	}
-	if _, r := post(t, url, `{"jsonrpc":"2.0","id":2,"method":"safety/estop"}`, map[string]string{transport.HeaderSession: sid}); r.Error != nil {
+	if _, r := post(t, url, `{"jsonrpc":"2.0","id":2,"method":"safety/estop"}`, map[string]string{mhp.HeaderSession: sid}); r.Error != nil {
 		t.Fatal(r.Error)
 	}
 	conformance.EventuallyWithin(t, "the estop event on the long stream", testTimeout, func() bool { return strings.Contains(string(tap.bytes()), mhp.NotifySafetyEStop) })

@@ -277,7 +277,7 @@ func (s *Server) openSession(kind sessionKind, name, header string) (*session, *
 		if evicted == nil {
 			s.mu.Unlock()
 			return nil, s.errorf(mhp.CodeServerError, "too many sessions (%d), each holding a lease: wait for one to end", s.opts.MaxSessions).
-				With("reason", "too_many_sessions").With("limit", s.opts.MaxSessions)
+				With(mhp.DataReason, "too_many_sessions").With(mhp.DataLimit, s.opts.MaxSessions)
 		}
 		s.removeLocked(evicted)
 	}
@@ -458,13 +458,13 @@ func (s *Server) errorf(code mhp.Code, format string, args ...any) *mhp.Error {
 
 // errNotInitialized is the refusal of anything before initialize.
 func (s *Server) errNotInitialized(method string) *mhp.Error {
-	return s.errorf(mhp.CodeServerError, "initialize must come first (got %s)", method).With("reason", "not_initialized")
+	return s.errorf(mhp.CodeServerError, "initialize must come first (got %s)", method).With(mhp.DataReason, mhp.ReasonNotInitialized)
 }
 
 // errUnknownSession refuses an HTTP request whose session is unknown or expired.
 func (s *Server) errUnknownSession(method string) *mhp.Error {
 	return s.errorf(mhp.CodeServerError, "unknown or expired session: initialize first (got %s)", method).
-		With("reason", "session_unknown")
+		With(mhp.DataReason, mhp.ReasonSessionUnknown)
 }
 
 // initFunc opens (or, on a stream, reuses) the session of an initialize;
@@ -521,13 +521,13 @@ func (s *Server) wireError(err error) *mhp.Error {
 
 // actuating lists the methods StrictSessions refuses to header-keyed sessions.
 var actuating = map[string]bool{
-	"settings/write": true, "actions/invoke": true, "jobs/cancel": true, "jobs/pause": true, "jobs/resume": true,
-	"session/acquire": true, "session/renew": true, "session/release": true, "safety/reset": true,
-	"methods/save": true, "methods/delete": true,
+	mhp.MethodSettingsWrite: true, mhp.MethodActionsInvoke: true, mhp.MethodJobsCancel: true, mhp.MethodJobsPause: true, mhp.MethodJobsResume: true,
+	mhp.MethodSessionAcquire: true, mhp.MethodSessionRenew: true, mhp.MethodSessionRelease: true, mhp.MethodSafetyReset: true,
+	mhp.MethodMethodsSave: true, mhp.MethodMethodsDelete: true,
 }
 
 func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init initFunc) (any, error) {
-	if req.Method == "initialize" {
+	if req.Method == mhp.MethodInitialize {
 		if req.paramsErr != nil {
 			return nil, req.paramsErr.At(s.clk.Now())
 		}
@@ -536,7 +536,7 @@ func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init i
 	m, ok := s.methods[req.Method]
 	if !ok {
 		// The method is unknown whatever the session: say so first.
-		return nil, s.errorf(mhp.CodeMethodNotFound, "method %q not found", req.Method).With("method", req.Method)
+		return nil, s.errorf(mhp.CodeMethodNotFound, "method %q not found", req.Method).With(mhp.DataMethod, req.Method)
 	}
 	label := AnonymousLabel
 	switch {
@@ -545,13 +545,13 @@ func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init i
 	case !isPriority(req.Method):
 		return nil, s.errNotInitialized(req.Method)
 	}
-	if req.paramsErr != nil && req.Method != "safety/estop" {
+	if req.paramsErr != nil && req.Method != mhp.MethodSafetyEStop {
 		return nil, req.paramsErr.At(s.clk.Now())
 	}
 	if ss != nil && ss.kind == kindHeader && s.opts.StrictSessions && actuating[req.Method] {
 		return nil, s.errorf(mhp.CodeServerError,
 			"%s needs a server-issued session (this server runs with strict sessions): send the session initialize returned in the %s header",
-			req.Method, HeaderSession).With("reason", "session_required")
+			req.Method, mhp.HeaderSession).With(mhp.DataReason, "session_required")
 	}
 	// Device calls are not cancelled when the caller goes away: a hook cut
 	// off mid-write would turn a dropped connection into an unknown outcome.
@@ -572,8 +572,8 @@ func (s *Server) initialize(ctx context.Context, req *Request, init initFunc) (a
 		} `json:"clientInfo"`
 		Capabilities map[string]any `json:"capabilities"`
 	}
-	if err := decodeParams(req.Method, req.Params, &p); err != nil {
-		return nil, err.At(s.clk.Now())
+	if err := mhp.DecodeParams(req.Method, req.Params, &p); err != nil {
+		return nil, err
 	}
 	version, err := mhp.NegotiateVersion(p.ProtocolVersion)
 	if err != nil {
@@ -594,10 +594,10 @@ func (s *Server) initialize(ctx context.Context, req *Request, init initFunc) (a
 	_, resources := mhp.Find[mhp.ResourceProvider](s.dev)
 	methods := s.methodsCapable
 	cids, _ := mhp.Find[mhp.CommandIDer](s.dev)
-	return &InitializeResult{
+	return &mhp.InitializeResult{
 		ProtocolVersion: version,
 		Device:          mhp.DeviceInfo{ID: desc.ID, Class: desc.Class, Make: desc.Make, Model: desc.Model},
-		Capabilities: Capabilities{
+		Capabilities: mhp.Capabilities{
 			Signals:    len(desc.Signals) > 0,
 			Settings:   len(desc.Settings) > 0,
 			Actions:    len(desc.Actions) > 0,
@@ -613,39 +613,8 @@ func (s *Server) initialize(ctx context.Context, req *Request, init initFunc) (a
 	}, nil
 }
 
-// InitializeResult is the answer of initialize.
-type InitializeResult struct {
-	ProtocolVersion string         `json:"protocolVersion"`
-	Device          mhp.DeviceInfo `json:"device"`
-	Capabilities    Capabilities   `json:"capabilities"`
-	// Session is the server-issued session secret. HTTP clients send it back
-	// in the Mhp-Session header; on a stream it is informational. It is the
-	// credential: only its owner ever sees it.
-	Session string `json:"session"`
-	// Label is the session's public name: lease holders, notifications'
-	// "by", job owners and logs carry it, never the secret.
-	Label string `json:"label"`
-}
-
-// Capabilities are the initialize capability booleans.
-type Capabilities struct {
-	Signals   bool `json:"signals"`
-	Settings  bool `json:"settings"`
-	Actions   bool `json:"actions"`
-	Methods   bool `json:"methods"`
-	Subscribe bool `json:"subscribe"`
-	Lease     bool `json:"lease"`
-	EStop     bool `json:"estop"`
-	// Resources is true when the device serves resources/list and resources/read.
-	Resources bool `json:"resources"`
-	// CommandIDs is true when settings/write and actions/invoke honour
-	// commandId (a retry with the same id never acts twice), so clients may
-	// resend after a transport failure.
-	CommandIDs bool `json:"commandIds,omitempty"`
-}
-
 // isPriority reports the methods answered on the priority path: never queued
 // behind other requests of the same stream and never refused for load.
 func isPriority(method string) bool {
-	return method == "safety/estop" || method == "ping"
+	return method == mhp.MethodSafetyEStop || method == mhp.MethodPing
 }

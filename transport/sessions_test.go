@@ -133,7 +133,7 @@ type httpPeer struct {
 func (p *httpPeer) call(method, params string) []byte {
 	p.id++
 	h, b := postRaw(p.t, p.url, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, p.id, method, params),
-		map[string]string{transport.HeaderSession: p.secret, transport.HeaderClient: "leaktest"})
+		map[string]string{mhp.HeaderSession: p.secret, mhp.HeaderClient: "leaktest"})
 	for k, v := range h {
 		fmt.Fprintf(&p.seen, "%s: %s\n", k, strings.Join(v, ","))
 	}
@@ -287,16 +287,16 @@ func TestSecretsNeverLeakHTTP(t *testing.T) {
 	open := func(name string) (*httpPeer, string, string) {
 		h, b := postRaw(t, hs.URL, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2026-09-12","clientInfo":{"name":"`+name+`"}}}`, nil)
 		var r struct {
-			Result transport.InitializeResult `json:"result"`
+			Result mhp.InitializeResult `json:"result"`
 		}
-		if err := json.Unmarshal(b, &r); err != nil || r.Result.Session == "" || h.Get(transport.HeaderSession) != r.Result.Session {
+		if err := json.Unmarshal(b, &r); err != nil || r.Result.Session == "" || h.Get(mhp.HeaderSession) != r.Result.Session {
 			t.Fatalf("initialize: %s", b)
 		}
 		if !strings.HasPrefix(r.Result.Label, name+"#") || strings.Contains(r.Result.Label, r.Result.Session) {
 			t.Fatalf("label %q for client %q (secret %q)", r.Result.Label, name, r.Result.Session)
 		}
 		p := &httpPeer{t: t, url: hs.URL, secret: r.Result.Session}
-		p.events = tapEvents(t, hs.URL, map[string]string{transport.HeaderSession: p.secret})
+		p.events = tapEvents(t, hs.URL, map[string]string{mhp.HeaderSession: p.secret})
 		return p, r.Result.Session, r.Result.Label
 	}
 	a, sa, la := open("alice")
@@ -323,7 +323,7 @@ func TestSecretsNeverLeakStdio(t *testing.T) {
 		rs := newRawStream(t, srv)
 		rs.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2026-09-12","clientInfo":{"name":"bob"}}}`)
 		var r struct {
-			Result transport.InitializeResult `json:"result"`
+			Result mhp.InitializeResult `json:"result"`
 		}
 		if err := json.Unmarshal(rs.awaitRaw("0"), &r); err != nil || r.Result.Session == "" {
 			t.Fatalf("initialize: %v", err)
@@ -342,20 +342,20 @@ func TestLabelIsNoCredential(t *testing.T) {
 	hs := serveHTTP(t, srv)
 	_, b := postRaw(t, hs.URL, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2026-09-12","clientInfo":{"name":"owner"}}}`, nil)
 	var r struct {
-		Result transport.InitializeResult `json:"result"`
+		Result mhp.InitializeResult `json:"result"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
-	own := map[string]string{transport.HeaderSession: r.Result.Session}
+	own := map[string]string{mhp.HeaderSession: r.Result.Session}
 	if _, b := postRaw(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"session/acquire"}`, own); rpcAnswer(t, b).Error != nil {
 		t.Fatalf("acquire: %s", b)
 	}
 	for _, h := range []map[string]string{
-		{transport.HeaderSession: r.Result.Label},
-		{transport.HeaderClient: r.Result.Label},
-		{transport.HeaderClient: "owner"},
-		{transport.HeaderSession: r.Result.Label, transport.HeaderClient: r.Result.Label},
+		{mhp.HeaderSession: r.Result.Label},
+		{mhp.HeaderClient: r.Result.Label},
+		{mhp.HeaderClient: "owner"},
+		{mhp.HeaderSession: r.Result.Label, mhp.HeaderClient: r.Result.Label},
 	} {
 		_, b := postRaw(t, hs.URL, `{"jsonrpc":"2.0","id":2,"method":"settings/write","params":{"name":"setpoint","value":5}}`, h)
 		if rpcAnswer(t, b).Error == nil {
@@ -406,12 +406,12 @@ func TestEStopServedToAnyCallerHTTP(t *testing.T) {
 		headers map[string]string
 	}{
 		{"no session", nil},
-		{"unknown session", map[string]string{transport.HeaderSession: "s_00000000000000000000000000000000"}},
-		{"expired session", map[string]string{transport.HeaderSession: expired}},
-		{"unknown X-MHP-Client", map[string]string{transport.HeaderClient: "never-initialized"}},
-		{"full table, no session", map[string]string{transport.HeaderClient: "newcomer"}},
-		{"a live session", map[string]string{transport.HeaderSession: full[0]}},
-		{"an oversized X-MHP-Client", map[string]string{transport.HeaderClient: strings.Repeat("x", 4096)}},
+		{"unknown session", map[string]string{mhp.HeaderSession: "s_00000000000000000000000000000000"}},
+		{"expired session", map[string]string{mhp.HeaderSession: expired}},
+		{"unknown X-MHP-Client", map[string]string{mhp.HeaderClient: "never-initialized"}},
+		{"full table, no session", map[string]string{mhp.HeaderClient: "newcomer"}},
+		{"a live session", map[string]string{mhp.HeaderSession: full[0]}},
+		{"an oversized X-MHP-Client", map[string]string{mhp.HeaderClient: strings.Repeat("x", 4096)}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -451,7 +451,7 @@ func TestFullTableEvictsIdleWithoutLease(t *testing.T) {
 	srv := newServer(t, m.drv, transport.Options{Clock: clk, MaxSessions: 3})
 	hs := serveHTTP(t, srv)
 	holder := initHTTP(t, hs.URL, nil)
-	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"session/acquire","params":{"ttl":600}}`, map[string]string{transport.HeaderSession: holder}); r.Error != nil {
+	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"session/acquire","params":{"ttl":600}}`, map[string]string{mhp.HeaderSession: holder}); r.Error != nil {
 		t.Fatal(r.Error)
 	}
 	clk.Advance(time.Second)
@@ -459,9 +459,9 @@ func TestFullTableEvictsIdleWithoutLease(t *testing.T) {
 	clk.Advance(time.Second)
 	newer := initHTTP(t, hs.URL, nil)
 	clk.Advance(time.Second)
-	tap := tapEvents(t, hs.URL, map[string]string{transport.HeaderSession: older})
+	tap := tapEvents(t, hs.URL, map[string]string{mhp.HeaderSession: older})
 	clk.Advance(time.Second)
-	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{transport.HeaderSession: newer}); r.Error != nil {
+	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{mhp.HeaderSession: newer}); r.Error != nil {
 		t.Fatal(r.Error)
 	}
 	clk.Advance(time.Second)
@@ -470,7 +470,7 @@ func TestFullTableEvictsIdleWithoutLease(t *testing.T) {
 		t.Fatalf("%d sessions after eviction, want 3", srv.Sessions())
 	}
 	for sid, live := range map[string]bool{holder: true, older: false, newer: true, newcomer: true} {
-		_, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":2,"method":"signals/read"}`, map[string]string{transport.HeaderSession: sid})
+		_, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":2,"method":"signals/read"}`, map[string]string{mhp.HeaderSession: sid})
 		if got := r.Error == nil; got != live {
 			t.Errorf("session live=%v after eviction, want %v (%+v)", got, live, r.Error)
 		}
@@ -485,7 +485,7 @@ func TestStreamOnlySessionExpires(t *testing.T) {
 	srv := newServer(t, m.drv, transport.Options{Clock: clk, SessionTTL: time.Minute})
 	hs := serveHTTP(t, srv)
 	sid := initHTTP(t, hs.URL, nil)
-	tap := tapEvents(t, hs.URL, map[string]string{transport.HeaderSession: sid})
+	tap := tapEvents(t, hs.URL, map[string]string{mhp.HeaderSession: sid})
 	conformance.EventuallyWithin(t, "the silent session to expire", testTimeout, func() bool {
 		clk.Advance(10 * time.Second)
 		return srv.Sessions() == 0
@@ -541,7 +541,7 @@ func (c *refClient) call(method, params string) rawResp {
 	c.t.Helper()
 	c.id++
 	_, b := postRaw(c.t, c.url, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, c.id, method, params),
-		map[string]string{transport.HeaderClient: c.name})
+		map[string]string{mhp.HeaderClient: c.name})
 	return rpcAnswer(c.t, b)
 }
 
@@ -560,7 +560,7 @@ func TestReferenceClientExchange(t *testing.T) {
 	srv := newServer(t, m.drv, transport.Options{})
 	hs := serveHTTP(t, srv)
 	c := &refClient{t: t, url: hs.URL, name: "openmhp-python/0.9"}
-	var init transport.InitializeResult
+	var init mhp.InitializeResult
 	if err := json.Unmarshal(c.must("initialize", `{"protocolVersion":"2026-09-12","clientInfo":{"name":"openmhp","version":"0.9"}}`), &init); err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +596,7 @@ func TestReferenceClientExchange(t *testing.T) {
 
 	// The header session can never act as the server-issued session the
 	// same initialize returned, nor the other way round.
-	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"session/acquire"}`, map[string]string{transport.HeaderSession: init.Session}); r.Error != nil {
+	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"session/acquire"}`, map[string]string{mhp.HeaderSession: init.Session}); r.Error != nil {
 		t.Fatalf("the issued session's acquire: %v", r.Error)
 	}
 	r := c.call("settings/write", `{"name":"setpoint","value":43}`)
@@ -632,7 +632,7 @@ func TestStrictSessionsRefuseHeaderActuation(t *testing.T) {
 	} {
 		r := c.call(st.method, st.params)
 		if code(r) != mhp.CodeServerError || r.Error.Data["reason"] != "session_required" ||
-			!strings.Contains(r.Error.Message, transport.HeaderSession) {
+			!strings.Contains(r.Error.Message, mhp.HeaderSession) {
 			t.Errorf("%s from a header session under strict sessions: %+v", st.method, r.Error)
 		}
 	}
@@ -645,7 +645,7 @@ func TestStrictSessionsRefuseHeaderActuation(t *testing.T) {
 	}
 	// A server-issued session actuates as usual.
 	sid := initHTTP(t, hs.URL, nil)
-	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"safety/reset"}`, map[string]string{transport.HeaderSession: sid}); r.Error != nil {
+	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"safety/reset"}`, map[string]string{mhp.HeaderSession: sid}); r.Error != nil {
 		t.Fatalf("reset from an issued session: %v", r.Error)
 	}
 }
@@ -655,7 +655,7 @@ func TestHeaderSessionOpenedOnce(t *testing.T) {
 	m := newMemory(t, conformance.Options{})
 	srv := newServer(t, m.drv, transport.Options{})
 	hs := serveHTTP(t, srv)
-	h := map[string]string{transport.HeaderClient: "racer"}
+	h := map[string]string{mhp.HeaderClient: "racer"}
 	post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`, h)
 	var wg sync.WaitGroup
 	for i := 0; i < 16; i++ {
@@ -679,10 +679,10 @@ func TestHeaderSessionSeesOnlyItself(t *testing.T) {
 	m := newMemory(t, conformance.Options{})
 	srv := newServer(t, m.drv, transport.Options{})
 	hs := serveHTTP(t, srv)
-	h := map[string]string{transport.HeaderClient: "viewer"}
+	h := map[string]string{mhp.HeaderClient: "viewer"}
 	_, b := postRaw(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`, h)
 	var init struct {
-		Result transport.InitializeResult `json:"result"`
+		Result mhp.InitializeResult `json:"result"`
 	}
 	if err := json.Unmarshal(b, &init); err != nil {
 		t.Fatal(err)
@@ -696,8 +696,26 @@ func TestHeaderSessionSeesOnlyItself(t *testing.T) {
 	if strings.Contains(got, init.Result.Label) || strings.Contains(got, init.Result.Session) || !strings.Contains(got, "viewer#") {
 		t.Fatalf("the header session's stream: %q (issued session %s)", got, init.Result.Label)
 	}
-	long := map[string]string{transport.HeaderClient: strings.Repeat("v", transport.MaxClientHeader+1)}
-	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":3,"method":"signals/read"}`, long); code(r) != mhp.CodeInvalidRequest || r.Error.Data["field"] != transport.HeaderClient {
+	long := map[string]string{mhp.HeaderClient: strings.Repeat("v", transport.MaxClientHeader+1)}
+	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":3,"method":"signals/read"}`, long); code(r) != mhp.CodeInvalidRequest || r.Error.Data["field"] != mhp.HeaderClient {
 		t.Fatalf("overlong X-MHP-Client: %+v", r.Error)
+	}
+}
+
+// TestMethodTableCoversVocabulary checks the table against the root
+// vocabulary: every core and extension method name is answered (the
+// extensions by NotSupported or an empty list when no decorator serves them).
+func TestMethodTableCoversVocabulary(t *testing.T) {
+	m := newMemory(t, conformance.Options{})
+	srv := newServer(t, m.drv, transport.Options{})
+	want := []string{mhp.MethodPing, mhp.MethodDescribe, mhp.MethodSignalsRead, mhp.MethodSignalsSubscribe,
+		mhp.MethodSignalsUnsubscribe, mhp.MethodSettingsWrite, mhp.MethodActionsInvoke, mhp.MethodJobsStatus,
+		mhp.MethodJobsList, mhp.MethodJobsCancel, mhp.MethodJobsPause, mhp.MethodJobsResume, mhp.MethodSessionAcquire,
+		mhp.MethodSessionRenew, mhp.MethodSessionRelease, mhp.MethodSafetyLimits, mhp.MethodSafetyEStop,
+		mhp.MethodSafetyReset, mhp.MethodResourcesList, mhp.MethodResourcesRead, mhp.MethodMethodsList,
+		mhp.MethodMethodsFind, mhp.MethodMethodsGet, mhp.MethodMethodsDiff, mhp.MethodMethodsSave, mhp.MethodMethodsDelete}
+	slices.Sort(want)
+	if got := srv.Methods(); !slices.Equal(got, want) {
+		t.Fatalf("Methods() = %v,\nwant %v", got, want)
 	}
 }

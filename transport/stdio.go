@@ -114,7 +114,7 @@ func (c *streamConn) respond(resp *Response) {
 // tooLong answers a frame that exceeded MaxFrame.
 func (c *streamConn) tooLong(n int) {
 	c.respond(&Response{JSONRPC: Version, ID: nullID, Error: c.srv.errorf(mhp.CodeInvalidRequest,
-		"frame of more than %d bytes refused (limit %d)", n, c.srv.opts.MaxFrame).With("limit", c.srv.opts.MaxFrame)})
+		"frame of more than %d bytes refused (limit %d)", n, c.srv.opts.MaxFrame).With(mhp.DataLimit, c.srv.opts.MaxFrame)})
 }
 
 func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGroup) {
@@ -130,7 +130,7 @@ func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGr
 		c.respond(&Response{JSONRPC: Version, ID: id, Error: derr.At(c.srv.clk.Now())})
 		return
 	}
-	isInit := req.Method == "initialize"
+	isInit := req.Method == mhp.MethodInitialize
 	priority := isPriority(req.Method) || isInit
 	if !priority {
 		select {
@@ -139,7 +139,7 @@ func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGr
 			if !req.IsNotification() {
 				c.respond(&Response{JSONRPC: Version, ID: req.ID, Error: c.srv.errorf(mhp.CodeServerError,
 					"too many requests in flight on this stream (%d): wait for answers", cap(c.slots)).
-					With("reason", "too_many_requests")})
+					With(mhp.DataReason, "too_many_requests")})
 			}
 			return
 		}

@@ -67,7 +67,7 @@ func TestDuplicateMembersRefused(t *testing.T) {
 	srv := newServer(t, m.drv, transport.Options{})
 	hs := serveHTTP(t, srv)
 	sid := initHTTP(t, hs.URL, nil)
-	h := map[string]string{transport.HeaderSession: sid}
+	h := map[string]string{mhp.HeaderSession: sid}
 	cases := []struct{ name, body, field string }{
 		{"dryRun twice", `{"jsonrpc":"2.0","id":1,"method":"settings/write","params":{"name":"setpoint","value":30,"dryRun":true,"dryRun":false}}`, "params.dryRun"},
 		{"dryRun in two cases", `{"jsonrpc":"2.0","id":1,"method":"settings/write","params":{"name":"setpoint","value":30,"dryRun":true,"dryrun":false}}`, "params.dryrun"},
@@ -112,7 +112,7 @@ func TestNonUTF8Refused(t *testing.T) {
 	}
 	for name, body := range bodies {
 		t.Run(name+"/http", func(t *testing.T) {
-			_, b := postRaw(t, hs.URL, body, map[string]string{transport.HeaderSession: sid})
+			_, b := postRaw(t, hs.URL, body, map[string]string{mhp.HeaderSession: sid})
 			if !utf8.Valid(b) {
 				t.Fatalf("answer is not UTF-8: %q", b)
 			}
@@ -142,7 +142,7 @@ func TestAcquireTTLBounds(t *testing.T) {
 	m := newMemory(t, conformance.Options{})
 	srv := newServer(t, m.drv, transport.Options{})
 	hs := serveHTTP(t, srv)
-	h := map[string]string{transport.HeaderSession: initHTTP(t, hs.URL, nil)}
+	h := map[string]string{mhp.HeaderSession: initHTTP(t, hs.URL, nil)}
 	for _, ttl := range []string{"1e-12", "0", "-1", "0.05", "3600.5", "1e9"} {
 		_, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"session/acquire","params":{"ttl":`+ttl+`}}`, h)
 		if code(r) != mhp.CodeInvalidParams || r.Error.Data["field"] != "ttl" ||

@@ -63,12 +63,12 @@ func TestInitializeFirst(t *testing.T) {
 		if code(r) != mhp.CodeServerError || r.Error.Data["reason"] != "not_initialized" {
 			t.Fatalf("read without session: %+v", r.Error)
 		}
-		_, r = post(t, hs.URL, `{"jsonrpc":"2.0","id":2,"method":"signals/read"}`, map[string]string{transport.HeaderSession: "s_made_up"})
+		_, r = post(t, hs.URL, `{"jsonrpc":"2.0","id":2,"method":"signals/read"}`, map[string]string{mhp.HeaderSession: "s_made_up"})
 		if code(r) != mhp.CodeServerError || r.Error.Data["reason"] != "session_unknown" {
 			t.Fatalf("read with a made-up session: %+v", r.Error)
 		}
 		sid := initHTTP(t, hs.URL, nil)
-		_, r = post(t, hs.URL, `{"jsonrpc":"2.0","id":3,"method":"signals/read"}`, map[string]string{transport.HeaderSession: sid})
+		_, r = post(t, hs.URL, `{"jsonrpc":"2.0","id":3,"method":"signals/read"}`, map[string]string{mhp.HeaderSession: sid})
 		if r.Error != nil {
 			t.Fatalf("read after initialize: %v", r.Error)
 		}
@@ -97,14 +97,14 @@ func TestInitializeResult(t *testing.T) {
 		if c.code != 0 {
 			continue
 		}
-		var res transport.InitializeResult
+		var res mhp.InitializeResult
 		if err := json.Unmarshal(r.Result, &res); err != nil {
 			t.Fatal(err)
 		}
 		if res.ProtocolVersion != c.want {
 			t.Fatalf("asked %q, answered %q, want %q", c.asked, res.ProtocolVersion, c.want)
 		}
-		want := transport.Capabilities{Signals: true, Settings: true, Actions: true, Subscribe: true, Lease: true, EStop: true}
+		want := mhp.Capabilities{Signals: true, Settings: true, Actions: true, Subscribe: true, Lease: true, EStop: true}
 		if res.Capabilities != want || res.Device.ID != "conformance-01" || !strings.HasPrefix(res.Session, "s_") {
 			t.Fatalf("initialize result %+v", res)
 		}
@@ -136,7 +136,7 @@ func TestParseErrorThenConnectionWorks(t *testing.T) {
 	t.Run("http", func(t *testing.T) {
 		hs := serveHTTP(t, srv)
 		sid := initHTTP(t, hs.URL, nil)
-		h := map[string]string{transport.HeaderSession: sid}
+		h := map[string]string{mhp.HeaderSession: sid}
 		if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":2,"method":`, h); code(r) != mhp.CodeParseError {
 			t.Fatalf("malformed body: %+v", r.Error)
 		}
@@ -171,7 +171,7 @@ func TestOversizeFrameRefused(t *testing.T) {
 	t.Run("http", func(t *testing.T) {
 		hs := serveHTTP(t, srv)
 		sid := initHTTP(t, hs.URL, nil)
-		h := map[string]string{transport.HeaderSession: sid}
+		h := map[string]string{mhp.HeaderSession: sid}
 		resp, r := post(t, hs.URL, big, h)
 		if resp.StatusCode != http.StatusRequestEntityTooLarge || code(r) != mhp.CodeInvalidRequest {
 			t.Fatalf("oversize body: HTTP %d %+v", resp.StatusCode, r.Error)
@@ -306,9 +306,9 @@ func TestLeaseCannotBeStolen(t *testing.T) {
 	}
 	// Raw requests with alice's display name and no session, or a guessed one.
 	for _, h := range []map[string]string{
-		{transport.HeaderClient: "alice"},
-		{transport.HeaderClient: "alice", transport.HeaderSession: "alice"},
-		{transport.HeaderClient: "alice", transport.HeaderSession: lease.Holder + "x"},
+		{mhp.HeaderClient: "alice"},
+		{mhp.HeaderClient: "alice", mhp.HeaderSession: "alice"},
+		{mhp.HeaderClient: "alice", mhp.HeaderSession: lease.Holder + "x"},
 	} {
 		// X-MHP-Client alone is served in the header session "alice" (alice's
 		// client greeted with that header): a different session from
@@ -393,7 +393,7 @@ func TestSessionExpiry(t *testing.T) {
 	srv := newServer(t, m.drv, transport.Options{Clock: clk, SessionTTL: time.Minute})
 	hs := serveHTTP(t, srv)
 	sid := initHTTP(t, hs.URL, nil)
-	h := map[string]string{transport.HeaderSession: sid}
+	h := map[string]string{mhp.HeaderSession: sid}
 	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":1,"method":"session/acquire","params":{"ttl":600}}`, h); r.Error != nil {
 		t.Fatal(r.Error)
 	}
@@ -416,7 +416,7 @@ func TestSessionExpiry(t *testing.T) {
 	}
 	// The expired session's lease is gone: another session may acquire.
 	other := initHTTP(t, hs.URL, nil)
-	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":4,"method":"session/acquire"}`, map[string]string{transport.HeaderSession: other}); r.Error != nil {
+	if _, r := post(t, hs.URL, `{"jsonrpc":"2.0","id":4,"method":"session/acquire"}`, map[string]string{mhp.HeaderSession: other}); r.Error != nil {
 		t.Fatalf("acquire after the holder's session expired: %v", r.Error)
 	}
 }
@@ -609,9 +609,9 @@ type sseReader struct {
 func openEvents(t *testing.T, url, sid, lastID string) *sseReader {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url+"/events", nil)
-	req.Header.Set(transport.HeaderSession, sid)
+	req.Header.Set(mhp.HeaderSession, sid)
 	if lastID != "" {
-		req.Header.Set(transport.HeaderLastEventID, lastID)
+		req.Header.Set(mhp.HeaderLastEventID, lastID)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -685,7 +685,7 @@ func TestSSEResumeLosesNothing(t *testing.T) {
 	srv := newServer(t, m.drv, transport.Options{SSEBuffer: 16, KeepAlive: time.Hour})
 	hs := serveHTTP(t, srv)
 	sid := initHTTP(t, hs.URL, nil)
-	h := map[string]string{transport.HeaderSession: sid}
+	h := map[string]string{mhp.HeaderSession: sid}
 	write := func(i int) {
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"settings/write","params":{"name":"setpoint","value":%d}}`, i+10, i)
 		if _, r := post(t, hs.URL, body, h); r.Error != nil {

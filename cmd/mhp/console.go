@@ -69,7 +69,7 @@ func serveDeviceConsole(ctx context.Context, ln net.Listener, srv *transport.Ser
 // metrics and the directory's JSON-RPC, behind the token.
 func labHandler(dir *directory.Directory, pool *connPool, mx *metrics.Metrics, token, addr, hosts string, log *slog.Logger) (http.Handler, error) {
 	return console.Lab(console.LabConfig{
-		Directory: mx.Middleware(dir.Handler(), []string{"initialize", "ping", "directory/search", "directory/get"}),
+		Directory: mx.Middleware(dir.Handler(), []string{mhp.MethodInitialize, mhp.MethodPing, "directory/search", "directory/get"}),
 		EStopAll: func(ctx context.Context, reason string) []console.EStopAnswer {
 			return pool.estopAll(ctx, dir.Index(), reason, log)
 		},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/guard"
 )
 
@@ -15,14 +16,14 @@ func permitVerb(ctx context.Context, v *verbCtx) int {
 	method, name := v.args[0], v.args[1]
 	req := guard.PermitRequest{Method: method, Name: name, Note: v.p.flags["note"]}
 	switch method {
-	case "settings/write", "write":
-		req.Method = "settings/write"
+	case mhp.MethodSettingsWrite, "write":
+		req.Method = mhp.MethodSettingsWrite
 		if len(v.args) != 3 {
 			return v.usageError("permit: a settings/write permit needs the VALUE it approves")
 		}
 		req.Value = parseValue(v.args[2])
-	case "actions/invoke", "invoke":
-		req.Method = "actions/invoke"
+	case mhp.MethodActionsInvoke, "invoke":
+		req.Method = mhp.MethodActionsInvoke
 		if len(v.args) == 3 {
 			params, err := invokeParams(v.args[2:])
 			if err != nil {
@@ -41,7 +42,7 @@ func permitVerb(ctx context.Context, v *verbCtx) int {
 		req.TTL = secs
 	}
 	var p guard.Permit
-	if err := v.d.Call(ctx, "permits/issue", req, &p); err != nil {
+	if err := v.d.Call(ctx, mhp.MethodPermitsIssue, req, &p); err != nil {
 		return v.fail(err, v.json)
 	}
 	if v.json {

@@ -31,8 +31,8 @@ func (a *app) rpcCmd(ctx context.Context, target, token string, timeout time.Dur
 		return exitNoPeer
 	}
 	defer c.Close()
-	if method != "initialize" {
-		r, err := c.Call(ctx, "initialize", wire.InitParams(mhp.ProtocolVersion, "mhp-cli"))
+	if method != mhp.MethodInitialize {
+		r, err := c.Call(ctx, mhp.MethodInitialize, wire.InitParams(mhp.ProtocolVersion, "mhp-cli"))
 		if err != nil {
 			fmt.Fprintf(a.stderr, "mhp: initialize: %v\n", err)
 			return exitNoPeer

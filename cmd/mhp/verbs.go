@@ -131,7 +131,7 @@ func (a *app) fail(err error, asJSON bool) int {
 func refusalText(e *mhp.Error) string {
 	var b strings.Builder
 	what := "refused"
-	if e.Data != nil && e.Data["reason"] == client.ReasonTransport {
+	if e.Data != nil && e.Data[mhp.DataReason] == client.ReasonTransport {
 		what = "no answer"
 	}
 	fmt.Fprintf(&b, "%s: %s (%d): %s\n", what, e.Code, int(e.Code), e.Message)
@@ -139,12 +139,12 @@ func refusalText(e *mhp.Error) string {
 	for k, v := range e.Data {
 		data[k] = v
 	}
-	if g, ok := data["gate"]; ok {
+	if g, ok := data[mhp.DataGate]; ok {
 		fmt.Fprintf(&b, "  gate: %v\n", g)
-		delete(data, "gate")
+		delete(data, mhp.DataGate)
 	}
 	var lim []string
-	for _, k := range []string{"min", "max", "exclusiveMin", "exclusiveMax", "enum", "pattern", "minLength", "maxLength"} {
+	for _, k := range []string{mhp.DataMin, mhp.DataMax, "exclusiveMin", "exclusiveMax", "enum", mhp.DataPattern, "minLength", "maxLength"} {
 		if v, ok := data[k]; ok {
 			lim = append(lim, k+" "+compact(v))
 			delete(data, k)
@@ -153,7 +153,7 @@ func refusalText(e *mhp.Error) string {
 	if len(lim) > 0 {
 		fmt.Fprintf(&b, "  limits: %s\n", strings.Join(lim, ", "))
 	}
-	for _, k := range []string{"interlock", "holder", "reason", "outcome", "field"} {
+	for _, k := range []string{mhp.DataInterlock, mhp.DataHolder, mhp.DataReason, mhp.DataOutcome, mhp.DataField} {
 		if v, ok := data[k]; ok {
 			fmt.Fprintf(&b, "  %s: %s\n", k, compact(v))
 			delete(data, k)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
-	"github.com/openmhp/mhp-go/transport"
 )
 
 // maxAnswer caps one answer frame read by a Conn.
@@ -157,12 +156,12 @@ func (c *Conn) start(cmdline string, stderr io.Writer) error {
 }
 
 func (c *Conn) header(h http.Header) {
-	h.Set(transport.HeaderClient, c.clientID)
+	h.Set(mhp.HeaderClient, c.clientID)
 	if c.token != "" {
 		h.Set("Authorization", "Bearer "+c.token)
 	}
 	if s := c.Session(); s != "" {
-		h.Set(transport.HeaderSession, s)
+		h.Set(mhp.HeaderSession, s)
 	}
 }
 
@@ -189,7 +188,7 @@ func (c *Conn) Do(ctx context.Context, frame []byte) ([]byte, error) {
 	}
 	c.mu.Lock()
 	c.last = resp.StatusCode
-	if s := resp.Header.Get(transport.HeaderSession); s != "" && !c.noSession {
+	if s := resp.Header.Get(mhp.HeaderSession); s != "" && !c.noSession {
 		c.session = s
 	}
 	c.mu.Unlock()
