@@ -340,7 +340,7 @@ func Unreachable(err error) bool {
 // latches.
 func NotSent(what string, err error) *mhp.Error {
 	return mhp.Errorf(mhp.CodeServerError, "%s: backend unreachable, nothing was sent: %v", what, err).
-		With("reason", "backend_unavailable").With("outcome", mhp.OutcomeNotStarted)
+		With(mhp.DataReason, mhp.ReasonBackendUnavailable).With(mhp.DataOutcome, mhp.OutcomeNotStarted)
 }
 
 // DescriptorFile is a cached backend description (see

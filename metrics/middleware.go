@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/openmhp/mhp-go"
 )
 
 // maxPeek bounds how much of a request body the middleware reads to learn
@@ -20,7 +22,7 @@ const maxPeek = 64 << 10
 // table: any other method is counted as "other", so a hostile client cannot
 // grow the label set. The request body reaches next unchanged.
 func (m *Metrics) Middleware(next http.Handler, methods []string) http.Handler {
-	known := map[string]bool{"initialize": true}
+	known := map[string]bool{mhp.MethodInitialize: true}
 	for _, n := range methods {
 		known[n] = true
 	}
@@ -36,7 +38,7 @@ func (m *Metrics) Middleware(next http.Handler, methods []string) http.Handler {
 			next.ServeHTTP(rec, r)
 			code := rec.code()
 			m.requests.WithLabelValues(method, code).Inc()
-			if method == "initialize" && code == "ok" {
+			if method == mhp.MethodInitialize && code == "ok" {
 				if sid := rec.Header().Get("Mhp-Session"); sid != "" {
 					m.sessionOpened(sid)
 				}

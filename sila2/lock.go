@@ -108,14 +108,14 @@ func (a *adapter) lockRefusal(ctx context.Context, id string, err error) error {
 				With("reason", "server_locked").With("sila_error", silaErrorData(se))
 		}
 		return mhp.Errorf(mhp.CodeNotLeased, "the SiLA server refused the lock: LockServer: %s", se.Error()).
-			With("reason", "backend_lock").With("sila_error", silaErrorData(se))
+			With(mhp.DataReason, mhp.ReasonBackendLock).With("sila_error", silaErrorData(se))
 	}
 	// The server did not answer: it may have locked all the same. Give such
 	// a lock back, best effort (ServerNotLocked is the expected answer).
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	_ = a.client.Unlock(uctx, id)
 	cancel()
-	return mhp.Errorf(mhp.CodeNotLeased, "could not lock the SiLA server: %v", err).With("reason", "backend_lock")
+	return mhp.Errorf(mhp.CodeNotLeased, "could not lock the SiLA server: %v", err).With(mhp.DataReason, mhp.ReasonBackendLock)
 }
 
 // takeLockLocked locks the server under id (lockMu held) and, for a timed
