@@ -140,8 +140,8 @@ func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *S
 		return nil, e
 	}
 	// 4. limits
-	value, ce := set.shape.Check(req.Name, req.Value)
-	if ce != nil {
+	value, err := set.shape.Check(req.Name, req.Value)
+	if ce, ok := mhp.AsError(err); ok {
 		return nil, d.stamp(ce.With("gate", "limits"))
 	}
 	// 5. lease and 6. busy
@@ -180,8 +180,8 @@ func (d *Driver) invokeGates(ctx context.Context, s string, now time.Time, act *
 		}
 	}
 	// 4. limits: the param shapes, then the binding's whole-request check
-	params, ce := act.Spec.Params.Check(req.Name, req.Params)
-	if ce != nil {
+	params, err := act.Spec.Params.Check(req.Name, req.Params)
+	if ce, ok := mhp.AsError(err); ok {
 		return nil, d.stamp(ce.With("gate", "limits"))
 	}
 	if act.Validate != nil {

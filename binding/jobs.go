@@ -206,16 +206,16 @@ func (d *Driver) finishJob(r *jobRec, act *Action, out runResult) {
 		j.State, j.Outcome = mhp.JobFailed, mhp.OutcomeFailed
 		j.Error = d.errorf(mhp.CodeServerError, "%s failed: %v", j.Action, failed.Err)
 		for k, v := range failed.Data {
-			j.Error.With(k, v)
+			j.Error = j.Error.With(k, v)
 		}
-		j.Error.With("outcome", mhp.OutcomeFailed)
+		j.Error = j.Error.With("outcome", mhp.OutcomeFailed)
 		if act.FaultOnFailure {
 			faultReason = fmt.Sprintf("job %s (%s) failed: %v", j.ID, j.Action, failed.Err)
 		}
 	default:
 		if me, ok := mhp.AsError(out.err); ok && !me.OutcomeUnknown() {
 			j.State, j.Outcome, j.Error = mhp.JobFailed, mhp.OutcomeNotStarted, d.adopt(me)
-			j.Error.With("outcome", mhp.OutcomeNotStarted)
+			j.Error = j.Error.With("outcome", mhp.OutcomeNotStarted)
 			break
 		}
 		j.State, j.Outcome = mhp.JobFailed, mhp.OutcomeUnknown

@@ -243,7 +243,7 @@ func (d *Driver) Renew(ctx context.Context) (*mhp.Lease, error) {
 	if holder == "" || holder != s {
 		e := d.errorf(mhp.CodeNotLeased, "this session holds no lease to renew").With("reason", "lease_lost")
 		if holder != "" {
-			e.With("holder", holder)
+			e = e.With("holder", holder)
 		}
 		return nil, e
 	}

@@ -260,7 +260,7 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 		}
 		if d.latches != latches { // an estop or fault came while verifying: it stands
 			if e = d.stateGateLocked(); e != nil {
-				e.With("reason", "latched while the reset verified recovery")
+				e = e.With("reason", "latched while the reset verified recovery")
 				return
 			}
 		}

@@ -173,7 +173,7 @@ func (d *Driver) writeCutOff(name string, value any, err error) *mhp.Error {
 	e := d.errorf(mhp.CodeEStopActive, "settings/write %s=%v was at the backend when an estop latched: %s; the stop comes after it",
 		name, value, what).With("gate", "state").With("outcome", outcome).With("name", name)
 	if err != nil {
-		e.With("backend_error", mhp.Truncate(err.Error(), 1024))
+		e = e.With("backend_error", mhp.Truncate(err.Error(), 1024))
 	}
 	return e
 }

@@ -34,8 +34,8 @@ func (d *Directory) serveRPC(w http.ResponseWriter, r *http.Request) {
 	case len(body) > maxFrame:
 		resp.Error = mhp.Errorf(mhp.CodeInvalidRequest, "frame larger than %d bytes", maxFrame)
 	default:
-		req, e := transport.DecodeFrame(body)
-		if e != nil {
+		req, err := transport.DecodeFrame(body)
+		if e, ok := mhp.AsError(err); ok {
 			resp.Error = e
 			break
 		}

@@ -66,7 +66,7 @@ func (d *Device) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	out.Name, out.Params, out.Method = m.Action, params, ""
 	res, err := d.Device.Invoke(ctx, out)
 	if e, ok := mhp.AsError(err); ok && e.Data != nil {
-		e.With("method", m.Name).With("revision", m.Revision)
+		err = e.With("method", m.Name).With("revision", m.Revision)
 	}
 	return res, err
 }
@@ -193,7 +193,8 @@ func (d *Device) Save(ctx context.Context, req SaveRequest) (*Summary, error) {
 	if req.Params == nil {
 		req.Params = map[string]any{}
 	}
-	if _, e := act.Params.Check(req.Action, req.Params); e != nil {
+	if _, err := act.Params.Check(req.Action, req.Params); err != nil {
+		e, _ := mhp.AsError(err)
 		return nil, e.With("method", req.Name)
 	}
 	s, err := d.store.Save(Method{Name: req.Name, Action: req.Action, Params: req.Params, Description: req.Description, Tags: req.Tags},

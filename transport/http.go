@@ -186,7 +186,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			Error: s.errorf(mhp.CodeParseError, "reading the request body: %v", err)})
 		return
 	}
-	req, derr := DecodeFrame(body)
+	req, derr := decodeFrame(body)
 	if derr != nil {
 		id := nullID
 		if req != nil && req.ID != nil {
