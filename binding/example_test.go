@@ -49,15 +49,17 @@ func Example() {
 // it, write, read, run the action to its end, and see a refused write.
 func ExampleNew() {
 	rpm := 0.0
-	dev, err := binding.New(binding.Config{
-		Device: mhp.DeviceInfo{ID: "shaker-01", Class: "shaker"},
-		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "speed", Type: mhp.TypeNumber, Unit: "rpm"},
-			Read: func(ctx context.Context) (binding.Sample, error) { return binding.Sample{Value: rpm}, nil }}},
-		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "target_speed", Type: mhp.TypeNumber, Unit: "rpm", Limits: mhp.Range(0, 3000)},
-			Write: func(ctx context.Context, v any) (binding.WriteStatus, error) { rpm = v.(float64); return binding.Applied, nil }}},
-		Actions: []binding.Action{{Spec: mhp.Action{Name: "spin_down"},
-			Run: func(ctx context.Context, job *binding.Job) (any, error) { rpm = 0; return map[string]any{"rpm": rpm}, nil }}},
-	})
+	speed := binding.Signal{Spec: mhp.Signal{Name: "speed", Type: mhp.TypeNumber, Unit: "rpm"},
+		Read: func(ctx context.Context) (binding.Sample, error) { return binding.Sample{Value: rpm}, nil }}
+	target := binding.Setting{Spec: mhp.Setting{Name: "target_speed", Type: mhp.TypeNumber, Limits: mhp.Range(0, 3000)},
+		Write: func(ctx context.Context, v any) (binding.WriteStatus, error) {
+			rpm = v.(float64)
+			return binding.Applied, nil
+		}}
+	spinDown := binding.Action{Spec: mhp.Action{Name: "spin_down"},
+		Run: func(ctx context.Context, job *binding.Job) (any, error) { rpm = 0; return "stopped", nil }}
+	dev, err := binding.New(binding.Config{Device: mhp.DeviceInfo{ID: "shaker-01", Class: "shaker"},
+		Signals: []binding.Signal{speed}, Settings: []binding.Setting{target}, Actions: []binding.Action{spinDown}})
 	if err != nil {
 		panic(err)
 	}
@@ -85,6 +87,6 @@ func ExampleNew() {
 	fmt.Println(mhp.CodeOf(err), int(mhp.CodeOf(err)))
 	// Output:
 	// write: <nil> - speed: 1200
-	// spin_down done map[rpm:0]
+	// spin_down done stopped
 	// LimitViolation -32010
 }
