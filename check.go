@@ -439,7 +439,7 @@ func describeType(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
-// Number returns v as a float64 when it is any Go number or a json.Number
+// Number returns v as a float64 when it is any Go number or a [json.Number]
 // (never a boolean or a string): the one numeric conversion adapters share.
 func Number(v any) (float64, bool) { return toFloat(v) }
 

@@ -83,7 +83,7 @@ type Error struct {
 	TS float64 `json:"-"`
 }
 
-// Errorf makes an *Error with a formatted message, stamped with the current time.
+// Errorf makes an [*Error] with a formatted message, stamped with the current time.
 // It never returns nil, so it returns the concrete type; functions that may
 // return no error return [error] instead (see [Shape.Check]).
 func Errorf(code Code, format string, args ...any) *Error {
@@ -96,7 +96,7 @@ func (e *Error) Error() string {
 }
 
 // With returns a copy of e with a fresh Data map holding data[key] = value.
-// e itself is not modified, so one *Error may be shared and refined by
+// e itself is not modified, so one [*Error] may be shared and refined by
 // several callers; use the result (e = e.With(k, v)). It never returns nil.
 func (e *Error) With(key string, value any) *Error {
 	c := e.clone(1)
@@ -126,7 +126,7 @@ func (e *Error) clone(extra int) *Error {
 	return &c
 }
 
-// Is reports whether target is an *Error with the same code, so
+// Is reports whether target is an [*Error] with the same code, so
 // errors.Is(err, &mhp.Error{Code: mhp.CodeDeviceBusy}) works.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
@@ -177,7 +177,7 @@ func (e *Error) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// AsError returns err as an *Error if it is or wraps one.
+// AsError returns err as an [*Error] if it is or wraps one.
 func AsError(err error) (*Error, bool) {
 	var e *Error
 	if errors.As(err, &e) {
@@ -186,7 +186,7 @@ func AsError(err error) (*Error, bool) {
 	return nil, false
 }
 
-// CodeOf returns the MHP code of err, CodeInternal for a non-MHP error, 0 for nil.
+// CodeOf returns the MHP code of err, [CodeInternal] for a non-MHP error, 0 for nil.
 func CodeOf(err error) Code {
 	if err == nil {
 		return 0

@@ -10,7 +10,7 @@ import (
 
 // ---- settings/write ----
 
-// Write implements mhp.Device: settings/write through the six gates
+// Write implements [mhp.Device]: settings/write through the six gates
 // (gates.go). A write whose hook was at the backend when an estop latched is
 // never answered ok: it is refused EStopActive with data.outcome "unknown"
 // (the value may have been applied; the stop comes after it) or

@@ -35,7 +35,7 @@ func ExpectCode(t testing.TB, err error, code mhp.Code) *mhp.Error {
 	return e
 }
 
-// Eventually polls cond every few milliseconds until it holds, failing t after WaitTimeout.
+// Eventually polls cond every few milliseconds until it holds, failing t after [WaitTimeout].
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	EventuallyWithin(t, what, WaitTimeout, cond)

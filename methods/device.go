@@ -29,20 +29,20 @@ func Wrap(dev mhp.Device, store *Store) *Device {
 	return &Device{Device: dev, store: store}
 }
 
-// Unwrap returns the wrapped device (mhp.Unwrapper).
+// Unwrap returns the wrapped device ([mhp.Unwrapper]).
 func (d *Device) Unwrap() mhp.Device { return d.Device }
 
 // Store returns the methods store.
 func (d *Device) Store() *Store { return d.store }
 
-// Listen implements mhp.Device: the device's notifications and the store's.
+// Listen implements [mhp.Device]: the device's notifications and the store's.
 func (d *Device) Listen(fn func(mhp.Notification)) func() { return d.listeners.Listen(d.Device, fn) }
 
 func (d *Device) publish(method string, params map[string]any) {
 	d.listeners.Publish(mhp.Notification{Method: method, Params: params})
 }
 
-// Invoke implements mhp.Device. With req.Method set, the method's action and
+// Invoke implements [mhp.Device]. With req.Method set, the method's action and
 // params run, req.Params overriding the saved params key by key; a req.Name
 // that names another action is refused. Project and compound travel on as
 // given. The gates are the device's, as for any invoke.
@@ -215,7 +215,7 @@ func (d *Device) Delete(ctx context.Context, req GetRequest) (*DeleteResult, err
 	return &DeleteResult{Deleted: req.Name}, nil
 }
 
-// WireMethods implements mhp.Extension: the six methods/* calls.
+// WireMethods implements [mhp.Extension]: the six methods/* calls.
 func (d *Device) WireMethods() map[string]mhp.WireMethod {
 	return map[string]mhp.WireMethod{
 		"methods/list":   mhp.Handle("methods/list", d.List),
