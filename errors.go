@@ -84,8 +84,8 @@ type Error struct {
 }
 
 // Errorf makes an [*Error] with a formatted message, stamped with the current time.
-// It never returns nil, so it returns the concrete type; functions that may
-// return no error return [error] instead (see [Shape.Check]).
+// It never returns nil, so it returns the concrete type; a function that may
+// succeed returns the error interface instead (see [Shape.Check]).
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), TS: UnixSeconds(time.Now())}
 }

@@ -141,7 +141,8 @@ func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *S
 	}
 	// 4. limits
 	value, err := set.shape.Check(req.Name, req.Value)
-	if ce, ok := mhp.AsError(err); ok {
+	if err != nil {
+		ce, _ := mhp.AsError(err) // Check's errors are *mhp.Error
 		return nil, d.stamp(ce.With("gate", "limits"))
 	}
 	// 5. lease and 6. busy
@@ -181,7 +182,8 @@ func (d *Driver) invokeGates(ctx context.Context, s string, now time.Time, act *
 	}
 	// 4. limits: the param shapes, then the binding's whole-request check
 	params, err := act.Spec.Params.Check(req.Name, req.Params)
-	if ce, ok := mhp.AsError(err); ok {
+	if err != nil {
+		ce, _ := mhp.AsError(err)
 		return nil, d.stamp(ce.With("gate", "limits"))
 	}
 	if act.Validate != nil {

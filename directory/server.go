@@ -35,8 +35,8 @@ func (d *Directory) serveRPC(w http.ResponseWriter, r *http.Request) {
 		resp.Error = mhp.Errorf(mhp.CodeInvalidRequest, "frame larger than %d bytes", maxFrame)
 	default:
 		req, err := transport.DecodeFrame(body)
-		if e, ok := mhp.AsError(err); ok {
-			resp.Error = e
+		if err != nil {
+			resp.Error, _ = mhp.AsError(err) // DecodeFrame's errors are *mhp.Error
 			break
 		}
 		if req.ID != nil {
