@@ -111,3 +111,29 @@ func TestNoIgnoredWith(t *testing.T) {
 		t.Errorf("%s: the result of With/At is dropped (they return a copy; assign it: e = e.With(k, v))", at)
 	}
 }
+
+// TestChecksReturnUntypedNil: a value that passes leaves a nil error
+// interface, not a nil *Error inside one (the typed-nil trap), and a
+// refusal is an *Error.
+func TestChecksReturnUntypedNil(t *testing.T) {
+	shape := &mhp.Shape{Type: mhp.TypeNumber, Limits: mhp.Range(0, 10)}
+	params := mhp.Params{{Name: "n", Shape: shape}}
+	for _, tc := range []struct {
+		name  string
+		check func() error
+		ok    bool
+	}{
+		{"shape ok", func() error { _, err := shape.Check("n", 1.0); return err }, true},
+		{"shape refused", func() error { _, err := shape.Check("n", 11.0); return err }, false},
+		{"params ok", func() error { _, err := params.Check("a", map[string]any{"n": 1.0}); return err }, true},
+		{"params refused", func() error { _, err := params.Check("a", map[string]any{"m": 1.0}); return err }, false},
+	} {
+		err := tc.check()
+		if tc.ok && err != nil {
+			t.Errorf("%s: err = %#v, want a nil interface", tc.name, err)
+		}
+		if _, isErr := mhp.AsError(err); !tc.ok && !isErr {
+			t.Errorf("%s: err = %#v, want an *mhp.Error", tc.name, err)
+		}
+	}
+}
