@@ -19,8 +19,18 @@ import (
 // path names the value in errors ("target_temperature", "steps[1].temp").
 // Type errors (null, NaN, ±Inf, a boolean where a number is due, control
 // characters, undeclared or missing properties) are InvalidValue; values
-// outside the limits are LimitViolation with the limits in data.
-func (s *Shape) Check(path string, v any) (any, *Error) {
+// outside the limits are LimitViolation with the limits in data. A non-nil
+// error is always an [*Error]; get at it with [AsError].
+func (s *Shape) Check(path string, v any) (any, error) {
+	out, e := s.check(path, v)
+	if e != nil {
+		return nil, e
+	}
+	return out, nil
+}
+
+// check is [Shape.Check] returning the concrete error type.
+func (s *Shape) check(path string, v any) (any, *Error) {
 	if s == nil || s.Prose != "" {
 		return v, nil
 	}
@@ -173,7 +183,7 @@ func (s *Shape) checkItem(path string, v any) (any, *Error) {
 		}
 		return v, nil
 	}
-	return s.Check(path, v)
+	return s.check(path, v)
 }
 
 // checkObject checks properties; strict refuses undeclared keys.
@@ -209,8 +219,9 @@ func checkObject(path string, props map[string]*Shape, required []string, m map[
 
 // Check validates an action's parameters: an object with no undeclared names,
 // every non-optional parameter present (defaults filled in), each value
-// checked against its shape. It returns the normalised parameters.
-func (p Params) Check(action string, params map[string]any) (map[string]any, *Error) {
+// checked against its shape. It returns the normalised parameters. A
+// non-nil error is always an [*Error]; get at it with [AsError].
+func (p Params) Check(action string, params map[string]any) (map[string]any, error) {
 	out := make(map[string]any, len(p))
 	for k := range params {
 		if _, ok := p.Get(k); !ok {
@@ -224,7 +235,7 @@ func (p Params) Check(action string, params map[string]any) (map[string]any, *Er
 			if x.Shape != nil && x.Shape.Default != nil {
 				// The default goes through the shape too: normalised like a sent
 				// value, and a fresh copy the action may modify.
-				n, e := x.Shape.Check(x.Name, x.Shape.Default)
+				n, e := x.Shape.check(x.Name, x.Shape.Default)
 				if e != nil {
 					e.Message = fmt.Sprintf("%s: the declared default of parameter %q is invalid (send a value): %s", action, x.Name, e.Message)
 					return nil, e
@@ -345,16 +356,16 @@ func (l *Limits) enumOfLists() bool {
 func (l *Limits) violation(path string, v any, what string, bound float64) *Error {
 	e := Errorf(CodeLimitViolation, "%s=%s %s %s", path, formatValue(v), what, formatValue(bound)).With(DataField, path)
 	if l.Min != nil {
-		e.With(DataMin, *l.Min)
+		e = e.With(DataMin, *l.Min)
 	}
 	if l.Max != nil {
-		e.With(DataMax, *l.Max)
+		e = e.With(DataMax, *l.Max)
 	}
 	if l.ExclusiveMin != nil {
-		e.With("exclusiveMin", *l.ExclusiveMin)
+		e = e.With("exclusiveMin", *l.ExclusiveMin)
 	}
 	if l.ExclusiveMax != nil {
-		e.With("exclusiveMax", *l.ExclusiveMax)
+		e = e.With("exclusiveMax", *l.ExclusiveMax)
 	}
 	return e
 }
@@ -428,7 +439,7 @@ func describeType(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
-// Number returns v as a float64 when it is any Go number or a json.Number
+// Number returns v as a float64 when it is any Go number or a [json.Number]
 // (never a boolean or a string): the one numeric conversion adapters share.
 func Number(v any) (float64, bool) { return toFloat(v) }
 

@@ -44,7 +44,7 @@ func TestIntegerChecksAreExact(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.shape.Check("n", tc.in)
 			if tc.code != 0 {
-				if err == nil || err.Code != tc.code || err.Data["field"] != "n" {
+				if mhp.CodeOf(err) != tc.code || errData(err)["field"] != "n" {
 					t.Fatalf("Check(%#v) = %#v, %v; want %s on field n", tc.in, got, err, tc.code)
 				}
 				return
@@ -56,7 +56,7 @@ func TestIntegerChecksAreExact(t *testing.T) {
 	}
 	// A number too large for float64 is named as such, not "a number, not a number".
 	_, err := number.Check("n", json.Number("1e400"))
-	if err == nil || !strings.Contains(err.Message, "finite") {
+	if e, ok := mhp.AsError(err); !ok || !strings.Contains(e.Message, "finite") {
 		t.Fatalf("huge json.Number: %v, want a message saying it is not finite", err)
 	}
 }
@@ -92,7 +92,7 @@ func TestArrayLimitsApplyToEachElement(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || err.Code != tc.code || err.Data["field"] != tc.field {
+			if mhp.CodeOf(err) != tc.code || errData(err)["field"] != tc.field {
 				t.Fatalf("Check(%v) = %v (data %v), want %s on %s", tc.in, err, errData(err), tc.code, tc.field)
 			}
 		})
@@ -108,7 +108,7 @@ func ptr(f float64) *float64 { return &f }
 func TestStringsRefuseEveryControlCharacter(t *testing.T) {
 	text := &mhp.Shape{Type: mhp.TypeString}
 	for _, bad := range []string{"a\u0085b", "a\u009bb", "a\u2028b", "a\u2029b", "a\tb", "a\x7fb"} {
-		if _, err := text.Check("s", bad); err == nil || err.Code != mhp.CodeInvalidValue {
+		if _, err := text.Check("s", bad); mhp.CodeOf(err) != mhp.CodeInvalidValue {
 			t.Errorf("Check(%q) = %v, want InvalidValue", bad, err)
 		}
 	}
@@ -171,7 +171,7 @@ func TestObjectKeysRefuseControlCharacters(t *testing.T) {
 		{"any", anything, map[string]any{"x": map[string]any{"k\u0085": "v"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := tc.shape.Check("o", tc.in); err == nil || err.Code != mhp.CodeInvalidValue {
+			if _, err := tc.shape.Check("o", tc.in); mhp.CodeOf(err) != mhp.CodeInvalidValue {
 				t.Fatalf("Check(%q) = %v, want InvalidValue", tc.in, err)
 			}
 		})
@@ -197,7 +197,7 @@ func TestEnumComparesNumbersByValueNotByForm(t *testing.T) {
 		{strs, "2", true}, {strs, 2.0, false}, {strs, json.Number("1"), false},
 	} {
 		_, err := tc.shape.Check("e", tc.in)
-		if tc.ok != (err == nil) || (err != nil && err.Code != mhp.CodeLimitViolation) {
+		if tc.ok != (err == nil) || (err != nil && mhp.CodeOf(err) != mhp.CodeLimitViolation) {
 			t.Errorf("enum %v, value %#v: %v", tc.shape.Limits.Enum, tc.in, err)
 		}
 	}

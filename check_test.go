@@ -44,7 +44,7 @@ func TestShapeCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.shape.Check("x", tc.in)
 			if tc.code != 0 {
-				if err == nil || err.Code != tc.code {
+				if mhp.CodeOf(err) != tc.code {
 					t.Fatalf("Check(%v) = %v, %v; want code %s", tc.in, got, err, tc.code)
 				}
 				return
@@ -58,11 +58,11 @@ func TestShapeCheck(t *testing.T) {
 
 func TestLimitViolationCarriesLimits(t *testing.T) {
 	_, err := (&mhp.Shape{Type: mhp.TypeNumber, Limits: mhp.Range(4, 105)}).Check("target_temperature", 200.0)
-	if err == nil || err.Data["min"] != 4.0 || err.Data["max"] != 105.0 {
-		t.Fatalf("error %v data %v, want min 4 and max 105", err, err.Data)
+	if d := errData(err); d["min"] != 4.0 || d["max"] != 105.0 {
+		t.Fatalf("error %v data %v, want min 4 and max 105", err, d)
 	}
-	if err.Message != "target_temperature=200 above max 105" {
-		t.Fatalf("message %q", err.Message)
+	if e, _ := mhp.AsError(err); e.Message != "target_temperature=200 above max 105" {
+		t.Fatalf("message %q", e.Message)
 	}
 }
 
@@ -94,18 +94,19 @@ func TestParamsCheckNested(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || err.Code != tc.code || err.Data["field"] != tc.field {
+			if mhp.CodeOf(err) != tc.code || errData(err)["field"] != tc.field {
 				t.Fatalf("got %v (data %v), want %s on %s", err, errData(err), tc.code, tc.field)
 			}
 		})
 	}
 }
 
-func errData(e *mhp.Error) map[string]any {
-	if e == nil {
-		return nil
+// errData is the data of err, an *mhp.Error, or nil.
+func errData(err error) map[string]any {
+	if e, ok := mhp.AsError(err); ok {
+		return e.Data
 	}
-	return e.Data
+	return nil
 }
 
 func TestProseShapeIsUnchecked(t *testing.T) {

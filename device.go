@@ -11,7 +11,7 @@ import (
 // the wire, and the client's device handle implements it over the wire, so
 // the same code (and the conformance suite) runs either side.
 //
-// The caller's session travels in the context (WithSession); leases belong to
+// The caller's session travels in the context ([WithSession]); leases belong to
 // sessions.
 type Device interface {
 	Describe(ctx context.Context, req DescribeRequest) (*Description, error)

@@ -83,7 +83,9 @@ type Error struct {
 	TS float64 `json:"-"`
 }
 
-// Errorf makes an *Error with a formatted message, stamped with the current time.
+// Errorf makes an [*Error] with a formatted message, stamped with the current time.
+// It never returns nil, so it returns the concrete type; a function that may
+// succeed returns the error interface instead (see [Shape.Check]).
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), TS: UnixSeconds(time.Now())}
 }
@@ -93,22 +95,38 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s (%d): %s", e.Code, int(e.Code), e.Message)
 }
 
-// With returns e with data[key] = value set (e is modified and returned).
+// With returns a copy of e with a fresh Data map holding data[key] = value.
+// e itself is not modified, so one [*Error] may be shared and refined by
+// several callers; use the result (e = e.With(k, v)). It never returns nil.
 func (e *Error) With(key string, value any) *Error {
-	if e.Data == nil {
-		e.Data = map[string]any{}
-	}
-	e.Data[key] = value
-	return e
+	c := e.clone(1)
+	c.Data[key] = value
+	return c
 }
 
-// At stamps e with the device-clock time t and returns it.
+// At returns a copy of e (with a fresh Data map) stamped with the
+// device-clock time t. e itself is not modified. It never returns nil.
 func (e *Error) At(t time.Time) *Error {
-	e.TS = UnixSeconds(t)
-	return e
+	c := e.clone(0)
+	c.TS = UnixSeconds(t)
+	return c
 }
 
-// Is reports whether target is an *Error with the same code, so
+// clone copies e with a fresh Data map with room for extra more keys; a nil
+// Data stays nil when no key is to be added.
+func (e *Error) clone(extra int) *Error {
+	c := *e
+	if e.Data == nil && extra == 0 {
+		return &c
+	}
+	c.Data = make(map[string]any, len(e.Data)+extra)
+	for k, v := range e.Data {
+		c.Data[k] = v
+	}
+	return &c
+}
+
+// Is reports whether target is an [*Error] with the same code, so
 // errors.Is(err, &mhp.Error{Code: mhp.CodeDeviceBusy}) works.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
@@ -159,7 +177,7 @@ func (e *Error) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// AsError returns err as an *Error if it is or wraps one.
+// AsError returns err as an [*Error] if it is or wraps one.
 func AsError(err error) (*Error, bool) {
 	var e *Error
 	if errors.As(err, &e) {
@@ -168,7 +186,7 @@ func AsError(err error) (*Error, bool) {
 	return nil, false
 }
 
-// CodeOf returns the MHP code of err, CodeInternal for a non-MHP error, 0 for nil.
+// CodeOf returns the MHP code of err, [CodeInternal] for a non-MHP error, 0 for nil.
 func CodeOf(err error) Code {
 	if err == nil {
 		return 0

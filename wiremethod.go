@@ -11,7 +11,7 @@ import (
 )
 
 // WireMethod is one extra JSON-RPC method a server answers beside the
-// Device's own: ctx carries the caller's session label (SessionFrom); params
+// Device's own: ctx carries the caller's session label ([SessionFrom]); params
 // is the raw params object (nil when absent).
 type WireMethod func(ctx context.Context, params json.RawMessage) (any, error)
 
@@ -29,7 +29,7 @@ type OperatorExtension interface {
 	OperatorWireMethods() map[string]WireMethod
 }
 
-// Handle adapts a typed function to a WireMethod: params are decoded
+// Handle adapts a typed function to a [WireMethod]: params are decoded
 // strictly into Req (unknown fields refused, naming the method) and the
 // result is returned as is.
 func Handle[Req, Res any](method string, fn func(ctx context.Context, req Req) (Res, error)) WireMethod {
@@ -109,7 +109,7 @@ type Unwrapper interface {
 }
 
 // Find returns the first device in dev's decorator chain (dev itself, then
-// each Unwrap) that implements T, such as ResourceProvider.
+// each Unwrap) that implements T, such as [ResourceProvider].
 func Find[T any](dev Device) (T, bool) {
 	for i := 0; dev != nil && i < 64; i++ {
 		if t, ok := dev.(T); ok {

@@ -337,7 +337,7 @@ func Unreachable(err error) bool {
 
 // NotSent is the error of a request refused because the backend could not
 // be reached: nothing was sent, so the outcome is not_started and no fault
-// latches.
+// latches. It never returns nil, so it returns the concrete [*mhp.Error].
 func NotSent(what string, err error) *mhp.Error {
 	return mhp.Errorf(mhp.CodeServerError, "%s: backend unreachable, nothing was sent: %v", what, err).
 		With(mhp.DataReason, mhp.ReasonBackendUnavailable).With(mhp.DataOutcome, mhp.OutcomeNotStarted)

@@ -7,17 +7,17 @@
 // madsci, pylabrobot, mqtt) are built on it.
 //
 // The error contract of hooks:
-//   - return an *mhp.Error when the backend refused before anything took
+//   - return an [*mhp.Error] when the backend refused before anything took
 //     effect: the request fails with that error and the device state is unchanged;
 //   - return any other error when the effect is unknown (a timeout or lost
 //     connection after sending): the device latches in fault with outcome "unknown";
-//   - an action's Run returns ErrCancelled only when the backend confirmed that
+//   - an action's Run returns [ErrCancelled] only when the backend confirmed that
 //     the work stopped because of a cancel, and Failed(err) when the backend
 //     reported a failure whose effect is known.
 //
 // Estop is the one call that always works. It latches at once, asks every
 // job to cancel, cancels every write in flight and runs the EStop hook,
-// answering within Config.EStopAnswerTimeout whatever the hook does. The stop
+// answering within [Config.EStopAnswerTimeout] whatever the hook does. The stop
 // is the last word the backend hears: a Write hook or Run that was at the
 // backend when the estop latched is waited for, and when the last of them
 // returns the EStop hook runs once more; such a write is never answered ok
@@ -44,7 +44,7 @@ var ErrCancelled = errors.New("cancelled: the backend confirmed the work stopped
 // an interlock on it is open.
 var ErrUnavailable = errors.New("signal unavailable")
 
-// Unavailable returns an error wrapping ErrUnavailable with a reason.
+// Unavailable returns an error wrapping [ErrUnavailable] with a reason.
 func Unavailable(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUnavailable, fmt.Sprintf(format, args...))
 }
@@ -74,13 +74,13 @@ type Sample struct {
 
 // Signal binds a readable value. Read must honour its context's deadline:
 // the driver reads interlocks live on every write and invoke, under a
-// deadline, and a read that outlives Config.InterlockTimeout counts as
+// deadline, and a read that outlives [Config.InterlockTimeout] counts as
 // unavailable (the interlock is open).
 type Signal struct {
 	Spec mhp.Signal
-	// Read returns the current value; wrap ErrUnavailable when there is none.
+	// Read returns the current value; wrap [ErrUnavailable] when there is none.
 	Read func(ctx context.Context) (Sample, error)
-	// Pushed says the adapter publishes updates itself with Driver.PublishSignal,
+	// Pushed says the adapter publishes updates itself with [Driver.PublishSignal],
 	// so subscriptions do not poll Read.
 	Pushed bool
 }
@@ -114,13 +114,13 @@ type Action struct {
 	Run  func(ctx context.Context, job *Job) (any, error)
 	// Validate checks a whole request after the shapes passed; it must not touch
 	// the backend (it runs for dry runs too). Its error is InvalidValue unless
-	// it returns an *mhp.Error.
+	// it returns an [*mhp.Error].
 	Validate func(params map[string]any) error
 	// Pause and Resume ask the backend; without them a pausable action pauses
-	// cooperatively at Job.Checkpoint.
+	// cooperatively at [Job.Checkpoint].
 	Pause  func(ctx context.Context, job *Job) error
 	Resume func(ctx context.Context, job *Job) error
-	// Timeout bounds Run; zero means Config.JobTimeout.
+	// Timeout bounds Run; zero means [Config.JobTimeout].
 	Timeout time.Duration
 	// FaultOnFailure latches the device in fault even when the backend
 	// reported the failure (Failed).

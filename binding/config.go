@@ -33,7 +33,7 @@ type Config struct {
 	// Verify checks the device is safe to resume before a reset; default:
 	// every signal reads without error.
 	Verify func(ctx context.Context) error
-	// Close releases the backend in Driver.Close.
+	// Close releases the backend in [Driver.Close].
 	Close func() error
 	// Lease, when set, mirrors MHP leases onto the backend's own lock
 	// (SiLA 2 LockController, a PLC's ownership flag): it runs with

@@ -10,7 +10,7 @@ import (
 	"github.com/openmhp/mhp-go/clock"
 )
 
-// Driver is the BoundDriver: a complete mhp.Device made from bindings. It is
+// Driver is the BoundDriver: a complete [mhp.Device] made from bindings. It is
 // safe for concurrent use. Build it with New, call Start, and Close it when done.
 type Driver struct {
 	// Fixed at New: the configuration and what is made from it.

@@ -44,3 +44,49 @@ func Example() {
 	// LimitViolation - target_temperature=500 above max 300
 	// estop true - EStopActive
 }
+
+// A shaker with one signal, one setting with limits and one action: start
+// it, write, read, run the action to its end, and see a refused write.
+func ExampleNew() {
+	rpm := 0.0
+	speed := binding.Signal{Spec: mhp.Signal{Name: "speed", Type: mhp.TypeNumber, Unit: "rpm"},
+		Read: func(ctx context.Context) (binding.Sample, error) { return binding.Sample{Value: rpm}, nil }}
+	target := binding.Setting{Spec: mhp.Setting{Name: "target_speed", Type: mhp.TypeNumber, Limits: mhp.Range(0, 3000)},
+		Write: func(ctx context.Context, v any) (binding.WriteStatus, error) {
+			rpm = v.(float64)
+			return binding.Applied, nil
+		}}
+	spinDown := binding.Action{Spec: mhp.Action{Name: "spin_down"},
+		Run: func(ctx context.Context, job *binding.Job) (any, error) { rpm = 0; return "stopped", nil }}
+	dev, err := binding.New(binding.Config{Device: mhp.DeviceInfo{ID: "shaker-01", Class: "shaker"},
+		Signals: []binding.Signal{speed}, Settings: []binding.Setting{target}, Actions: []binding.Action{spinDown}})
+	if err != nil {
+		panic(err)
+	}
+	defer dev.Close()
+	ctx := context.Background()
+	if err := dev.Start(ctx); err != nil {
+		panic(err)
+	}
+	finished := make(chan mhp.Job, 1)
+	defer dev.Listen(func(n mhp.Notification) {
+		if n.Method == mhp.NotifyJobsFinished {
+			finished <- n.Params["job"].(mhp.Job)
+		}
+	})()
+
+	_, err = dev.Write(ctx, mhp.WriteRequest{Name: "target_speed", Value: 1200.0})
+	read, _ := dev.Read(ctx, []string{"speed"})
+	fmt.Println("write:", err, "- speed:", read.Values["speed"])
+
+	started, _ := dev.Invoke(ctx, mhp.InvokeRequest{Name: "spin_down"})
+	job := <-finished
+	fmt.Println(started.Job.Action, job.State, job.Result)
+
+	_, err = dev.Write(ctx, mhp.WriteRequest{Name: "target_speed", Value: 9000.0})
+	fmt.Println(mhp.CodeOf(err), int(mhp.CodeOf(err)))
+	// Output:
+	// write: <nil> - speed: 1200
+	// spin_down done stopped
+	// LimitViolation -32010
+}

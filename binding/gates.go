@@ -140,8 +140,9 @@ func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *S
 		return nil, e
 	}
 	// 4. limits
-	value, ce := set.shape.Check(req.Name, req.Value)
-	if ce != nil {
+	value, err := set.shape.Check(req.Name, req.Value)
+	if err != nil {
+		ce, _ := mhp.AsError(err) // Check's errors are *mhp.Error
 		return nil, d.stamp(ce.With(mhp.DataGate, mhp.GateLimits))
 	}
 	// 5. lease and 6. busy
@@ -180,8 +181,9 @@ func (d *Driver) invokeGates(ctx context.Context, s string, now time.Time, act *
 		}
 	}
 	// 4. limits: the param shapes, then the binding's whole-request check
-	params, ce := act.Spec.Params.Check(req.Name, req.Params)
-	if ce != nil {
+	params, err := act.Spec.Params.Check(req.Name, req.Params)
+	if err != nil {
+		ce, _ := mhp.AsError(err)
 		return nil, d.stamp(ce.With(mhp.DataGate, mhp.GateLimits))
 	}
 	if act.Validate != nil {

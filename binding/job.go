@@ -41,9 +41,9 @@ func (j *Job) CancelRequested() bool {
 	return j.cancelRequested
 }
 
-// Checkpoint blocks while the job is paused. It returns ErrCancelled if the
+// Checkpoint blocks while the job is paused. It returns [ErrCancelled] if the
 // job's context ended because of a cancel or estop, the context's cause for
-// another end (a timeout: errors.Is(err, context.DeadlineExceeded)), nil to
+// another end (a timeout: errors.Is(err, [context.DeadlineExceeded])), nil to
 // go on. Simulated devices call it between steps.
 func (j *Job) Checkpoint(ctx context.Context) error {
 	for {

@@ -15,7 +15,7 @@ import (
 
 // ---- actions and jobs ----
 
-// Invoke implements mhp.Device: actions/invoke through the six gates; the
+// Invoke implements [mhp.Device]: actions/invoke through the six gates; the
 // job is returned queued and runs in its own goroutine.
 func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.InvokeResult, error) {
 	s, now := d.touchAt(ctx)
@@ -206,16 +206,16 @@ func (d *Driver) finishJob(r *jobRec, act *Action, out runResult) {
 		j.State, j.Outcome = mhp.JobFailed, mhp.OutcomeFailed
 		j.Error = d.errorf(mhp.CodeServerError, "%s failed: %v", j.Action, failed.Err)
 		for k, v := range failed.Data {
-			j.Error.With(k, v)
+			j.Error = j.Error.With(k, v)
 		}
-		j.Error.With(mhp.DataOutcome, mhp.OutcomeFailed)
+		j.Error = j.Error.With(mhp.DataOutcome, mhp.OutcomeFailed)
 		if act.FaultOnFailure {
 			faultReason = fmt.Sprintf("job %s (%s) failed: %v", j.ID, j.Action, failed.Err)
 		}
 	default:
 		if me, ok := mhp.AsError(out.err); ok && !me.OutcomeUnknown() {
 			j.State, j.Outcome, j.Error = mhp.JobFailed, mhp.OutcomeNotStarted, d.adopt(me)
-			j.Error.With(mhp.DataOutcome, mhp.OutcomeNotStarted)
+			j.Error = j.Error.With(mhp.DataOutcome, mhp.OutcomeNotStarted)
 			break
 		}
 		j.State, j.Outcome = mhp.JobFailed, mhp.OutcomeUnknown
@@ -271,7 +271,7 @@ func (d *Driver) jobLocked(id string) (*jobRec, *mhp.Error) {
 	return r, nil
 }
 
-// Job implements mhp.Device: jobs/status.
+// Job implements [mhp.Device]: jobs/status.
 func (d *Driver) Job(ctx context.Context, id string) (*mhp.Job, error) {
 	d.touch(ctx)
 	d.mu.Lock()
@@ -284,7 +284,7 @@ func (d *Driver) Job(ctx context.Context, id string) (*mhp.Job, error) {
 	return &snap, nil
 }
 
-// Jobs implements mhp.Device: jobs/list, newest first.
+// Jobs implements [mhp.Device]: jobs/list, newest first.
 func (d *Driver) Jobs(ctx context.Context, req mhp.JobsRequest) ([]mhp.Job, error) {
 	d.touch(ctx)
 	d.mu.Lock()
@@ -308,7 +308,7 @@ func (d *Driver) Jobs(ctx context.Context, req mhp.JobsRequest) ([]mhp.Job, erro
 	return out, nil
 }
 
-// CancelJob implements mhp.Device: jobs/cancel. The binding's context is
+// CancelJob implements [mhp.Device]: jobs/cancel. The binding's context is
 // cancelled; the job ends as the backend reports (done if it ran on).
 func (d *Driver) CancelJob(ctx context.Context, id string) (*mhp.Job, error) {
 	s := d.touch(ctx)
@@ -336,7 +336,7 @@ func (d *Driver) CancelJob(ctx context.Context, id string) (*mhp.Job, error) {
 	return &snap, nil
 }
 
-// PauseJob implements mhp.Device: jobs/pause (not lease-gated). Pausing a
+// PauseJob implements [mhp.Device]: jobs/pause (not lease-gated). Pausing a
 // paused job answers its status again.
 func (d *Driver) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 	s := d.touch(ctx)
@@ -372,7 +372,7 @@ func (d *Driver) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 	return &snap, nil
 }
 
-// ResumeJob implements mhp.Device: jobs/resume, refused in estop or fault and
+// ResumeJob implements [mhp.Device]: jobs/resume, refused in estop or fault and
 // lease-gated like an invoke (on a watchdog device it needs the lease).
 func (d *Driver) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
 	s, now := d.touchAt(ctx)

@@ -100,7 +100,7 @@ func (d *Driver) leaseGateLocked(s string, now time.Time) *mhp.Error {
 	return nil
 }
 
-// Acquire implements mhp.Device: session/acquire {ttl}.
+// Acquire implements [mhp.Device]: session/acquire {ttl}.
 func (d *Driver) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, error) {
 	s := d.touch(ctx)
 	if s == "" {
@@ -234,7 +234,7 @@ func (d *Driver) tripLocked(reason string) {
 	go d.estopFinish(context.Background(), "watchdog", reason, cancelled)
 }
 
-// Renew implements mhp.Device: session/renew, holder only.
+// Renew implements [mhp.Device]: session/renew, holder only.
 func (d *Driver) Renew(ctx context.Context) (*mhp.Lease, error) {
 	s := d.touch(ctx)
 	d.mu.Lock()
@@ -243,7 +243,7 @@ func (d *Driver) Renew(ctx context.Context) (*mhp.Lease, error) {
 	if holder == "" || holder != s {
 		e := d.errorf(mhp.CodeNotLeased, "this session holds no lease to renew").With(mhp.DataReason, "lease_lost")
 		if holder != "" {
-			e.With(mhp.DataHolder, holder)
+			e = e.With(mhp.DataHolder, holder)
 		}
 		return nil, e
 	}
@@ -251,7 +251,7 @@ func (d *Driver) Renew(ctx context.Context) (*mhp.Lease, error) {
 	return d.leaseInfoLocked(), nil
 }
 
-// Release implements mhp.Device: session/release.
+// Release implements [mhp.Device]: session/release.
 func (d *Driver) Release(ctx context.Context) error {
 	s := d.touch(ctx)
 	d.mu.Lock()
@@ -267,7 +267,7 @@ func (d *Driver) Release(ctx context.Context) error {
 	return nil
 }
 
-// EndSession implements mhp.Device: the session's lease is released and its
+// EndSession implements [mhp.Device]: the session's lease is released and its
 // subscriptions dropped.
 func (d *Driver) EndSession(ctx context.Context) {
 	s := mhp.SessionFrom(ctx)
@@ -286,7 +286,7 @@ func (d *Driver) EndSession(ctx context.Context) {
 	delete(d.sessions, s)
 }
 
-// Ping implements mhp.Device; it feeds the watchdog.
+// Ping implements [mhp.Device]; it feeds the watchdog.
 func (d *Driver) Ping(ctx context.Context) (*mhp.PingResult, error) {
 	d.touch(ctx)
 	d.mu.Lock()

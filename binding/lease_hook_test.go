@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/openmhp/mhp-go"
@@ -32,21 +33,20 @@ func (l *lockLog) hook(_ context.Context, holder string, acquire bool) error {
 	return nil
 }
 
-func (l *lockLog) wait(t *testing.T, n int) []string {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		l.mu.Lock()
-		ev := append([]string(nil), l.events...)
-		l.mu.Unlock()
-		if len(ev) >= n || time.Now().After(deadline) {
-			return ev
-		}
-		time.Sleep(time.Millisecond) // the release hook runs on its own goroutine
-	}
+// settled returns the hook calls once every goroutine of the synctest
+// bubble is blocked (the release hook runs on its own goroutine).
+func (l *lockLog) settled() []string {
+	synctest.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.events...)
 }
 
-func TestLeaseHookMirrorsLeases(t *testing.T) {
+// TestLeaseHookMirrorsLeases runs in a synctest bubble, so the release
+// hook's goroutine is waited for, not polled.
+func TestLeaseHookMirrorsLeases(t *testing.T) { synctest.Test(t, testLeaseHookMirrorsLeases) }
+
+func testLeaseHookMirrorsLeases(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_900_000_000, 0))
 	locks := &lockLog{}
 	drv, err := binding.New(binding.Config{Device: mhp.DeviceInfo{ID: "locky"}, Clock: clk, Safety: mhp.Safety{WatchdogS: 5},
@@ -66,7 +66,7 @@ func TestLeaseHookMirrorsLeases(t *testing.T) {
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ev := locks.wait(t, 2); len(ev) != 2 || ev[0] != "lock a" || ev[1] != "unlock a" {
+	if ev := locks.settled(); len(ev) != 2 || ev[0] != "lock a" || ev[1] != "unlock a" {
 		t.Fatalf("hook calls %v", ev)
 	}
 	// The watchdog ends b's lease: the backend lock is given back too.
@@ -74,7 +74,7 @@ func TestLeaseHookMirrorsLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(6 * time.Second)
-	if ev := locks.wait(t, 4); len(ev) != 4 || ev[3] != "unlock b" {
+	if ev := locks.settled(); len(ev) != 4 || ev[3] != "unlock b" {
 		t.Fatalf("hook calls after the watchdog %v", ev)
 	}
 	// A backend that refuses its lock refuses the lease.

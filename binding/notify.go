@@ -8,7 +8,7 @@ import (
 
 // ---- notifications ----
 
-// Listen implements mhp.Device.
+// Listen implements [mhp.Device].
 func (d *Driver) Listen(fn func(mhp.Notification)) func() {
 	d.mu.Lock()
 	id := d.nextListener

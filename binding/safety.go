@@ -59,7 +59,7 @@ func (d *Driver) faultLatched(reason string) {
 
 // ---- estop and reset ----
 
-// EStop implements mhp.Device: safety/estop. It latches estop at once, never
+// EStop implements [mhp.Device]: safety/estop. It latches estop at once, never
 // waits behind a vendor call, requests the cancel of every job, cuts off
 // every backend call in flight and runs the stop hook. The answer comes
 // within EStopAnswerTimeout whatever the hook does: a hook still running
@@ -227,7 +227,7 @@ func (d *Driver) publishEStop(by, reason string, res *mhp.EStopResult) {
 	d.publishLocked(mhp.NotifySafetyEStop, p)
 }
 
-// Reset implements mhp.Device: safety/reset. It is lease-gated (only the
+// Reset implements [mhp.Device]: safety/reset. It is lease-gated (only the
 // holder, or anyone when no lease is held: 003 section 5.6), refuses while a
 // job is active or a backend call cut off by an estop has not returned, and
 // verifies recovery before returning to idle. Nothing touches the backend
@@ -260,7 +260,7 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 		}
 		if d.latches != latches { // an estop or fault came while verifying: it stands
 			if e = d.stateGateLocked(); e != nil {
-				e.With(mhp.DataReason, "latched while the reset verified recovery")
+				e = e.With(mhp.DataReason, "latched while the reset verified recovery")
 				return
 			}
 		}

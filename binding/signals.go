@@ -14,7 +14,7 @@ import (
 
 // ---- describe, read, subscribe ----
 
-// Describe implements mhp.Device.
+// Describe implements [mhp.Device].
 func (d *Driver) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.Description, error) {
 	d.touch(ctx)
 	out, err := mhp.Describe(&d.desc, d.State(), req)
@@ -27,7 +27,7 @@ func (d *Driver) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.De
 	return out, err
 }
 
-// Limits implements mhp.Device: safety/limits.
+// Limits implements [mhp.Device]: safety/limits.
 func (d *Driver) Limits(ctx context.Context) (*mhp.LimitsReport, error) {
 	d.touch(ctx)
 	r := &mhp.LimitsReport{Settings: map[string]mhp.SettingEnvelope{}, Actions: map[string]mhp.ActionEnvelope{},
@@ -83,7 +83,7 @@ func finite(v any) bool {
 	return true
 }
 
-// Read implements mhp.Device: signals/read. Unreadable signals read null with a reason.
+// Read implements [mhp.Device]: signals/read. Unreadable signals read null with a reason.
 func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, error) {
 	d.touch(ctx)
 	d.mu.Lock()
@@ -139,7 +139,7 @@ func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, err
 	return out, nil
 }
 
-// Subscribe implements mhp.Device: signals/subscribe for this session.
+// Subscribe implements [mhp.Device]: signals/subscribe for this session.
 func (d *Driver) Subscribe(ctx context.Context, names []string) (*mhp.SubscribeResult, error) {
 	s := d.touch(ctx)
 	if len(names) == 0 {
@@ -172,7 +172,7 @@ func (d *Driver) Subscribe(ctx context.Context, names []string) (*mhp.SubscribeR
 	return &mhp.SubscribeResult{Subscribed: names}, nil
 }
 
-// Unsubscribe implements mhp.Device.
+// Unsubscribe implements [mhp.Device].
 func (d *Driver) Unsubscribe(ctx context.Context, names []string) error {
 	s := d.touch(ctx)
 	d.mu.Lock()

@@ -10,7 +10,7 @@ import (
 
 // ---- settings/write ----
 
-// Write implements mhp.Device: settings/write through the six gates
+// Write implements [mhp.Device]: settings/write through the six gates
 // (gates.go). A write whose hook was at the backend when an estop latched is
 // never answered ok: it is refused EStopActive with data.outcome "unknown"
 // (the value may have been applied; the stop comes after it) or
@@ -173,7 +173,7 @@ func (d *Driver) writeCutOff(name string, value any, err error) *mhp.Error {
 	e := d.errorf(mhp.CodeEStopActive, "settings/write %s=%v was at the backend when an estop latched: %s; the stop comes after it",
 		name, value, what).With(mhp.DataGate, mhp.GateState).With(mhp.DataOutcome, outcome).With(mhp.DataName, name)
 	if err != nil {
-		e.With(mhp.DataBackendError, mhp.Truncate(err.Error(), 1024))
+		e = e.With(mhp.DataBackendError, mhp.Truncate(err.Error(), 1024))
 	}
 	return e
 }

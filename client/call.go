@@ -7,11 +7,11 @@ import (
 	"github.com/openmhp/mhp-go"
 )
 
-// Call sends any method beyond mhp.Device's own (evidence/head,
+// Call sends any method beyond [mhp.Device]'s own (evidence/head,
 // evidence/list, methods/*, permits/issue) and decodes its result into out
 // (may be nil). In process, the method is looked up among the device
-// chain's extensions (mhp.WireExtensions; operator methods only with
-// Options.OperatorToken set).
+// chain's extensions ([mhp.WireExtensions]; operator methods only with
+// [Options.OperatorToken] set).
 func (d *Device) Call(ctx context.Context, method string, params, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()

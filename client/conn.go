@@ -87,7 +87,7 @@ func (l *listeners) publish(n mhp.Notification) {
 func transportError(method string, sent bool, format string, args ...any) *mhp.Error {
 	e := mhp.Errorf(mhp.CodeServerError, method+": "+format, args...).With(mhp.DataReason, ReasonTransport).With("sent", sent)
 	if sent && actuating(method) {
-		e.With(mhp.DataOutcome, mhp.OutcomeUnknown)
+		e = e.With(mhp.DataOutcome, mhp.OutcomeUnknown)
 	}
 	return e
 }

@@ -50,12 +50,12 @@ type Options struct {
 	// (capabilities.commandIds); default 2, negative for none. A server that
 	// does not honour them never gets a resend: it might act twice.
 	CommandRetries int
-	// EStopTimeout is Lab.EStopAll's per-device deadline, dialling included;
+	// EStopTimeout is [Lab.EStopAll]'s per-device deadline, dialling included;
 	// default 5s.
 	EStopTimeout time.Duration
 	// HTTPClient replaces the default HTTP client.
 	HTTPClient *http.Client
-	// Stderr receives a stdio driver process's stderr; default os.Stderr.
+	// Stderr receives a stdio driver process's stderr; default [os.Stderr].
 	Stderr io.Writer
 	// Logger receives heartbeat and reconnect logs; default slog.Default().
 	Logger *slog.Logger
@@ -93,7 +93,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Device is a handle on one MHP device: it implements mhp.Device (over the
+// Device is a handle on one MHP device: it implements [mhp.Device] (over the
 // wire or in process) with its own session, and adds leases on first use,
 // a lease heartbeat, Wait, and the Get/Set/Run conveniences. It is safe for
 // concurrent use.
@@ -121,7 +121,7 @@ var _ mhp.Device = (*Device)(nil)
 //   - "stdio:<command line>": starts the command (split on spaces, with
 //     '…' and "…" quoting) and speaks over its stdin and stdout; Close
 //     closes its stdin and kills it if it has not exited within a second.
-//     Refused unless Options.AllowStdio (see ErrCommandTarget).
+//     Refused unless [Options.AllowStdio] (see [ErrCommandTarget]).
 //
 // For an in-process device use Connect.
 func Dial(ctx context.Context, target string, opts Options) (*Device, error) {
@@ -148,8 +148,8 @@ func Dial(ctx context.Context, target string, opts Options) (*Device, error) {
 	return nil, fmt.Errorf("client: target %q is not http://host:port or stdio:<command>", target)
 }
 
-// DialStream speaks to a stream server (transport.Server.ServeStdio) over r
-// and w, and runs initialize. Close closes w (if it is an io.Closer), which
+// DialStream speaks to a stream server ([transport.Server.ServeStdio]) over r
+// and w, and runs initialize. Close closes w (if it is an [io.Closer]), which
 // ends the server's session.
 func DialStream(ctx context.Context, r io.Reader, w io.Writer, opts Options) (*Device, error) {
 	opts = opts.withDefaults()
@@ -396,33 +396,33 @@ func (d *Device) Close() error {
 
 // ---- mhp.Device ----
 
-// Describe implements mhp.Device.
+// Describe implements [mhp.Device].
 func (d *Device) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.Description, error) {
 	return d.base.Describe(ctx, req)
 }
 
-// Read implements mhp.Device.
+// Read implements [mhp.Device].
 func (d *Device) Read(ctx context.Context, names []string) (*mhp.ReadResult, error) {
 	return d.base.Read(ctx, names)
 }
 
-// Subscribe implements mhp.Device.
+// Subscribe implements [mhp.Device].
 func (d *Device) Subscribe(ctx context.Context, names []string) (*mhp.SubscribeResult, error) {
 	return d.base.Subscribe(ctx, names)
 }
 
-// Unsubscribe implements mhp.Device.
+// Unsubscribe implements [mhp.Device].
 func (d *Device) Unsubscribe(ctx context.Context, names []string) error {
 	return d.base.Unsubscribe(ctx, names)
 }
 
-// Write implements mhp.Device; a write refused for want of a lease
+// Write implements [mhp.Device]; a write refused for want of a lease
 // (reason lease_required) acquires one and is sent again, once.
 //
 // On a server that honours command ids (capabilities.commandIds), and unless
-// Options.Plain, a write that is not a dry run carries a fresh commandId (one
+// [Options.Plain], a write that is not a dry run carries a fresh commandId (one
 // per intent) and is resent with the same id after a transport failure (see
-// Options.CommandRetries). Other servers never see the field.
+// [Options.CommandRetries]). Other servers never see the field.
 func (d *Device) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
 	if !req.DryRun && req.CommandID == "" && d.commandIDs() {
 		req.CommandID = NewCommandID()
@@ -437,7 +437,7 @@ func (d *Device) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	return res, err
 }
 
-// Invoke implements mhp.Device, with the lease on first use of Write.
+// Invoke implements [mhp.Device], with the lease on first use of Write.
 // It carries a command id and is resent after a transport failure as Write is.
 func (d *Device) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.InvokeResult, error) {
 	if !req.DryRun && req.CommandID == "" && d.commandIDs() {
@@ -453,25 +453,25 @@ func (d *Device) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	return res, err
 }
 
-// Job implements mhp.Device (jobs/status).
+// Job implements [mhp.Device] (jobs/status).
 func (d *Device) Job(ctx context.Context, id string) (*mhp.Job, error) { return d.base.Job(ctx, id) }
 
-// Jobs implements mhp.Device (jobs/list).
+// Jobs implements [mhp.Device] (jobs/list).
 func (d *Device) Jobs(ctx context.Context, req mhp.JobsRequest) ([]mhp.Job, error) {
 	return d.base.Jobs(ctx, req)
 }
 
-// CancelJob implements mhp.Device (jobs/cancel).
+// CancelJob implements [mhp.Device] (jobs/cancel).
 func (d *Device) CancelJob(ctx context.Context, id string) (*mhp.Job, error) {
 	return d.base.CancelJob(ctx, id)
 }
 
-// PauseJob implements mhp.Device (jobs/pause).
+// PauseJob implements [mhp.Device] (jobs/pause).
 func (d *Device) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 	return d.base.PauseJob(ctx, id)
 }
 
-// ResumeJob implements mhp.Device (jobs/resume), with the lease on first use.
+// ResumeJob implements [mhp.Device] (jobs/resume), with the lease on first use.
 func (d *Device) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
 	j, err := d.base.ResumeJob(ctx, id)
 	if d.leaseRetry(ctx, err) {
@@ -480,8 +480,8 @@ func (d *Device) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
 	return j, err
 }
 
-// Acquire implements mhp.Device (session/acquire) and starts the heartbeat
-// that renews the lease (unless Options.Plain).
+// Acquire implements [mhp.Device] (session/acquire) and starts the heartbeat
+// that renews the lease (unless [Options.Plain]).
 func (d *Device) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, error) {
 	l, err := d.base.Acquire(ctx, ttl)
 	if err != nil {
@@ -493,24 +493,24 @@ func (d *Device) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, er
 	return l, nil
 }
 
-// Renew implements mhp.Device (session/renew).
+// Renew implements [mhp.Device] (session/renew).
 func (d *Device) Renew(ctx context.Context) (*mhp.Lease, error) { return d.base.Renew(ctx) }
 
-// Release implements mhp.Device (session/release) and stops the heartbeat.
+// Release implements [mhp.Device] (session/release) and stops the heartbeat.
 func (d *Device) Release(ctx context.Context) error {
 	d.stopHeartbeat()
 	return d.base.Release(ctx)
 }
 
-// Limits implements mhp.Device (safety/limits).
+// Limits implements [mhp.Device] (safety/limits).
 func (d *Device) Limits(ctx context.Context) (*mhp.LimitsReport, error) { return d.base.Limits(ctx) }
 
-// EStop implements mhp.Device (safety/estop).
+// EStop implements [mhp.Device] (safety/estop).
 func (d *Device) EStop(ctx context.Context, reason string) (*mhp.EStopResult, error) {
 	return d.base.EStop(ctx, reason)
 }
 
-// Reset implements mhp.Device (safety/reset), with the lease on first use.
+// Reset implements [mhp.Device] (safety/reset), with the lease on first use.
 func (d *Device) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	r, err := d.base.Reset(ctx)
 	if d.leaseRetry(ctx, err) {
@@ -519,14 +519,14 @@ func (d *Device) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	return r, err
 }
 
-// Ping implements mhp.Device.
+// Ping implements [mhp.Device].
 func (d *Device) Ping(ctx context.Context) (*mhp.PingResult, error) { return d.base.Ping(ctx) }
 
-// Listen implements mhp.Device: fn receives this connection's notifications
+// Listen implements [mhp.Device]: fn receives this connection's notifications
 // (over the wire: signals/update only for signals this session subscribed).
 func (d *Device) Listen(fn func(mhp.Notification)) func() { return d.base.Listen(fn) }
 
-// EndSession implements mhp.Device: the server forgets this session (its
+// EndSession implements [mhp.Device]: the server forgets this session (its
 // lease is released). The handle stays usable over HTTP (the next call
 // initializes again).
 func (d *Device) EndSession(ctx context.Context) {
@@ -583,7 +583,7 @@ func (d *Device) Run(ctx context.Context, action string, params map[string]any) 
 // Wait blocks until the job is terminal and returns it. It listens for the
 // job's notifications and polls jobs/status every PollEvery as a fallback
 // (a dropped notification costs at most one interval). It returns ctx's
-// error, as an *mhp.Error with reason "transport", when ctx ends first.
+// error, as an [*mhp.Error] with reason "transport", when ctx ends first.
 func (d *Device) Wait(ctx context.Context, jobID string) (*mhp.Job, error) {
 	notified := make(chan *mhp.Job, 1)
 	stop := d.Listen(func(n mhp.Notification) {

@@ -26,7 +26,7 @@
 //
 // Errors come back as *mhp.Error with the server's code. A call that got no
 // answer (unreachable, timed out, connection lost) is an *mhp.Error with
-// code -32000 and data.reason "transport" (IsTransportError); data.sent says
+// code -32000 and data.reason "transport" ([IsTransportError]); data.sent says
 // whether the request may have reached the server, and for actuating methods
 // data.outcome "unknown" says its effect is unknown: reconcile by reading
 // state, never by sending again. The client never resends a request that may
@@ -37,20 +37,20 @@
 // once more).
 //
 // Leases: Acquire (or a lease taken on first use) starts a heartbeat that
-// renews the lease every min(ttl, watchdog_s)/3 (Options.HeartbeatEvery
+// renews the lease every min(ttl, watchdog_s)/3 ([Options.HeartbeatEvery]
 // overrides); when a renew says the lease is lost the heartbeat stops and
 // the next actuating call fails with NotLeased. Release, Close and Scope's
-// release func stop it. Options.Plain turns leases on first use and the
+// release func stop it. [Options.Plain] turns leases on first use and the
 // heartbeat off.
 //
 // Other implementations: the client reads every shape the spec leaves open
 // (identity under "device", bare limits with a separate approval map, estop
-// jobs as "cancelled" or "cancelling" — EStopJobs reads either —, "verified"
+// jobs as "cancelled" or "cancelling" — [EStopJobs] reads either —, "verified"
 // as a string, notes at the top level of a dry run, ts in the error object,
 // numbers as ints, floats or numeric strings, unknown state strings) and
 // never panics on an odd answer: a field of a type it cannot read is left at
 // its zero value. Over HTTP every Dial sends its own X-MHP-Client
-// (NewClientID, or Options.ClientID), so two processes or two handles are
+// ([NewClientID], or [Options.ClientID]), so two processes or two handles are
 // never one client to a server that names clients by that header.
 //
 // A Device is safe for concurrent use: over a stream, calls are matched to

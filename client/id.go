@@ -10,7 +10,7 @@ import (
 
 // NewClientID returns a client identity unique to this call:
 // "<name>/<hostname>-<pid>-<random>". Dial sends it as X-MHP-Client unless
-// Options.ClientID is set, so that two processes, or two handles in one
+// [Options.ClientID] is set, so that two processes, or two handles in one
 // process, are never one client to a server that names clients by that
 // header (spec §9: "Clients SHOULD send an X-MHP-Client header so leases and
 // audit logs can name them"). Characters outside [A-Za-z0-9._-] in the

@@ -107,11 +107,11 @@ const (
 	EStopError = "error"
 )
 
-// EStopOutcome is one device's result of Lab.EStopAll.
+// EStopOutcome is one device's result of [Lab.EStopAll].
 type EStopOutcome struct {
-	// Status is EStopStopped, EStopUnconfirmed or EStopError.
+	// Status is [EStopStopped], [EStopUnconfirmed] or [EStopError].
 	Status string
-	// OK reports that the device answered the estop (Status is not EStopError).
+	// OK reports that the device answered the estop (Status is not [EStopError]).
 	OK bool
 	// Result is the device's answer, when it answered.
 	Result *mhp.EStopResult
@@ -122,7 +122,7 @@ type EStopOutcome struct {
 }
 
 // EStopAll sends safety/estop to every device of the lab in parallel,
-// dialling those not yet connected, each bounded by Options.EStopTimeout (and
+// dialling those not yet connected, each bounded by [Options.EStopTimeout] (and
 // ctx), and returns every device's outcome. It never stops early: a device
 // that fails does not delay the others.
 func (l *Lab) EStopAll(ctx context.Context, reason string) map[string]EStopOutcome {

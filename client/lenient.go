@@ -430,7 +430,7 @@ func coerceFields(m map[string]any, t reflect.Type) {
 }
 
 // EStopJobs returns the jobs an estop result lists as stopping (the wire's
-// "cancelling", or "cancelled" from older servers, which mhp.EStopResult
+// "cancelling", or "cancelled" from older servers, which [mhp.EStopResult]
 // decodes into Cancelling): jobs whose cancel was requested, not their end
 // states (those come from the backend).
 func EStopJobs(r *mhp.EStopResult) []string {

@@ -11,7 +11,7 @@ import (
 func IsCommandTarget(target string) bool { return strings.HasPrefix(target, "stdio:") }
 
 // ErrCommandTarget is the refusal of a stdio: target that was not allowed:
-// a command line is run only when the operator gave it (Options.AllowStdio),
+// a command line is run only when the operator gave it ([Options.AllowStdio]),
 // never when it came from a directory, a manifest or the network.
 func ErrCommandTarget(target string) error {
 	return mhp.Errorf(mhp.CodeForbidden,

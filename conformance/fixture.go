@@ -4,7 +4,7 @@
 //	func TestConformance(t *testing.T) { conformance.Run(t, myHarness) }
 //
 // The harness builds a fresh device under test whose items are the fixture's
-// (FixtureDescriptor), backed by a fake that drives an Instrument, and hands
+// ([FixtureDescriptor]), backed by a fake that drives an Instrument, and hands
 // back the Backend controls so that the suite can make a hook block, fail,
 // refuse or ignore a cancel. The same checks run in process, over HTTP and
 // stdio, and through each ecosystem adapter.
@@ -36,7 +36,7 @@ const (
 	ActionForbidden = "forbidden_action" // short, approval forbid
 )
 
-// Names of the fixture's extra items (FixtureExtras). A harness that serves
+// Names of the fixture's extra items ([FixtureExtras]). A harness that serves
 // them runs the checks that need them; for one that does not, those checks
 // are skipped with a reason.
 const (
@@ -45,7 +45,7 @@ const (
 	ActionDose     = "dose"          // short, params {volume_ul: number, exclusiveMin 0, exclusiveMax 50}
 )
 
-// Exclusive bounds of SettingFlow and of ActionDose's volume_ul.
+// Exclusive bounds of [SettingFlow] and of [ActionDose]'s volume_ul.
 const (
 	FlowExclusiveMax = 10.0
 	DoseExclusiveMax = 50.0
@@ -93,9 +93,9 @@ func FixtureDescriptor() mhp.Descriptor {
 
 // FixtureExtras returns the fixture's extra items: a setting with both an
 // approval level and an interlock (the write path's gate order), and a
-// setting and an action param with exclusive bounds. MemoryDriver serves
-// them after FixtureDescriptor's items; an adapter's harness opts in by
-// serving them too (WithExtras) when Options.Extras asks.
+// setting and an action param with exclusive bounds. [MemoryDriver] serves
+// them after [FixtureDescriptor]'s items; an adapter's harness opts in by
+// serving them too ([WithExtras]) when [Options.Extras] asks.
 func FixtureExtras() (settings []mhp.Setting, actions []mhp.Action) {
 	exclusive := func(max float64) *mhp.Limits {
 		lo, hi := 0.0, max
@@ -113,7 +113,7 @@ func FixtureExtras() (settings []mhp.Setting, actions []mhp.Action) {
 	return settings, actions
 }
 
-// WithExtras returns d with FixtureExtras appended.
+// WithExtras returns d with [FixtureExtras] appended.
 func WithExtras(d mhp.Descriptor) mhp.Descriptor {
 	s, a := FixtureExtras()
 	d.Settings = append(append([]mhp.Setting(nil), d.Settings...), s...)
@@ -148,7 +148,7 @@ func (b Behaviour) String() string {
 }
 
 // Backend is what the suite controls of the fake behind the device under test.
-// *Instrument implements it; a harness whose fake wraps an Instrument returns it.
+// [*Instrument] implements it; a harness whose fake wraps an Instrument returns it.
 type Backend interface {
 	// SetSignal sets a signal's value at the backend, as the instrument would.
 	SetSignal(name string, value any)
@@ -169,14 +169,14 @@ type Backend interface {
 }
 
 // ReadCounter is implemented by a Backend that counts the signal reads that
-// reached it (*Instrument does); checks that must see the backend left
+// reached it ([*Instrument] does); checks that must see the backend left
 // alone use it and are skipped when the backend cannot tell.
 type ReadCounter interface {
 	Reads() int
 }
 
 // StopHanger is implemented by a Backend whose estop command can be made to
-// hang (*Instrument does): the bounded estop answer is checked with it, and
+// hang ([*Instrument] does): the bounded estop answer is checked with it, and
 // skipped when the backend cannot hang.
 type StopHanger interface {
 	HangStop(hang bool)
@@ -186,7 +186,7 @@ type StopHanger interface {
 type Options struct {
 	// WatchdogS, when positive, makes the device declare safety.watchdog_s.
 	WatchdogS float64
-	// Extras asks for FixtureExtras too. Run sets it for every check; a
+	// Extras asks for [FixtureExtras] too. Run sets it for every check; a
 	// harness that cannot serve them ignores it and the checks that need
 	// them are skipped.
 	Extras bool

@@ -12,7 +12,8 @@ import (
 	"github.com/openmhp/mhp-go"
 )
 
-// ExpectCode fails t unless err is an *mhp.Error with the code; it returns the error.
+// ExpectCode fails t unless err is an [*mhp.Error] with the code; it returns
+// the error, never nil (t stops first), so it returns the concrete type.
 func ExpectCode(t testing.TB, err error, code mhp.Code) *mhp.Error {
 	t.Helper()
 	if err == nil {
@@ -34,7 +35,7 @@ func ExpectCode(t testing.TB, err error, code mhp.Code) *mhp.Error {
 	return e
 }
 
-// Eventually polls cond every few milliseconds until it holds, failing t after WaitTimeout.
+// Eventually polls cond every few milliseconds until it holds, failing t after [WaitTimeout].
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	EventuallyWithin(t, what, WaitTimeout, cond)

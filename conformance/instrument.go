@@ -105,7 +105,7 @@ func (in *Instrument) Release(name string) {
 	}
 }
 
-// HangStop implements StopHanger: while hang is true, estop commands block
+// HangStop implements [StopHanger]: while hang is true, estop commands block
 // (a frozen controller) until HangStop(false) or ReleaseAll.
 func (in *Instrument) HangStop(hang bool) {
 	in.mu.Lock()
@@ -162,14 +162,14 @@ func (in *Instrument) FailStop(fail bool) {
 	in.failStop = fail
 }
 
-// Reads implements ReadCounter: the ReadSignal calls so far.
+// Reads implements [ReadCounter]: the ReadSignal calls so far.
 func (in *Instrument) Reads() int {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return in.reads
 }
 
-// ReadSignal returns a signal's value, or ErrUnavailable.
+// ReadSignal returns a signal's value, or [ErrUnavailable].
 func (in *Instrument) ReadSignal(name string) (any, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -196,9 +196,9 @@ func (in *Instrument) releaseChan(name string) chan struct{} {
 }
 
 // WriteSetting applies a write as scripted: Normal applies it; Block waits
-// for Release (then applies) or ctx; Refuse returns ErrRefused and changes
-// nothing; FailReported returns ErrReported and changes nothing (the backend
-// reported the failure); FailUnknown applies it and returns ErrDropped (the
+// for Release (then applies) or ctx; Refuse returns [ErrRefused] and changes
+// nothing; [FailReported] returns [ErrReported] and changes nothing (the backend
+// reported the failure); [FailUnknown] applies it and returns [ErrDropped] (the
 // fake must then drop the reply).
 func (in *Instrument) WriteSetting(ctx context.Context, name string, value any) error {
 	in.mu.Lock()
@@ -233,7 +233,7 @@ func (in *Instrument) WriteSetting(ctx context.Context, name string, value any) 
 	return nil
 }
 
-// Start begins an action's work as scripted. Refuse returns ErrRefused and
+// Start begins an action's work as scripted. Refuse returns [ErrRefused] and
 // no work. Every other behaviour returns Work whose end the fake reports.
 func (in *Instrument) Start(name string, params map[string]any) (*Work, error) {
 	in.mu.Lock()
@@ -365,7 +365,7 @@ func (w *Work) finish(s WorkState, result any, err error) {
 }
 
 // Cancel asks the work to stop. Block work honours it and ends cancelled;
-// IgnoreCancel work acknowledges it and runs on.
+// [IgnoreCancel] work acknowledges it and runs on.
 func (w *Work) Cancel() { w.once.Do(func() { close(w.cancel) }) }
 
 // Done is closed when the work ended.

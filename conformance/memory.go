@@ -26,19 +26,19 @@ const (
 )
 
 // MemoryDriver maps an Instrument onto bindings with exactly the items of
-// FixtureDescriptor (and FixtureExtras when opt.Extras): the in-memory reference adapter that every ecosystem
+// [FixtureDescriptor] (and [FixtureExtras] when opt.Extras): the in-memory reference adapter that every ecosystem
 // adapter's mapping follows.
 //
-//   - signal Read -> in.ReadSignal; an unreadable signal wraps binding.ErrUnavailable;
-//   - setting Write -> in.WriteSetting; ErrRefused and ErrReported (the backend
-//     said no, nothing changed) become an *mhp.Error refusal that leaves the
-//     device state alone; ErrDropped or a write cut off by its context is a
+//   - signal Read -> in.ReadSignal; an unreadable signal wraps [binding.ErrUnavailable];
+//   - setting Write -> in.WriteSetting; [ErrRefused] and [ErrReported] (the backend
+//     said no, nothing changed) become an [*mhp.Error] refusal that leaves the
+//     device state alone; [ErrDropped] or a write cut off by its context is a
 //     plain error, so the outcome is unknown and the device latches in fault;
 //   - action Run -> in.Start, then wait for the work to end; when the job's
 //     context ends (jobs/cancel, estop, timeout) the backend's cancel is sent
 //     and Run keeps waiting, bounded, for the backend's real end state:
 //     succeeded -> the result (a cancel the backend ignored ends done),
-//     cancelled -> binding.ErrCancelled, failed -> binding.Failed, dropped ->
+//     cancelled -> [binding.ErrCancelled], failed -> [binding.Failed], dropped ->
 //     a plain error (outcome unknown);
 //   - estop -> in.Stop.
 //
@@ -182,18 +182,18 @@ func workOutcome(work *Work) (any, error) {
 	}
 }
 
-// MemoryClockStart is where a MemoryHarness device clock starts, in Unix
+// MemoryClockStart is where a [MemoryHarness] device clock starts, in Unix
 // seconds (2030-01-01 UTC): far from the wall clock on purpose.
 const MemoryClockStart = 1_893_456_000
 
-// Session ids of the two sessions a MemoryHarness fixture gives.
+// Session ids of the two sessions a [MemoryHarness] fixture gives.
 const (
 	MemorySessionA = "session-a"
 	MemorySessionB = "session-b"
 )
 
-// MemoryHarness is the Harness of MemoryDriver: a fresh Instrument and
-// driver per check, on a manual clock (Fixture.Advance moves it), with Device
+// MemoryHarness is the Harness of [MemoryDriver]: a fresh Instrument and
+// driver per check, on a manual clock ([Fixture.Advance] moves it), with Device
 // and Other as two sessions of the same driver. Cleanup releases every
 // blocked backend call and closes the driver.
 func MemoryHarness(t *testing.T, opt Options) *Fixture {

@@ -53,7 +53,7 @@ func registry() []check {
 }
 
 // Checks lists the names of every check Run runs, in order: the keys a
-// harness may put in Fixture.Skip.
+// harness may put in [Fixture.Skip].
 func Checks() []string {
 	var names []string
 	for _, c := range registry() {
@@ -64,7 +64,7 @@ func Checks() []string {
 
 // Run runs every check of the suite as a named subtest of t
 // ("gates/order/interlocks_before_limits", ...), each on a fresh fixture from
-// h. It uses only the mhp.Device interface of the fixture, so it runs the
+// h. It uses only the [mhp.Device] interface of the fixture, so it runs the
 // same against an in-process driver and against a client over the wire.
 //
 // A check whose name is a key of the fixture's Skip map, or starts with a key

@@ -15,16 +15,18 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/console"
 	"github.com/openmhp/mhp-go/examples/sim"
 	"github.com/openmhp/mhp-go/metrics"
 	"github.com/openmhp/mhp-go/transport"
 )
 
-// chromium finds Debian's chromium, or MHP_CHROMIUM; the test skips without it.
+// chromium finds MHP_PEER_CHROMIUM, else Debian's chromium on PATH; the
+// test skips without either.
 func chromium(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("MHP_CHROMIUM"); p != "" {
+	if p := os.Getenv(conformance.PeerEnvPrefix + "CHROMIUM"); p != "" {
 		return p
 	}
 	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"} {
@@ -32,8 +34,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no chromium: to run the browser tests, `apt-get install -y chromium` (Debian) or set MHP_CHROMIUM=/path/to/chrome")
-	return ""
+	return conformance.Peer(t, "CHROMIUM", "/path/to/chrome, or `apt-get install -y chromium` (Debian) to have it found on PATH")
 }
 
 // browser starts a headless chromium with a fresh profile; the returned

@@ -202,8 +202,8 @@ func (m *merger) action(field string, spec *mhp.Action, ref ActionRef, checkLock
 		spec.Notes = boundNotes(ref.Notes)
 	}
 	for i, ex := range ref.Examples {
-		if _, e := spec.Params.Check(spec.Name, ex); e != nil {
-			m.add(DescriptorFile, fmt.Sprintf("%s.examples[%d]", field, i), "invalid example: %s", e.Message)
+		if _, err := spec.Params.Check(spec.Name, ex); err != nil {
+			m.add(DescriptorFile, fmt.Sprintf("%s.examples[%d]", field, i), "invalid example: %s", refusal(err))
 		}
 	}
 	if len(ref.Examples) > 0 {
@@ -327,7 +327,7 @@ func (m *merger) narrow(field string, bound, want *mhp.Limits) *mhp.Limits {
 	upper("exclusiveMax", &want.ExclusiveMax, &out.ExclusiveMax)
 	if len(want.Enum) > 0 {
 		for _, v := range want.Enum {
-			if _, e := (&mhp.Shape{Limits: bound}).Check("enum", v); e != nil {
+			if _, err := (&mhp.Shape{Limits: bound}).Check("enum", v); err != nil {
 				widen("enum value", v, "limits")
 				return bound
 			}

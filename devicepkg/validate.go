@@ -195,8 +195,8 @@ func (v *validator) descriptor() {
 			continue
 		}
 		for j, ex := range a.Examples {
-			if _, e := a.Params.Check(a.Name, ex); e != nil {
-				v.add(DescriptorFile, fmt.Sprintf("%s.examples[%d]", f, j), "invalid example: %s", e.Message)
+			if _, err := a.Params.Check(a.Name, ex); err != nil {
+				v.add(DescriptorFile, fmt.Sprintf("%s.examples[%d]", f, j), "invalid example: %s", refusal(err))
 			}
 		}
 	}
@@ -340,4 +340,13 @@ func (v *validator) files() {
 			}
 		}
 	}
+}
+
+// refusal is the message of a check's refusal: an *mhp.Error's message
+// without its code prefix.
+func refusal(err error) string {
+	if e, ok := mhp.AsError(err); ok {
+		return e.Message
+	}
+	return err.Error()
 }

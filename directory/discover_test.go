@@ -6,12 +6,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/directory"
 )
 
@@ -39,9 +39,7 @@ func TestProbeFindsServersOnGivenPorts(t *testing.T) {
 }
 
 func TestAdvertiseAndBrowse(t *testing.T) {
-	if os.Getenv("MHP_MDNS") == "" {
-		t.Skip("mDNS uses multicast on the host network: set MHP_MDNS=1 to run")
-	}
+	conformance.Peer(t, "MDNS", "1 (mDNS uses multicast on the host network)")
 	stop, err := directory.Advertise(mhp.DeviceInfo{ID: "tc-mdns", Class: "thermocycler"}, 18921)
 	if err != nil {
 		t.Fatal(err)

@@ -34,9 +34,9 @@ func (d *Directory) serveRPC(w http.ResponseWriter, r *http.Request) {
 	case len(body) > maxFrame:
 		resp.Error = mhp.Errorf(mhp.CodeInvalidRequest, "frame larger than %d bytes", maxFrame)
 	default:
-		req, e := transport.DecodeFrame(body)
-		if e != nil {
-			resp.Error = e
+		req, err := transport.DecodeFrame(body)
+		if err != nil {
+			resp.Error, _ = mhp.AsError(err) // DecodeFrame's errors are *mhp.Error
 			break
 		}
 		if req.ID != nil {

@@ -13,10 +13,10 @@
 //	chain-000002.jsonl   the next segment, and so on
 //	heads.jsonl          signed heads, one a line (rotation, shutdown, export)
 //
-// Durability: with SyncAlways (the default) Append returns only after the
+// Durability: with [SyncAlways] (the default) Append returns only after the
 // entry is on stable storage (fsync), so an answer that went out has its
 // receipt on disk. Concurrent appends share one fsync (group commit). With
-// SyncNever the operating system decides when to write; receipts may be lost
+// [SyncNever] the operating system decides when to write; receipts may be lost
 // on a power failure but never reordered.
 package evidence
 
@@ -81,7 +81,7 @@ type Receipt struct {
 	// ParamsDigest is the SHA-256 (hex) of the canonical JSON of the request's params.
 	ParamsDigest string `json:"params_digest,omitempty"`
 	Outcome      string `json:"outcome"`
-	// Result is the answer, kept when at most MaxResultBytes of canonical JSON.
+	// Result is the answer, kept when at most [MaxResultBytes] of canonical JSON.
 	Result json.RawMessage `json:"result,omitempty"`
 	// ResultDigest is the SHA-256 of a result too large to keep.
 	ResultDigest string     `json:"result_digest,omitempty"`
@@ -271,9 +271,9 @@ type Config struct {
 	Device string
 	// Key, when set, signs the head at each rotation, at Close and on export.
 	Key ed25519.PrivateKey
-	// Sync is the durability policy (SyncAlways by default).
+	// Sync is the durability policy ([SyncAlways] by default).
 	Sync SyncPolicy
-	// SegmentEntries is the number of entries per chain file (DefaultSegmentEntries).
+	// SegmentEntries is the number of entries per chain file ([DefaultSegmentEntries]).
 	SegmentEntries int
 	// Clock stamps entries (the real clock by default).
 	Clock clock.Clock
@@ -466,7 +466,7 @@ func (l *Log) openSegment(n int) error {
 	return nil
 }
 
-// Append adds r to the chain and returns the entry; with SyncAlways it
+// Append adds r to the chain and returns the entry; with [SyncAlways] it
 // returns once the entry is on stable storage.
 func (l *Log) Append(r Receipt) (Entry, error) {
 	if len(r.Result) > 0 {
@@ -653,7 +653,7 @@ func (l *Log) Close() error {
 type Query struct {
 	// After is a cursor: only entries with a larger seq (0: from the start).
 	After uint64 `json:"after,omitempty"`
-	// Limit caps the page (DefaultPage; at most MaxPage).
+	// Limit caps the page ([DefaultPage]; at most [MaxPage]).
 	Limit int `json:"limit,omitempty"`
 	// CommandID and Session filter exactly when set.
 	CommandID string `json:"command_id,omitempty"`

@@ -1,4 +1,4 @@
-// Package guard wraps any mhp.Device with the guarantees an agent host relies
+// Package guard wraps any [mhp.Device] with the guarantees an agent host relies
 // on beyond the six gates:
 //
 //   - command ids: settings/write and actions/invoke may carry a commandId;
@@ -8,12 +8,12 @@
 //     "command_id_reused"). Ids are scoped to the caller's session label and
 //     kept in a window bounded by count and age (ReplayEntries, ReplayAge).
 //   - operator permits: a confirm-level request carrying a permitId issued
-//     through the operator path (Permits.Issue, never reachable by an agent)
+//     through the operator path ([Permits.Issue], never reachable by an agent)
 //     for exactly that device, method, name and params, unexpired and unused,
 //     passes the approval gate. With RequirePermits a boolean approved is
 //     ignored: only permits approve.
 //   - evidence: every write, invoke, job end, estop, reset, lease change and
-//     every refusal of those is a receipt in an evidence.Log.
+//     every refusal of those is a receipt in an [evidence.Log].
 //
 // The wrapped device keeps the gate order: a permit only stands in for
 // approved:true, so the state gate still answers first; nothing here sends
@@ -55,7 +55,7 @@ type Config struct {
 	ReplayAge     time.Duration
 	// Clock ages the window (the real clock by default).
 	Clock clock.Clock
-	// Log receives evidence write failures (slog.Default by default).
+	// Log receives evidence write failures ([slog.Default] by default).
 	Log *slog.Logger
 }
 
@@ -70,7 +70,7 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Device is a guarded mhp.Device. Use Wrap.
+// Device is a guarded [mhp.Device]. Use Wrap.
 type Device struct {
 	dev mhp.Device
 	cfg Config
@@ -153,11 +153,11 @@ type command struct {
 	err    error
 }
 
-// Wrap returns dev guarded by cfg (New, as an mhp.Device).
+// Wrap returns dev guarded by cfg (New, as an [mhp.Device]).
 func Wrap(dev mhp.Device, cfg Config) (mhp.Device, error) { return New(dev, cfg) }
 
-// New returns the guarded device. Interfaces of dev beyond mhp.Device
-// (mhp.ResourceProvider, extensions) are found through Unwrap (mhp.Find).
+// New returns the guarded device. Interfaces of dev beyond [mhp.Device]
+// ([mhp.ResourceProvider], extensions) are found through Unwrap ([mhp.Find]).
 func New(dev mhp.Device, cfg Config) (*Device, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -181,7 +181,7 @@ func New(dev mhp.Device, cfg Config) (*Device, error) {
 	return g, nil
 }
 
-// HonoursCommandIDs implements mhp.CommandIDer.
+// HonoursCommandIDs implements [mhp.CommandIDer].
 func (g *Device) HonoursCommandIDs() bool { return true }
 
 // Unwrap returns the guarded device.
@@ -295,7 +295,7 @@ func requestDigest(method, name string, params any, approved bool, permit string
 
 // ---- the actuating methods ----
 
-// Write implements mhp.Device: settings/write with command ids, permits and receipts.
+// Write implements [mhp.Device]: settings/write with command ids, permits and receipts.
 func (g *Device) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
 	res, err := g.actuate(ctx, mhp.MethodSettingsWrite, req.Name, req.Value, req.CommandID, req.PermitID, req.Approved, req.DryRun,
 		func(ctx context.Context, approved bool) (any, error) {
@@ -309,7 +309,7 @@ func (g *Device) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	return res.(*mhp.WriteResult), nil
 }
 
-// Invoke implements mhp.Device: actions/invoke with command ids, permits and receipts.
+// Invoke implements [mhp.Device]: actions/invoke with command ids, permits and receipts.
 func (g *Device) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.InvokeResult, error) {
 	res, err := g.actuate(ctx, mhp.MethodActionsInvoke, req.Name, req.Params, req.CommandID, req.PermitID, req.Approved, req.DryRun,
 		func(ctx context.Context, approved bool) (any, error) {
@@ -507,7 +507,7 @@ func (g *Device) onNotification(n mhp.Notification) {
 
 // ---- the other methods: passed through, safety and leases recorded ----
 
-// EStop implements mhp.Device; it is never refused here and its receipt is
+// EStop implements [mhp.Device]; it is never refused here and its receipt is
 // written after the answer is known.
 func (g *Device) EStop(ctx context.Context, reason string) (*mhp.EStopResult, error) {
 	res, err := g.dev.EStop(ctx, reason)
@@ -515,28 +515,28 @@ func (g *Device) EStop(ctx context.Context, reason string) (*mhp.EStopResult, er
 	return res, err
 }
 
-// Reset implements mhp.Device.
+// Reset implements [mhp.Device].
 func (g *Device) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	res, err := g.dev.Reset(ctx)
 	g.record(ctx, mhp.MethodSafetyReset, "", nil, "", res, err, "")
 	return res, err
 }
 
-// Acquire implements mhp.Device.
+// Acquire implements [mhp.Device].
 func (g *Device) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, error) {
 	res, err := g.dev.Acquire(ctx, ttl)
 	g.record(ctx, mhp.MethodSessionAcquire, "", map[string]any{"ttl": ttl.Seconds()}, "", res, err, "")
 	return res, err
 }
 
-// Release implements mhp.Device.
+// Release implements [mhp.Device].
 func (g *Device) Release(ctx context.Context) error {
 	err := g.dev.Release(ctx)
 	g.record(ctx, mhp.MethodSessionRelease, "", nil, "", nil, err, "")
 	return err
 }
 
-// Renew implements mhp.Device (a heartbeat: no receipt unless refused).
+// Renew implements [mhp.Device] (a heartbeat: no receipt unless refused).
 func (g *Device) Renew(ctx context.Context) (*mhp.Lease, error) {
 	res, err := g.dev.Renew(ctx)
 	if err != nil {
@@ -545,65 +545,65 @@ func (g *Device) Renew(ctx context.Context) (*mhp.Lease, error) {
 	return res, err
 }
 
-// Describe implements mhp.Device.
+// Describe implements [mhp.Device].
 func (g *Device) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.Description, error) {
 	return g.dev.Describe(ctx, req)
 }
 
-// Read implements mhp.Device.
+// Read implements [mhp.Device].
 func (g *Device) Read(ctx context.Context, names []string) (*mhp.ReadResult, error) {
 	return g.dev.Read(ctx, names)
 }
 
-// Subscribe implements mhp.Device.
+// Subscribe implements [mhp.Device].
 func (g *Device) Subscribe(ctx context.Context, names []string) (*mhp.SubscribeResult, error) {
 	return g.dev.Subscribe(ctx, names)
 }
 
-// Unsubscribe implements mhp.Device.
+// Unsubscribe implements [mhp.Device].
 func (g *Device) Unsubscribe(ctx context.Context, names []string) error {
 	return g.dev.Unsubscribe(ctx, names)
 }
 
-// Job implements mhp.Device.
+// Job implements [mhp.Device].
 func (g *Device) Job(ctx context.Context, id string) (*mhp.Job, error) { return g.dev.Job(ctx, id) }
 
-// Jobs implements mhp.Device.
+// Jobs implements [mhp.Device].
 func (g *Device) Jobs(ctx context.Context, req mhp.JobsRequest) ([]mhp.Job, error) {
 	return g.dev.Jobs(ctx, req)
 }
 
-// CancelJob implements mhp.Device.
+// CancelJob implements [mhp.Device].
 func (g *Device) CancelJob(ctx context.Context, id string) (*mhp.Job, error) {
 	res, err := g.dev.CancelJob(ctx, id)
 	g.record(ctx, mhp.MethodJobsCancel, id, nil, "", res, err, "")
 	return res, err
 }
 
-// PauseJob implements mhp.Device.
+// PauseJob implements [mhp.Device].
 func (g *Device) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 	res, err := g.dev.PauseJob(ctx, id)
 	g.record(ctx, mhp.MethodJobsPause, id, nil, "", res, err, "")
 	return res, err
 }
 
-// ResumeJob implements mhp.Device.
+// ResumeJob implements [mhp.Device].
 func (g *Device) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
 	res, err := g.dev.ResumeJob(ctx, id)
 	g.record(ctx, mhp.MethodJobsResume, id, nil, "", res, err, "")
 	return res, err
 }
 
-// Limits implements mhp.Device.
+// Limits implements [mhp.Device].
 func (g *Device) Limits(ctx context.Context) (*mhp.LimitsReport, error) { return g.dev.Limits(ctx) }
 
-// Ping implements mhp.Device.
+// Ping implements [mhp.Device].
 func (g *Device) Ping(ctx context.Context) (*mhp.PingResult, error) { return g.dev.Ping(ctx) }
 
-// Listen implements mhp.Device.
+// Listen implements [mhp.Device].
 func (g *Device) Listen(fn func(mhp.Notification)) func() { return g.dev.Listen(fn) }
 
-// EndSession implements mhp.Device.
+// EndSession implements [mhp.Device].
 func (g *Device) EndSession(ctx context.Context) { g.dev.EndSession(ctx) }
 
 // ---- evidence on the wire ----
@@ -653,7 +653,7 @@ func (g *Device) IssuePermit(ctx context.Context, req PermitRequest) (*Permit, e
 	return p, nil
 }
 
-// WireMethods implements mhp.Extension: evidence/head and evidence/list.
+// WireMethods implements [mhp.Extension]: evidence/head and evidence/list.
 func (g *Device) WireMethods() map[string]mhp.WireMethod {
 	return map[string]mhp.WireMethod{
 		mhp.MethodEvidenceHead: mhp.Handle(mhp.MethodEvidenceHead, func(ctx context.Context, _ struct{}) (*evidence.Head, error) {
@@ -663,7 +663,7 @@ func (g *Device) WireMethods() map[string]mhp.WireMethod {
 	}
 }
 
-// OperatorWireMethods implements mhp.OperatorExtension: permits/issue.
+// OperatorWireMethods implements [mhp.OperatorExtension]: permits/issue.
 func (g *Device) OperatorWireMethods() map[string]mhp.WireMethod {
 	return map[string]mhp.WireMethod{mhp.MethodPermitsIssue: mhp.Handle(mhp.MethodPermitsIssue, g.IssuePermit)}
 }

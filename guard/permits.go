@@ -29,7 +29,7 @@ type PermitRequest struct {
 	// will send them.
 	Value  any            `json:"value,omitempty"`
 	Params map[string]any `json:"params,omitempty"`
-	// TTL is the permit's lifetime in seconds (DefaultPermitTTL; at most MaxPermitTTL).
+	// TTL is the permit's lifetime in seconds ([DefaultPermitTTL]; at most [MaxPermitTTL]).
 	TTL float64 `json:"ttl,omitempty"`
 	// Note says why, for the evidence.
 	Note string `json:"note,omitempty"`

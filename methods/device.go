@@ -29,20 +29,20 @@ func Wrap(dev mhp.Device, store *Store) *Device {
 	return &Device{Device: dev, store: store}
 }
 
-// Unwrap returns the wrapped device (mhp.Unwrapper).
+// Unwrap returns the wrapped device ([mhp.Unwrapper]).
 func (d *Device) Unwrap() mhp.Device { return d.Device }
 
 // Store returns the methods store.
 func (d *Device) Store() *Store { return d.store }
 
-// Listen implements mhp.Device: the device's notifications and the store's.
+// Listen implements [mhp.Device]: the device's notifications and the store's.
 func (d *Device) Listen(fn func(mhp.Notification)) func() { return d.listeners.Listen(d.Device, fn) }
 
 func (d *Device) publish(method string, params map[string]any) {
 	d.listeners.Publish(mhp.Notification{Method: method, Params: params})
 }
 
-// Invoke implements mhp.Device. With req.Method set, the method's action and
+// Invoke implements [mhp.Device]. With req.Method set, the method's action and
 // params run, req.Params overriding the saved params key by key; a req.Name
 // that names another action is refused. Project and compound travel on as
 // given. The gates are the device's, as for any invoke.
@@ -66,7 +66,7 @@ func (d *Device) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	out.Name, out.Params, out.Method = m.Action, params, ""
 	res, err := d.Device.Invoke(ctx, out)
 	if e, ok := mhp.AsError(err); ok && e.Data != nil {
-		e.With(mhp.DataMethod, m.Name).With("revision", m.Revision)
+		err = e.With(mhp.DataMethod, m.Name).With("revision", m.Revision)
 	}
 	return res, err
 }
@@ -193,7 +193,8 @@ func (d *Device) Save(ctx context.Context, req SaveRequest) (*Summary, error) {
 	if req.Params == nil {
 		req.Params = map[string]any{}
 	}
-	if _, e := act.Params.Check(req.Action, req.Params); e != nil {
+	if _, err := act.Params.Check(req.Action, req.Params); err != nil {
+		e, _ := mhp.AsError(err)
 		return nil, e.With(mhp.DataMethod, req.Name)
 	}
 	s, err := d.store.Save(Method{Name: req.Name, Action: req.Action, Params: req.Params, Description: req.Description, Tags: req.Tags},
@@ -214,7 +215,7 @@ func (d *Device) Delete(ctx context.Context, req GetRequest) (*DeleteResult, err
 	return &DeleteResult{Deleted: req.Name}, nil
 }
 
-// WireMethods implements mhp.Extension: the six methods/* calls.
+// WireMethods implements [mhp.Extension]: the six methods/* calls.
 func (d *Device) WireMethods() map[string]mhp.WireMethod {
 	return map[string]mhp.WireMethod{
 		mhp.MethodMethodsList:   mhp.Handle(mhp.MethodMethodsList, d.List),

@@ -6,8 +6,8 @@
 // (they touch files, not hardware), and runs one with actions/invoke
 // {"method": NAME} — the invoke then passes the six gates like any other.
 //
-// The store is bounded: at most MaxMethods methods of at most MaxFileBytes
-// each, names matching NamePattern. A store opened on a read-only package
+// The store is bounded: at most [MaxMethods] methods of at most [MaxFileBytes]
+// each, names matching [NamePattern]. A store opened on a read-only package
 // (an embedded demo) lists and runs methods but refuses save and delete with
 // NotSupported.
 package methods

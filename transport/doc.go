@@ -57,18 +57,18 @@
 //     reach the server and knows or guesses a client's name can act in its
 //     header session, as with the reference server. Clients that echo
 //     Mhp-Session (this module's client) are not exposed.
-//     Options.StrictSessions (mhp serve --strict-sessions) refuses actuation
+//     [Options.StrictSessions] (mhp serve --strict-sessions) refuses actuation
 //     from header sessions (writes, invokes, job control, leases, reset: -32000
 //     reason "session_required"), leaving them reads, describe, ping and
 //     estop; use it where the reference client need not drive the device.
-//   - Session lifetime. HTTP sessions idle longer than Options.SessionTTL (no
+//   - Session lifetime. HTTP sessions idle longer than [Options.SessionTTL] (no
 //     request) are forgotten and the device told (EndSession); an open event
 //     stream is not a sign of life (a client that only listens must ping)
 //     and ends with its session. A stream's session ends with the stream. At
-//     Options.MaxSessions a new session evicts the least recently used HTTP
+//     [Options.MaxSessions] a new session evicts the least recently used HTTP
 //     session that holds no lease, instead of refusing the newcomer; only
 //     when every session holds a lease is it refused ("too_many_sessions").
-//   - The method table is explicit (Server.Methods lists it), one line per
+//   - The method table is explicit ([Server.Methods] lists it), one line per
 //     method named by its mhp.Method* constant. Params are decoded strictly,
 //     by [mhp.DecodeParams], the one decoder that extensions' [mhp.Handle]
 //     uses too: an unknown member, a member of the wrong type or a
@@ -96,7 +96,7 @@
 //     device. Over HTTP every request is its own goroutine. Device calls are
 //     not cancelled when the caller disconnects (the device's hook timeouts
 //     bound them): cutting a write off halfway would make its outcome unknown.
-//   - Frames over Options.MaxFrame (4 MiB) are refused (-32600 on a stream,
+//   - Frames over [Options.MaxFrame] (4 MiB) are refused (-32600 on a stream,
 //     where the connection goes on; 413 over HTTP); malformed JSON gets
 //     -32700 and the connection goes on. Strict input: bytes that are not
 //     UTF-8 anywhere in a frame get -32700 with id null (invalid text is
@@ -108,12 +108,12 @@
 //     lie in [MinLeaseTTL, MaxLeaseTTL] seconds (data.min, data.max); a
 //     number that overflows a double (1e400) is -32014 naming its field
 //     ("value", "ttl", "params"), as NaN and Inf are.
-//   - Bounded memory: a stored estop reason is cut to MaxReason (1 KiB,
+//   - Bounded memory: a stored estop reason is cut to [MaxReason] (1 KiB,
 //     marked by mhp.Truncate); client names to 32 bytes in labels; an
-//     X-MHP-Client that keys a session to MaxClientHeader bytes; each
+//     X-MHP-Client that keys a session to [MaxClientHeader] bytes; each
 //     session's event buffer holds at most SSEBuffer events and
 //     SSEBufferBytes bytes (oldest dropped first, reported on resume).
-//   - Connections (ServeHTTP, ListenHTTP): ReadTimeout bounds a request and
+//   - Connections ([ServeHTTP], [ListenHTTP]): ReadTimeout bounds a request and
 //     its body (a body trickling in is cut off), ReadHeaderTimeout its
 //     headers, IdleTimeout a keep-alive connection between requests, and
 //     WriteTimeout each answer and each event written (event streams last
@@ -126,15 +126,15 @@
 //     signal; every other notification goes to every session. On a stream
 //     they are interleaved lines; over HTTP they are SSE events with ids,
 //     resumable with Last-Event-ID from a bounded per-session buffer.
-//   - Token: with Options.Token, every HTTP request (including /mhp.json
-//     unless Options.PublicDescriptor) needs "Authorization: Bearer <token>",
+//   - Token: with [Options.Token], every HTTP request (including /mhp.json
+//     unless [Options.PublicDescriptor]) needs "Authorization: Bearer <token>",
 //     compared in constant time; a bad or missing token gets 401. A request
-//     from a browser page (an Origin header) not in Options.AllowedOrigins
+//     from a browser page (an Origin header) not in [Options.AllowedOrigins]
 //     gets 403, so a web page cannot drive a device on localhost (cross-site
 //     POST). Without a token, a request whose Host is not an IP literal,
-//     localhost or in Options.AllowedHosts gets 403 (DNS rebinding: a page
+//     localhost or in [Options.AllowedHosts] gets 403 (DNS rebinding: a page
 //     whose name was re-pointed at 127.0.0.1). mhp serve refuses a
 //     non-loopback --http without a token unless --insecure.
-//   - Extra routes: Options.Handlers adds HTTP routes behind the same Host,
+//   - Extra routes: [Options.Handlers] adds HTTP routes behind the same Host,
 //     Origin and token checks (for example a console).
 package transport

@@ -52,7 +52,7 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req, err := transport.DecodeFrame(b)
 		if err != nil {
-			switch err.Code {
+			switch mhp.CodeOf(err) {
 			case mhp.CodeParseError:
 				if json.Valid(b) && utf8.Valid(b) {
 					t.Fatalf("valid JSON %q refused as a parse error", b)
@@ -62,10 +62,10 @@ func FuzzDecode(f *testing.F) {
 				}
 			case mhp.CodeInvalidRequest, mhp.CodeInvalidParams:
 				if !json.Valid(b) && len(bytes.Trim(b, " \t\r\n")) > 0 {
-					t.Fatalf("malformed %q refused with %d, want -32700", b, err.Code)
+					t.Fatalf("malformed %q refused with %d, want -32700", b, mhp.CodeOf(err))
 				}
 			default:
-				t.Fatalf("%q: unexpected code %d", b, err.Code)
+				t.Fatalf("%q: unexpected code %d", b, mhp.CodeOf(err))
 			}
 			if req != nil && !json.Valid(req.ID) {
 				t.Fatalf("%q: refusal id %q is not JSON", b, req.ID)

@@ -49,13 +49,13 @@ const MaxClientHeader = 128
 //     session does; it does not keep the session alive.
 //   - DELETE /session: ends the session in Mhp-Session at once (lease released).
 //   - GET /mhp.json: the full descriptor, no handshake.
-//   - Options.Handlers: extra routes, behind the same checks.
+//   - [Options.Handlers]: extra routes, behind the same checks.
 //
-// With Options.Token every path needs "Authorization: Bearer <token>" (401
-// otherwise), /mhp.json included unless Options.PublicDescriptor. A request
-// with an Origin header not in Options.AllowedOrigins gets 403 (browsers),
+// With [Options.Token] every path needs "Authorization: Bearer <token>" (401
+// otherwise), /mhp.json included unless [Options.PublicDescriptor]. A request
+// with an Origin header not in [Options.AllowedOrigins] gets 403 (browsers),
 // and so does one whose Host names a host that is not an IP literal,
-// localhost or in Options.AllowedHosts while no Token is set (DNS rebinding).
+// localhost or in [Options.AllowedHosts] while no Token is set (DNS rebinding).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /rpc", s.serveRPC)
@@ -172,7 +172,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			Error: s.errorf(mhp.CodeParseError, "reading the request body: %v", err)})
 		return
 	}
-	req, derr := DecodeFrame(body)
+	req, derr := decodeFrame(body)
 	if derr != nil {
 		id := nullID
 		if req != nil && req.ID != nil {
@@ -403,7 +403,7 @@ func ListenHTTP(ctx context.Context, addr string, srv *Server) error {
 }
 
 // Listen opens a TCP listener on addr with the loopback default of
-// ListenHTTP; use it with ServeHTTP to learn the bound port (addr ":0").
+// [ListenHTTP]; use it with [ServeHTTP] to learn the bound port (addr ":0").
 func Listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", LoopbackDefault(addr))
 	if err != nil {
@@ -413,14 +413,14 @@ func Listen(addr string) (net.Listener, error) {
 }
 
 // ServeHTTP serves srv.Handler on ln until ctx is cancelled (see
-// ListenHTTP), with the server's HTTP timeouts (ReadTimeout,
+// [ListenHTTP]), with the server's HTTP timeouts (ReadTimeout,
 // ReadHeaderTimeout, WriteTimeout per answer, IdleTimeout) and at most
-// MaxConns connections open (see Options.MaxConns).
+// MaxConns connections open (see [Options.MaxConns]).
 func ServeHTTP(ctx context.Context, ln net.Listener, srv *Server) error {
 	return ServeHandler(ctx, ln, srv, srv.Handler())
 }
 
-// ServeHandler is ServeHTTP with h in front (h routes to srv.Handler(), as a
+// ServeHandler is [ServeHTTP] with h in front (h routes to srv.Handler(), as a
 // console or a metrics middleware does): the same timeouts, connection
 // limit and shutdown.
 func ServeHandler(ctx context.Context, ln net.Listener, srv *Server, h http.Handler) error {
@@ -442,8 +442,8 @@ func ServeHandler(ctx context.Context, ln net.Listener, srv *Server, h http.Hand
 	}
 }
 
-// HTTPServer returns an http.Server for srv.Handler with the server's
-// timeouts, for callers that run their own listener (ServeHTTP adds the
+// HTTPServer returns an [http.Server] for srv.Handler with the server's
+// timeouts, for callers that run their own listener ([ServeHTTP] adds the
 // connection limit). Its write timeout is applied per answer and per event
 // by the handler itself, so event streams may last.
 func (s *Server) HTTPServer(ctx context.Context) *http.Server {

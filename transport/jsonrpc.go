@@ -53,13 +53,22 @@ var nullID = json.RawMessage("null")
 // is refused: MHP requests are answered one by one and the priority path
 // (safety/estop, ping) must never sit behind other members of a batch. On
 // failure it returns the id when one could be read (else null) and an
-// *mhp.Error: -32700 for malformed JSON or bytes that are not UTF-8 (the id
+// [*mhp.Error] (as an error; get at it with [mhp.AsError]): -32700 for malformed JSON or bytes that are not UTF-8 (the id
 // is then null: invalid text is never echoed), -32600 for a frame that is
 // JSON but not a request, or that repeats a member name in any object (RFC
 // 8259 leaves duplicates to the parser; "dryRun":true,"dryRun":false must not
 // become a real write). Member names of the frame and of params are compared
 // case-insensitively, as the params decoder matches them.
-func DecodeFrame(b []byte) (*Request, *mhp.Error) {
+func DecodeFrame(b []byte) (*Request, error) {
+	req, e := decodeFrame(b)
+	if e != nil {
+		return req, e
+	}
+	return req, nil
+}
+
+// decodeFrame is [DecodeFrame] returning the concrete error type.
+func decodeFrame(b []byte) (*Request, *mhp.Error) {
 	b = trimJSONSpace(b)
 	if len(b) == 0 {
 		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "empty frame")

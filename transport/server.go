@@ -68,7 +68,7 @@ type Options struct {
 	// MaxInFlight caps the ordinary requests one stdio stream runs at once;
 	// safety/estop and ping are never counted. Default 64.
 	MaxInFlight int
-	// MaxConns caps the open HTTP connections (ServeHTTP, ListenHTTP). At the
+	// MaxConns caps the open HTTP connections ([ServeHTTP], [ListenHTTP]). At the
 	// cap, a new connection closes the connection idle the longest; with none
 	// idle it waits up to a second for one to end, then is closed. Default 512.
 	MaxConns int
@@ -123,9 +123,9 @@ const (
 	DefaultReadHeaderTimeout = 10 * time.Second
 	DefaultWriteTimeout      = 30 * time.Second
 	DefaultIdleTimeout       = 60 * time.Second
-	// MaxReason caps a stored estop reason, in bytes (mhp.Truncate marks the cut).
+	// MaxReason caps a stored estop reason, in bytes ([mhp.Truncate] marks the cut).
 	MaxReason = 1 << 10
-	// MinLeaseTTL and MaxLeaseTTL bound session/acquire's ttl.
+	// MinLeaseTTL and [MaxLeaseTTL] bound session/acquire's ttl.
 	MinLeaseTTL = 100 * time.Millisecond
 	MaxLeaseTTL = time.Hour
 	// AnonymousLabel is the session label of a safety/estop or ping served
@@ -165,7 +165,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Server serves one mhp.Device over JSON-RPC 2.0 (stdio and HTTP+SSE). It
+// Server serves one [mhp.Device] over JSON-RPC 2.0 (stdio and HTTP+SSE). It
 // is safe for concurrent use; one Server may serve any number of streams and
 // an HTTP handler at once.
 type Server struct {
@@ -194,7 +194,7 @@ type Server struct {
 }
 
 // NewServer builds a server for dev. Invalid options (negative sizes) are
-// replaced by their defaults; call Options.Validate first to refuse them.
+// replaced by their defaults; call [Options.Validate] first to refuse them.
 // Close the server to stop its listener on the device and end its sessions.
 func NewServer(dev mhp.Device, opts Options) *Server {
 	opts = opts.withDefaults()

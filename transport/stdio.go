@@ -121,7 +121,7 @@ func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGr
 	if len(trimJSONSpace(line)) == 0 {
 		return // blank lines are ignored
 	}
-	req, derr := DecodeFrame(line)
+	req, derr := decodeFrame(line)
 	if derr != nil {
 		id := nullID
 		if req != nil && req.ID != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/examples/sim"
 	"github.com/openmhp/mhp-go/transport"
 )
@@ -22,11 +23,7 @@ import (
 // TestTypeScriptSDKClient drives mhp-mcp over Streamable HTTP with the
 // official TypeScript MCP SDK client (the peer the issue was found with).
 func TestTypeScriptSDKClient(t *testing.T) {
-	sdk := os.Getenv("MHP_TS_SDK")
-	if sdk == "" {
-		t.Skip("real-peer test: set MHP_TS_SDK to a directory holding node_modules/@modelcontextprotocol/sdk " +
-			"(mkdir ts && cd ts && npm install @modelcontextprotocol/sdk) to run it")
-	}
+	sdk := conformance.Peer(t, "TS_SDK", "a directory holding node_modules/@modelcontextprotocol/sdk (mkdir ts && cd ts && npm install @modelcontextprotocol/sdk)")
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("real-peer test: node is not installed")
@@ -137,11 +134,7 @@ func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
 // TestTypeScriptSDKClientStdio spawns the mhp-mcp binary from the official
 // TypeScript MCP SDK client over stdio (LineTransport with a real peer).
 func TestTypeScriptSDKClientStdio(t *testing.T) {
-	sdk := os.Getenv("MHP_TS_SDK")
-	if sdk == "" {
-		t.Skip("real-peer test: set MHP_TS_SDK to a directory holding node_modules/@modelcontextprotocol/sdk " +
-			"(mkdir ts && cd ts && npm install @modelcontextprotocol/sdk) to run it")
-	}
+	sdk := conformance.Peer(t, "TS_SDK", "a directory holding node_modules/@modelcontextprotocol/sdk (mkdir ts && cd ts && npm install @modelcontextprotocol/sdk)")
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("real-peer test: node is not installed")
@@ -201,7 +194,7 @@ func simDevice(t *testing.T) (*binding.Driver, *httptest.Server) {
 func peerScript(t *testing.T, sdk, dir, name string) string {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(sdk, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Fatalf("MHP_TS_SDK=%s has no node_modules/@modelcontextprotocol/sdk: %v", sdk, err)
+		t.Fatalf("MHP_PEER_TS_SDK=%s has no node_modules/@modelcontextprotocol/sdk: %v", sdk, err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "node_modules")); err != nil {
 		if err := os.Symlink(filepath.Join(sdk, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {

@@ -343,8 +343,9 @@ func (e *Error) DataMap() map[string]any {
 	return m
 }
 
-// Err converts the error to an *mhp.Error (ts lifted from wherever it was).
-func (e *Error) Err() *mhp.Error {
+// Err converts the error to an [*mhp.Error] (ts lifted from wherever it
+// was), returned as an error: nil for a nil e.
+func (e *Error) Err() error {
 	if e == nil {
 		return nil
 	}

@@ -38,7 +38,7 @@ func TestErrorShapes(t *testing.T) {
 			t.Errorf("%s: %+v %v", k.in, e, err)
 			continue
 		}
-		me := e.Err()
+		me, _ := mhp.AsError(e.Err())
 		if me.TS != k.ts || (k.dataKey != "" && me.Data[k.dataKey] == nil) || me.Data["ts"] != nil {
 			t.Errorf("%s: Err() = %+v", k.in, me)
 		}

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/sila2"
 )
 
@@ -588,7 +589,7 @@ func (s *Server) params(f *feature, cmd *sila2.Command, in *dynamicpb.Message) (
 			return nil, &sila2.Error{Kind: sila2.KindValidation, Parameter: fq, Message: "parameter " + p.Identifier + " is missing"}
 		}
 		if _, e := f.c.Shape(&p.DataType).Check(name, v); e != nil {
-			return nil, &sila2.Error{Kind: sila2.KindValidation, Parameter: fq, Message: e.Message}
+			return nil, &sila2.Error{Kind: sila2.KindValidation, Parameter: fq, Message: e.(*mhp.Error).Message}
 		}
 	}
 	return vals, nil
