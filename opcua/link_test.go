@@ -8,7 +8,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/conformance"
-	"github.com/openmhp/mhp-go/opcua/internal/fakeua"
+	"github.com/openmhp/mhp-go/opcua/opcuatest"
 )
 
 // The server is down when the driver starts (a lab launcher started the
@@ -68,7 +68,7 @@ func TestStartFailFast(t *testing.T) {
 	cfg := extraConfig(srv.URL)
 	cfg.Reconn.FailFast = true
 	cfg.Timeouts.DialS = 0.5
-	d, err := New(cfg, Options{Logger: quietLogger(), KeepAlive: -1})
+	d, err := New(context.Background(), cfg, quietOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestDropIdleVersusInFlight(t *testing.T) {
 // resolved afresh and the subscription is rebuilt on the new ids (a change
 // at the new server arrives as a notification).
 func TestNamespaceMovedOnRestart(t *testing.T) {
-	a, err := fakeua.Start(conformance.NewInstrument())
+	a, err := opcuatest.Start(conformance.NewInstrument())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,25 +136,13 @@ func TestNamespaceMovedOnRestart(t *testing.T) {
 	cfg.Device.ID = "ns-moves"
 	cfg.Timeouts = Timeouts{RequestS: 2, DialS: 2}
 	cfg.Reconn = Reconnect{MinS: 0.05, MaxS: 0.2}
-	cfg.Signals = []SignalItem{{Signal: mhp.Signal{Name: "temperature", Type: mhp.TypeNumber}, Node: "nsu=" + fakeua.Namespace + ";s=" + conformance.SignalTemperature}}
+	cfg.Signals = []SignalItem{{Signal: mhp.Signal{Name: "temperature", Type: mhp.TypeNumber}, Node: "nsu=" + opcuatest.Namespace + ";s=" + conformance.SignalTemperature}}
 	d := startDriver(t, cfg, nil)
 	waitSignals(t, d)
-	ctx := ctxT(t)
-	dev := mhp.AsSession(d, "s1")
-	got := make(chan mhp.Notification, 256)
-	stop := d.Listen(func(n mhp.Notification) {
-		select {
-		case got <- n:
-		default:
-		}
-	})
-	defer stop()
-	if _, err := dev.Subscribe(ctx, []string{"temperature"}); err != nil {
-		t.Fatal(err)
-	}
+	got := subscribeUpdates(t, d, "temperature")
 	a.In.ReleaseAll()
 	_ = a.Close()
-	b, err := fakeua.StartWith(conformance.NewInstrument(), fakeua.Options{Addr: addr, ExtraNamespaces: []string{"urn:openmhp:other"}})
+	b, err := opcuatest.StartWith(conformance.NewInstrument(), opcuatest.Options{Addr: addr, ExtraNamespaces: []string{"urn:openmhp:other"}})
 	if err != nil {
 		t.Fatal(err)
 	}
