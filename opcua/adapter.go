@@ -74,9 +74,9 @@ func Load(src adapters.Source) (Config, error) {
 // Options are the in-process options of [New], beyond the config file.
 type Options struct {
 	// Options are the options every adapter shares: the driver's Clock,
-	// the Logger, and Refine (edits the generated bindings, e.g. a poll
-	// interval or a device package's descriptor). The reconnect backoff of
-	// [Conn] runs on real time; LinkClock is not used.
+	// the LinkClock of the reconnect backoff (when Dial is nil), the Logger,
+	// and Refine (edits the generated bindings, e.g. a poll interval or a
+	// device package's descriptor).
 	adapters.Options
 	// Dial is the backend seam: it makes the [Client] when the driver
 	// starts, and onConnect must run after every (re)connection. Default:
@@ -168,7 +168,7 @@ func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error) 
 	}
 	if a.opt.Dial == nil {
 		a.opt.Dial = func(ctx context.Context, cfg Config, onConnect func(context.Context, Client) error) (Client, error) {
-			c, err := Dial(ctx, cfg, DialOptions{Logger: a.log, KeepAlive: opt.KeepAlive,
+			c, err := Dial(ctx, cfg, DialOptions{Logger: a.log, KeepAlive: opt.KeepAlive, LinkClock: opt.LinkClock,
 				Background: !cfg.Reconn.FailFast, OnLink: a.setLink,
 				OnConnect: func(ctx context.Context, c *Conn) error { return onConnect(ctx, c) }})
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/opcua/opcuatest"
 )
@@ -79,6 +80,34 @@ func TestStartFailFast(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), srv.URL) {
 		t.Fatalf("Start with fail_fast and no server: %v", err)
 	}
+}
+
+// The reconnect backoff runs on Options.LinkClock: with a manual one, a
+// server that came up is not retried until that clock moves.
+func TestLinkClockTimesBackoff(t *testing.T) {
+	srv := startFake(t)
+	srv.Down()
+	cfg := extraConfig(srv.URL)
+	link := clock.NewManual(time.Now())
+	opt := quietOptions(nil)
+	opt.LinkClock = link
+	d := startWith(t, cfg, opt)
+	if err := srv.Up(); err != nil {
+		t.Fatal(err)
+	}
+	// Twenty backoffs of real time pass without a retry.
+	hold := time.Now().Add(20 * seconds(cfg.Reconn.MinS))
+	for time.Now().Before(hold) {
+		if l := d.Link(); l == nil || l.Connected {
+			t.Fatalf("the link came up without the link clock moving: %+v", l)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	conformance.EventuallyWithin(t, "the link to come up as the link clock moves", 10*time.Second, func() bool {
+		link.Advance(time.Second)
+		l := d.Link()
+		return l != nil && l.Connected
+	})
 }
 
 // A link that drops with nothing in flight does not fault the device; one
