@@ -1,60 +1,3 @@
-// Package opcua wraps an OPC UA server (a PLC, a LADS instrument) as an MHP
-// device with no Go code: a config file (Config) lists the variables that
-// become signals and settings, the methods, LADS programs/functions and Part
-// 10 programs that become actions, and the estop; New turns it into a
-// binding.Driver, and Register adds the "opcua" kind to an adapter registry
-// so that `mhp serve plc.yaml` serves it.
-//
-// The mapping talks to the server only through the Client interface (read,
-// write, call, browse, subscribe); Conn implements it over gopcua v0.8.0
-// with security None or Basic256Sha256/SignAndEncrypt, anonymous or
-// username identity, a pinned server certificate, and reconnection with
-// backoff that rebuilds the subscriptions (re-resolving nsu= node ids).
-//
-// The driver starts whether or not the server is up (unless
-// reconnect.fail_fast): it reports the link to binding.Driver.SetLink, so
-// ping and describe carry "backend", reads are unavailable and actuation is
-// refused not_started while it is down. A drop with nothing in flight never
-// faults the device; a write or call cut by it leaves the outcome unknown.
-// Units and ranges come from the server's EngineeringUnits and EURange
-// (Probe, run by Register), and a config limit wider than a node's EURange
-// is refused.
-//
-// Outcomes are honest. A refusing status code is an *mhp.Error naming the
-// OPC UA code (in the message and data.opcua_status), and the device state
-// is unchanged:
-//
-//	BadOutOfRange                                 -> LimitViolation
-//	BadTypeMismatch, BadInvalidArgument,
-//	  BadArgumentsMissing, BadTooManyArguments    -> InvalidValue
-//	BadNotWritable, BadWriteNotSupported,
-//	  BadMethodInvalid, BadNotExecutable,
-//	  BadNotImplemented                           -> NotSupported (the node or method cannot)
-//	BadUserAccessDenied                           -> Forbidden (our OPC UA user may not)
-//	BadInvalidState, BadLocked                    -> DeviceBusy (busy, needs Clear, locked)
-//	BadNodeIdUnknown/Invalid, BadAttributeIdInvalid,
-//	  BadServerNotConnected, ServiceFault codes   -> ServerError (stale mapping, not connected)
-//	any other Bad code answering a write          -> ServerError (the server did not apply it)
-//
-// Beyond refusals:
-//   - a method that ran and answered another Bad code (BadDeviceFailure, ...)
-//     failed with a known outcome: the job ends failed, no fault;
-//   - a timeout, a lost connection or a closed session after a write or call
-//     was sent leaves the outcome unknown: the device latches in fault;
-//   - writes and calls are never retried;
-//   - LADS and Part 10 jobs end as the server's state machine says:
-//     completed -> done, stopped/halted by our cancel -> cancelled, aborted
-//     by the device -> failed; an end that is ambiguous is resolved by
-//     reading the program's result, otherwise the outcome is unknown.
-//
-// Signals are served from one subscription (value, source timestamp,
-// status; Bad or stale reads null). The subscription carries a heartbeat
-// (the server's CurrentTime) so that a frozen server is noticed: beyond
-// timeouts.max_age_s without word from it, signals read unavailable.
-// Signals used as interlocks are read live, or, with
-// timeouts.interlock_max_age_s, served from the subscription while its
-// values are known current within that bound. After an
-// applied write, the node's signals show the written value at once.
 package opcua
 
 import (
@@ -79,7 +22,9 @@ import (
 // Kind is the adapter kind of OPC UA config files (`adapter: opcua`).
 const Kind = "opcua"
 
-// Register adds the "opcua" kind to r.
+// Register adds the [Kind] "opcua" to r: its factory runs [Load], reads
+// units and ranges from the server when it is up ([Probe]), then [New] with
+// the source's Refine.
 func Register(r *adapters.Registry) error {
 	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 		cfg, err := Load(src)
@@ -101,12 +46,12 @@ func Register(r *adapters.Registry) error {
 		default:
 			slog.Default().Warn("opcua: server not reachable to read units and ranges; the config's are used", "endpoint", cfg.Endpoint, "err", perr)
 		}
-		return New(cfg, Options{Refine: src.Refine})
+		return New(ctx, cfg, Options{Options: adapters.Options{Refine: src.Refine}})
 	})
 }
 
 // Load decodes (strictly) and validates a config file, resolving the
-// certificate paths against the file's folder.
+// certificate paths against the file's folder ([adapters.Source.Resolve]).
 func Load(src adapters.Source) (Config, error) {
 	var cfg Config
 	if err := src.Decode(&cfg); err != nil {
@@ -126,23 +71,20 @@ func Load(src adapters.Source) (Config, error) {
 	return cfg, nil
 }
 
-// Options are the in-process options of New, beyond the config file.
+// Options are the in-process options of [New], beyond the config file.
 type Options struct {
-	// Dial makes the Client when the driver starts; onConnect must run after
-	// every (re)connection. Default: Dial over gopcua.
+	// Options are the options every adapter shares: the driver's Clock,
+	// the LinkClock of the reconnect backoff (when Dial is nil), the Logger,
+	// and Refine (edits the generated bindings, e.g. a poll interval or a
+	// device package's descriptor).
+	adapters.Options
+	// Dial is the backend seam: it makes the [Client] when the driver
+	// starts, and onConnect must run after every (re)connection. Default:
+	// [Dial] over gopcua.
 	Dial func(ctx context.Context, cfg Config, onConnect func(context.Context, Client) error) (Client, error)
-	// Clock is the driver's clock (staleness, timestamps); default real time.
-	Clock clock.Clock
-	// Logger receives connection and mapping events; default slog.Default().
-	Logger *slog.Logger
-	// KeepAlive is Conn's connection probe interval (DialOptions.KeepAlive).
+	// KeepAlive is Conn's connection probe interval
+	// ([DialOptions.KeepAlive]) when Dial is nil.
 	KeepAlive time.Duration
-	// Tune adjusts the binding config before the driver is built (poll
-	// interval, job timeouts, ...).
-	Tune func(*binding.Config)
-	// Refine, when set, edits the generated bindings before the driver is
-	// built and may refuse them (a device package merges its descriptor).
-	Refine func(*binding.Config) error
 }
 
 // adapter is the mapping of one config onto bindings.
@@ -193,9 +135,12 @@ type sample struct {
 	liveUntil time.Time
 }
 
-// New builds the driver of cfg. The driver connects in Start (an error when
-// the server cannot be reached) and keeps reconnecting after a loss.
-func New(cfg Config, opt Options) (*binding.Driver, error) {
+// New validates cfg and builds its unstarted driver, which talks to the
+// server through opt.Dial (default [Dial]). The driver connects in Start
+// (an error when the server cannot be reached and reconnect.fail_fast is
+// set) and keeps reconnecting after a loss. New itself does no I/O; ctx is
+// for the shape every adapter shares.
+func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -223,7 +168,7 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 	}
 	if a.opt.Dial == nil {
 		a.opt.Dial = func(ctx context.Context, cfg Config, onConnect func(context.Context, Client) error) (Client, error) {
-			c, err := Dial(ctx, cfg, DialOptions{Logger: a.log, KeepAlive: opt.KeepAlive,
+			c, err := Dial(ctx, cfg, DialOptions{Logger: a.log, KeepAlive: opt.KeepAlive, LinkClock: opt.LinkClock,
 				Background: !cfg.Reconn.FailFast, OnLink: a.setLink,
 				OnConnect: func(ctx context.Context, c *Conn) error { return onConnect(ctx, c) }})
 			if err != nil {
@@ -295,15 +240,7 @@ func New(cfg Config, opt Options) (*binding.Driver, error) {
 	bc.Setup = a.setup
 	bc.Verify = a.verify
 	bc.Close = a.close
-	if opt.Tune != nil {
-		opt.Tune(&bc)
-	}
-	if opt.Refine != nil {
-		if err := opt.Refine(&bc); err != nil {
-			return nil, err
-		}
-	}
-	d, err := binding.New(bc)
+	d, err := opt.Options.NewDriver(bc)
 	if err != nil {
 		return nil, err
 	}

@@ -9,23 +9,23 @@ import (
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
-	"github.com/openmhp/mhp-go/opcua/internal/fakeua"
+	"github.com/openmhp/mhp-go/opcua/opcuatest"
 )
 
 // extraConfig adds the fake's extra nodes to the fixture config.
 func extraConfig(url string) Config {
 	cfg := fixtureConfig(url, conformance.Options{})
-	cfg.Signals = append(cfg.Signals, SignalItem{Signal: mhp.Signal{Name: "counter", Type: mhp.TypeInteger}, Node: fakeua.NodeID("ro_counter")})
+	cfg.Signals = append(cfg.Signals, SignalItem{Signal: mhp.Signal{Name: "counter", Type: mhp.TypeInteger}, Node: opcuatest.NodeID("ro_counter")})
 	cfg.Settings = append(cfg.Settings,
-		SettingItem{Setting: mhp.Setting{Name: "small", Type: mhp.TypeInteger}, Node: fakeua.NodeID("small")},
-		SettingItem{Setting: mhp.Setting{Name: "counter_w", Type: mhp.TypeInteger}, Node: fakeua.NodeID("ro_counter")},
-		SettingItem{Setting: mhp.Setting{Name: "small_as_double", Type: mhp.TypeNumber}, Node: fakeua.NodeID("small"), DataType: "Double"},
+		SettingItem{Setting: mhp.Setting{Name: "small", Type: mhp.TypeInteger}, Node: opcuatest.NodeID("small")},
+		SettingItem{Setting: mhp.Setting{Name: "counter_w", Type: mhp.TypeInteger}, Node: opcuatest.NodeID("ro_counter")},
+		SettingItem{Setting: mhp.Setting{Name: "small_as_double", Type: mhp.TypeNumber}, Node: opcuatest.NodeID("small"), DataType: "Double"},
 	)
 	// A LADS function started with plain Start(Properties): no run id, the
 	// RunningStateMachine's Complete says done.
 	cfg.Actions = append(cfg.Actions, ActionItem{Action: mhp.Action{Name: "plain_start",
 		Params: mhp.Params{{Name: "speed", Shape: &mhp.Shape{Type: mhp.TypeNumber}}}},
-		LADS: &LADSSpec{FunctionalUnit: fakeua.NodeID("FU_" + conformance.ActionMonitor), Start: "Start"}})
+		LADS: &LADSSpec{FunctionalUnit: opcuatest.NodeID("FU_" + conformance.ActionMonitor), Start: "Start"}})
 	return cfg
 }
 
@@ -51,13 +51,7 @@ func TestReadAndSubscribe(t *testing.T) {
 		t.Fatalf("no source timestamp: %+v", res.Times)
 	}
 	// A subscription pushes changes; an unavailable value reads null.
-	dev := mhp.AsSession(d, "s1")
-	got := make(chan mhp.Notification, 64)
-	stop := d.Listen(func(n mhp.Notification) { got <- n })
-	defer stop()
-	if _, err := dev.Subscribe(ctx, []string{"temperature"}); err != nil {
-		t.Fatal(err)
-	}
+	got := subscribeUpdates(t, d, "temperature")
 	srv.In.SetSignal("temperature", 30.25)
 	waitNotification(t, got, func(p map[string]any) bool { return p["name"] == "temperature" && p["value"] == 30.25 })
 	srv.In.SetUnavailable("temperature", true)
@@ -65,24 +59,6 @@ func TestReadAndSubscribe(t *testing.T) {
 	res, _ = d.Read(ctx, []string{"temperature"})
 	if res.Values["temperature"] != nil || res.Unavailable["temperature"] == "" {
 		t.Fatalf("bad value read as %+v", res)
-	}
-}
-
-func waitNotification(t *testing.T, ch <-chan mhp.Notification, match func(map[string]any) bool) {
-	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case n := <-ch:
-			if n.Method != mhp.NotifySignalsUpdate {
-				continue
-			}
-			if p := n.Params; p != nil && match(p) {
-				return
-			}
-		case <-deadline:
-			t.Fatal("notification never came")
-		}
 	}
 }
 

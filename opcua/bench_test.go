@@ -10,7 +10,7 @@ import (
 
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/conformance"
-	"github.com/openmhp/mhp-go/opcua/internal/fakeua"
+	"github.com/openmhp/mhp-go/opcua/opcuatest"
 )
 
 // BenchmarkRead measures, in one run against the in-process fake server,
@@ -37,7 +37,7 @@ func BenchmarkRead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close(ctx)
-	node := ua.MustParseNodeID(fakeua.NodeID(conformance.SignalTemperature))
+	node := ua.MustParseNodeID(opcuatest.NodeID(conformance.SignalTemperature))
 	req := &ua.ReadRequest{NodesToRead: []*ua.ReadValueID{{NodeID: node, AttributeID: ua.AttributeIDValue}},
 		TimestampsToReturn: ua.TimestampsToReturnBoth}
 	direct := func(b *testing.B) {

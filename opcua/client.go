@@ -13,6 +13,8 @@ import (
 	"github.com/gopcua/opcua"
 	"github.com/gopcua/opcua/id"
 	"github.com/gopcua/opcua/ua"
+
+	"github.com/openmhp/mhp-go/clock"
 )
 
 // Client is the seam between the adapter's mapping and OPC UA: the mapping
@@ -54,6 +56,8 @@ type DialOptions struct {
 	// server state; two failed probes in a row count as a lost connection.
 	// Default 5s; negative disables.
 	KeepAlive time.Duration
+	// LinkClock times the reconnect backoff; default the system clock.
+	LinkClock clock.Clock
 	// Background makes Dial return a Conn even when the first connection
 	// fails: it keeps trying with backoff (requests fail with
 	// ErrNotConnected meanwhile). Without it the first failure is Dial's
@@ -126,6 +130,9 @@ func Dial(ctx context.Context, cfg Config, opt DialOptions) (*Conn, error) {
 	}
 	if opt.KeepAlive == 0 {
 		opt.KeepAlive = seconds(cfg.Timeouts.KeepAliveS)
+	}
+	if opt.LinkClock == nil {
+		opt.LinkClock = clock.Real{}
 	}
 	c := &Conn{cfg: cfg, opt: opt, log: opt.Logger, subs: map[int]*subReg{}, done: make(chan struct{})}
 	if cfg.Security.Policy != PolicyNone {
@@ -280,10 +287,8 @@ func (c *Conn) supervise(down bool) {
 		down = false
 		wait := seconds(c.cfg.Reconn.MinS)
 		for {
-			select {
-			case <-c.ctx.Done():
+			if !c.backoff(wait) {
 				return
-			case <-time.After(wait):
 			}
 			ctx, cancel := context.WithTimeout(c.ctx, seconds(c.cfg.Timeouts.DialS)+seconds(c.cfg.Timeouts.RequestS))
 			ncl, nlost, err := c.connect(ctx)
@@ -309,6 +314,19 @@ func (c *Conn) supervise(down bool) {
 				wait = max
 			}
 		}
+	}
+}
+
+// backoff waits d on the link clock; false when the Conn closes first.
+func (c *Conn) backoff(d time.Duration) bool {
+	due := make(chan struct{})
+	t := c.opt.LinkClock.AfterFunc(d, func() { close(due) })
+	defer t.Stop()
+	select {
+	case <-c.ctx.Done():
+		return false
+	case <-due:
+		return true
 	}
 }
 

@@ -212,7 +212,7 @@ type SafeWrite struct {
 
 // Validate checks the config: endpoint, security combination, auth, every
 // node id parses, one binding per action, estop present.
-func (c *Config) Validate() error {
+func (c Config) Validate() error {
 	if c.Device.ID == "" {
 		return fmt.Errorf("opcua: device.id is required")
 	}

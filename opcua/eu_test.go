@@ -8,7 +8,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/conformance"
-	"github.com/openmhp/mhp-go/opcua/internal/fakeua"
+	"github.com/openmhp/mhp-go/opcua/opcuatest"
 )
 
 // The server's EngineeringUnits and EURange complete the config (units,
@@ -19,7 +19,7 @@ func TestEngineeringUnitsAndRange(t *testing.T) {
 	ctx := ctxT(t)
 	cfg := extraConfig(srv.URL)
 	cfg.Settings = append(cfg.Settings, SettingItem{Setting: mhp.Setting{Name: "setpoint_free", Type: mhp.TypeNumber},
-		Node: fakeua.NodeID(conformance.SettingSetpoint)})
+		Node: opcuatest.NodeID(conformance.SettingSetpoint)})
 	for i := range cfg.Signals {
 		if cfg.Signals[i].Name == conformance.SignalTemperature {
 			cfg.Signals[i].Unit = ""
@@ -71,7 +71,7 @@ func TestEngineeringUnitsAndRange(t *testing.T) {
 			wide.Settings[i].Limits = &mhp.Limits{Min: &lo, Max: &hi}
 		}
 	}
-	want := []string{"setting setpoint", "-10..150", fakeua.NodeID(conformance.SettingSetpoint), "EURange 0..100"}
+	want := []string{"setting setpoint", "-10..150", opcuatest.NodeID(conformance.SettingSetpoint), "EURange 0..100"}
 	_, err = Probe(ctx, wide, DialOptions{Logger: quietLogger()})
 	var re *RangeError
 	if !errors.As(err, &re) {
@@ -82,7 +82,7 @@ func TestEngineeringUnitsAndRange(t *testing.T) {
 			t.Fatalf("%q does not name %q", err, w)
 		}
 	}
-	d2, err := New(wide, Options{Logger: quietLogger(), KeepAlive: -1})
+	d2, err := New(context.Background(), wide, quietOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

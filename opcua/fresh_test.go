@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/conformance"
-	"github.com/openmhp/mhp-go/opcua/internal/fakeua"
+	"github.com/openmhp/mhp-go/opcua/opcuatest"
 )
 
 // A frozen server (process stopped, sockets open) sends nothing: the
@@ -25,17 +26,7 @@ func TestFrozenServerGoesStale(t *testing.T) {
 	waitSignals(t, d)
 	ctx := ctxT(t)
 	dev := mhp.AsSession(d, "s1")
-	got := make(chan mhp.Notification, 256)
-	stop := d.Listen(func(n mhp.Notification) {
-		select {
-		case got <- n:
-		default:
-		}
-	})
-	defer stop()
-	if _, err := dev.Subscribe(ctx, []string{"temperature"}); err != nil {
-		t.Fatal(err)
-	}
+	got := subscribeUpdates(t, d, "temperature")
 	// Healthy and quiet for several max ages: the heartbeat keeps it fresh.
 	quiet := time.Now().Add(3 * seconds(cfg.withDefaults().Timeouts.MaxAgeS))
 	for time.Now().Before(quiet) {
@@ -82,17 +73,10 @@ func TestNodeSoakNoSpontaneousDrop(t *testing.T) {
 	cfg := plcConfig(p.url)
 	cfg.Timeouts.KeepAliveS = 0.5
 	var lost atomic.Int64
-	d, err := New(cfg, Options{Logger: slog.New(countHandler{"connection lost", &lost}),
-		Tune: func(bc *binding.Config) { bc.PollInterval = 20 * time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t)
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := startWith(t, cfg, Options{Options: adapters.Options{Logger: slog.New(countHandler{"connection lost", &lost}),
+		Refine: func(bc *binding.Config) error { bc.PollInterval = 20 * time.Millisecond; return nil }}})
 	waitSignals(t, d)
+	ctx := ctxT(t)
 	var changes atomic.Int64
 	stop := d.Listen(func(n mhp.Notification) {
 		if n.Method == mhp.NotifyBackendLink {
@@ -128,7 +112,7 @@ func TestReadAfterWrite(t *testing.T) {
 			srv := startFake(t)
 			srv.SetValueLag(400 * time.Millisecond)
 			cfg := extraConfig(srv.URL)
-			cfg.Signals = append(cfg.Signals, SignalItem{Signal: mhp.Signal{Name: "setpoint_now", Type: mhp.TypeNumber}, Node: fakeua.NodeID(conformance.SettingSetpoint)})
+			cfg.Signals = append(cfg.Signals, SignalItem{Signal: mhp.Signal{Name: "setpoint_now", Type: mhp.TypeNumber}, Node: opcuatest.NodeID(conformance.SettingSetpoint)})
 			for i := range cfg.Settings {
 				if cfg.Settings[i].Name == conformance.SettingSetpoint {
 					rb := readBack

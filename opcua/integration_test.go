@@ -23,7 +23,8 @@ import (
 )
 
 // The integration tests run against node-opcua (testdata/server.mjs) when
-// MHP_OPCUA_NODE=1; testdata/install.sh installs node-opcua.
+// MHP_PEER_OPCUA=1 (conformance.Peer); testdata/install.sh installs
+// node-opcua.
 
 const testNS = "nsu=urn:mhp:testserver;s="
 
@@ -38,14 +39,12 @@ type nodePeer struct {
 
 func needNode(t *testing.T) {
 	t.Helper()
-	if os.Getenv("MHP_OPCUA_NODE") != "1" {
-		t.Skip("OPC UA integration tests need node-opcua: run opcua/testdata/install.sh and set MHP_OPCUA_NODE=1")
-	}
+	conformance.Peer(t, "OPCUA", "1 with node-opcua installed (run opcua/testdata/install.sh; .ci/run does both)")
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("MHP_OPCUA_NODE=1 but node is not on PATH")
+		t.Skip("MHP_PEER_OPCUA is set but node is not on PATH")
 	}
 	if _, err := os.Stat(filepath.Join("testdata", "node_modules", "node-opcua")); err != nil {
-		t.Fatalf("MHP_OPCUA_NODE=1 but node-opcua is not installed: run opcua/testdata/install.sh")
+		t.Fatalf("MHP_PEER_OPCUA is set but node-opcua is not installed: run opcua/testdata/install.sh")
 	}
 }
 
@@ -167,12 +166,7 @@ func TestNodeReadSubscribeWrite(t *testing.T) {
 		t.Fatalf("read: %+v %v", res, err)
 	}
 	// Subscribe: a change at the server arrives as a notification.
-	got := make(chan mhp.Notification, 64)
-	stop := d.Listen(func(n mhp.Notification) { got <- n })
-	defer stop()
-	if _, err := dev.Subscribe(ctx, []string{"temperature"}); err != nil {
-		t.Fatal(err)
-	}
+	got := subscribeUpdates(t, d, "temperature")
 	callDirect(t, p.url, "Control", "Control.SetTemperature", ua.MustVariant(33.5))
 	waitNotification(t, got, func(m map[string]any) bool { return m["name"] == "temperature" && m["value"] == 33.5 })
 
@@ -441,7 +435,7 @@ func TestNodeEURange(t *testing.T) {
 	cfg := plcConfig(p.url)
 	lo, hi := -10.0, 150.0
 	cfg.Settings[0].Limits = &mhp.Limits{Min: &lo, Max: &hi}
-	d, err := New(cfg, Options{Logger: quietLogger(), KeepAlive: -1})
+	d, err := New(ctxT(t), cfg, quietOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

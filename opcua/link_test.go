@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
-	"github.com/openmhp/mhp-go/opcua/internal/fakeua"
+	"github.com/openmhp/mhp-go/opcua/opcuatest"
 )
 
 // The server is down when the driver starts (a lab launcher started the
@@ -68,7 +69,7 @@ func TestStartFailFast(t *testing.T) {
 	cfg := extraConfig(srv.URL)
 	cfg.Reconn.FailFast = true
 	cfg.Timeouts.DialS = 0.5
-	d, err := New(cfg, Options{Logger: quietLogger(), KeepAlive: -1})
+	d, err := New(context.Background(), cfg, quietOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +80,34 @@ func TestStartFailFast(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), srv.URL) {
 		t.Fatalf("Start with fail_fast and no server: %v", err)
 	}
+}
+
+// The reconnect backoff runs on Options.LinkClock: with a manual one, a
+// server that came up is not retried until that clock moves.
+func TestLinkClockTimesBackoff(t *testing.T) {
+	srv := startFake(t)
+	srv.Down()
+	cfg := extraConfig(srv.URL)
+	link := clock.NewManual(time.Now())
+	opt := quietOptions(nil)
+	opt.LinkClock = link
+	d := startWith(t, cfg, opt)
+	if err := srv.Up(); err != nil {
+		t.Fatal(err)
+	}
+	// Twenty backoffs of real time pass without a retry.
+	hold := time.Now().Add(20 * seconds(cfg.Reconn.MinS))
+	for time.Now().Before(hold) {
+		if l := d.Link(); l == nil || l.Connected {
+			t.Fatalf("the link came up without the link clock moving: %+v", l)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	conformance.EventuallyWithin(t, "the link to come up as the link clock moves", 10*time.Second, func() bool {
+		link.Advance(time.Second)
+		l := d.Link()
+		return l != nil && l.Connected
+	})
 }
 
 // A link that drops with nothing in flight does not fault the device; one
@@ -127,7 +156,7 @@ func TestDropIdleVersusInFlight(t *testing.T) {
 // resolved afresh and the subscription is rebuilt on the new ids (a change
 // at the new server arrives as a notification).
 func TestNamespaceMovedOnRestart(t *testing.T) {
-	a, err := fakeua.Start(conformance.NewInstrument())
+	a, err := opcuatest.Start(conformance.NewInstrument())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,25 +165,13 @@ func TestNamespaceMovedOnRestart(t *testing.T) {
 	cfg.Device.ID = "ns-moves"
 	cfg.Timeouts = Timeouts{RequestS: 2, DialS: 2}
 	cfg.Reconn = Reconnect{MinS: 0.05, MaxS: 0.2}
-	cfg.Signals = []SignalItem{{Signal: mhp.Signal{Name: "temperature", Type: mhp.TypeNumber}, Node: "nsu=" + fakeua.Namespace + ";s=" + conformance.SignalTemperature}}
+	cfg.Signals = []SignalItem{{Signal: mhp.Signal{Name: "temperature", Type: mhp.TypeNumber}, Node: "nsu=" + opcuatest.Namespace + ";s=" + conformance.SignalTemperature}}
 	d := startDriver(t, cfg, nil)
 	waitSignals(t, d)
-	ctx := ctxT(t)
-	dev := mhp.AsSession(d, "s1")
-	got := make(chan mhp.Notification, 256)
-	stop := d.Listen(func(n mhp.Notification) {
-		select {
-		case got <- n:
-		default:
-		}
-	})
-	defer stop()
-	if _, err := dev.Subscribe(ctx, []string{"temperature"}); err != nil {
-		t.Fatal(err)
-	}
+	got := subscribeUpdates(t, d, "temperature")
 	a.In.ReleaseAll()
 	_ = a.Close()
-	b, err := fakeua.StartWith(conformance.NewInstrument(), fakeua.Options{Addr: addr, ExtraNamespaces: []string{"urn:openmhp:other"}})
+	b, err := opcuatest.StartWith(conformance.NewInstrument(), opcuatest.Options{Addr: addr, ExtraNamespaces: []string{"urn:openmhp:other"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,17 +224,10 @@ func TestSeamWriteOutcomes(t *testing.T) {
 	cfg := Config{Endpoint: "opc.tcp://fake:4840"}
 	cfg.Device.ID = "seam"
 	cfg.Settings = []SettingItem{{Setting: mhp.Setting{Name: "level", Type: mhp.TypeNumber}, Node: "ns=0;i=5000"}}
-	d, err := New(cfg, Options{Logger: quietLogger(), Dial: func(ctx context.Context, c Config, on func(context.Context, Client) error) (Client, error) {
+	d := startWith(t, cfg, Options{Options: adapters.Options{Logger: quietLogger()}, Dial: func(ctx context.Context, c Config, on func(context.Context, Client) error) (Client, error) {
 		return fc, on(ctx, fc)
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := ctxT(t)
-	if err := d.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
 	dev := mhp.AsSession(d, "s")
 	r, err := dev.Write(ctx, mhp.WriteRequest{Name: "level", Value: 2.5})
 	if err != nil || !r.Applied {

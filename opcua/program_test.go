@@ -6,21 +6,21 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/conformance"
-	"github.com/openmhp/mhp-go/opcua/internal/fakeua"
+	"github.com/openmhp/mhp-go/opcua/opcuatest"
 )
 
 func TestProgramOutcomes(t *testing.T) {
 	srv := startFake(t)
 	cfg := extraConfig(srv.URL)
 	cfg.Actions = append(cfg.Actions, ActionItem{Action: mhp.Action{Name: "batch"},
-		Program: &ProgramSpec{Node: fakeua.NodeID("Batch"), Result: fakeua.NodeID("Batch.Result"),
-			Outputs: map[string]string{"yield": fakeua.NodeID("Batch.Yield")}}})
+		Program: &ProgramSpec{Node: opcuatest.NodeID("Batch"), Result: opcuatest.NodeID("Batch.Result"),
+			Outputs: map[string]string{"yield": opcuatest.NodeID("Batch.Yield")}}})
 	d := startDriver(t, cfg, nil)
 	waitSignals(t, d)
 	ctx := ctxT(t)
 	dev := mhp.AsSession(d, "s1")
 	in := srv.In
-	const act = fakeua.ProgramAction
+	const act = opcuatest.ProgramAction
 
 	job := invokeWait(t, dev, "batch", nil)
 	if job.State != mhp.JobDone {

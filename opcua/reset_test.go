@@ -7,7 +7,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/conformance"
-	"github.com/openmhp/mhp-go/opcua/internal/fakeua"
+	"github.com/openmhp/mhp-go/opcua/opcuatest"
 )
 
 // An estop during a LADS program leaves the functional unit Aborted (as on
@@ -51,18 +51,18 @@ func TestLADSResetClearsAbortedUnit(t *testing.T) {
 func TestUntrustedClientCertificate(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		how  fakeua.Rejection
+		how  opcuatest.Rejection
 		want string
 	}{
 		// gopcua v0.8.0 turns a server's ERR message into io.EOF
 		// (uasc.readChunk: an error with no bytes is EOF), so the status
 		// code of an ERR is lost and both cases read alike; codes that come
 		// in a response (CreateSession) are named.
-		{"error_message", fakeua.RejectError, "closed the connection while opening the Basic256Sha256 secure channel"},
-		{"socket_closed", fakeua.RejectClose, "closed the connection while opening the Basic256Sha256 secure channel"},
+		{"error_message", opcuatest.RejectError, "closed the connection while opening the Basic256Sha256 secure channel"},
+		{"socket_closed", opcuatest.RejectClose, "closed the connection while opening the Basic256Sha256 secure channel"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv, err := fakeua.StartWith(conformance.NewInstrument(), fakeua.Options{Basic256Sha256: true})
+			srv, err := opcuatest.StartWith(conformance.NewInstrument(), opcuatest.Options{Basic256Sha256: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestUntrustedClientCertificate(t *testing.T) {
 			cfg := fixtureConfig(srv.URL, conformance.Options{})
 			cfg.Security.Policy = PolicyBasic256Sha256
 			cfg.Reconn.FailFast = true
-			d, err := New(cfg, Options{Logger: quietLogger(), KeepAlive: -1})
+			d, err := New(ctxT(t), cfg, quietOptions(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ func TestUntrustedClientCertificate(t *testing.T) {
 			}
 			// In the background mode the same words reach ping's backend.
 			cfg.Reconn.FailFast = false
-			d2, err := New(cfg, Options{Logger: quietLogger(), KeepAlive: -1})
+			d2, err := New(ctxT(t), cfg, quietOptions(nil))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the real OPC UA peer of the integration tests (node-opcua) into
 # opcua/testdata/node_modules. Run by .ci/run before
-# `MHP_OPCUA_NODE=1 go test ./opcua/...`.
+# `MHP_PEER_OPCUA=1 go test ./opcua/...`.
 set -eu
 cd "$(dirname "$0")"
 if [ -f node_modules/node-opcua/package.json ] && grep -q '"version": "2.186.4"' node_modules/node-opcua/package.json; then

@@ -1,4 +1,4 @@
-package fakeua
+package opcuatest
 
 import (
 	"crypto/rand"
@@ -238,9 +238,9 @@ func selfSigned() ([]byte, *rsa.PrivateKey, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	u, _ := url.Parse("urn:openmhp:fakeua")
+	u, _ := url.Parse("urn:openmhp:opcuatest")
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fakeua"},
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "opcuatest"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment | x509.KeyUsageDataEncipherment,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, URIs: []*url.URL{u}, DNSNames: []string{"localhost"},

@@ -1,4 +1,4 @@
-package fakeua
+package opcuatest
 
 import (
 	"encoding/json"

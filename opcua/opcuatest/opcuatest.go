@@ -1,7 +1,8 @@
-// Package fakeua is the fake OPC UA backend of the opcua adapter's tests:
+// Package opcuatest is a fake OPC UA server for tests of package opcua and
+// of programs that use it (the opcua package Example runs against it):
 // gopcua's server package in process on 127.0.0.1 (security None,
 // anonymous), with its own Write and Call handlers, serving the
-// conformance fixture from a *conformance.Instrument.
+// conformance fixture from a [*conformance.Instrument].
 //
 // Address space (namespace 1 = Namespace, string ids):
 //   - signals: temperature (Double), door_closed (Boolean); an unavailable
@@ -27,7 +28,7 @@
 // FailUnknown -> the secure channel is closed with the reply pending,
 // Block -> the reply (or the end of the run) waits for Release without
 // blocking the server.
-package fakeua
+package opcuatest
 
 import (
 	"context"
@@ -50,7 +51,7 @@ import (
 )
 
 // Namespace is the namespace URI of the fake's nodes (index 1).
-const Namespace = "urn:openmhp:fakeua"
+const Namespace = "urn:openmhp:opcuatest"
 
 // LADSNamespace is registered as index 2 so that state ids carry the real LADS URI.
 const LADSNamespace = "http://opcfoundation.org/UA/LADS/"
@@ -185,7 +186,7 @@ func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
 		server.EndPoint("127.0.0.1", proxy.Addr().(*net.TCPAddr).Port),
 		server.EnableSecurity("None", ua.MessageSecurityModeNone),
 		server.EnableAuthMode(ua.UserTokenTypeAnonymous),
-		server.ServerName("mhp-go fakeua"),
+		server.ServerName("mhp-go opcuatest"),
 	}
 	if o.Basic256Sha256 {
 		cert, key, err := selfSigned()
@@ -461,7 +462,7 @@ func (s *Server) reply(sc *uasc.SecureChannel, reqID uint32, resp ua.Response) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := sc.SendResponseWithContext(ctx, reqID, resp); err != nil {
-		log.Printf("fakeua: late reply: %v", err)
+		log.Printf("opcuatest: late reply: %v", err)
 	}
 }
 
