@@ -311,10 +311,23 @@ func (d *Driver) now() time.Time { return d.clk.Now() }
 
 // locked runs f holding mu: each locked step of a request is one section
 // with one deferred unlock, whatever path it returns by.
+//
+// Notifications that f queues ([Driver.enqueueLocked]) are delivered after
+// mu is released, in the order they were queued.
 func (d *Driver) locked(f func()) {
+	if d.lockedQueued(f) {
+		d.deliver()
+	}
+}
+
+// lockedQueued runs f under mu with a deferred unlock and reports whether f
+// queued a notification that nobody is delivering yet.
+func (d *Driver) lockedQueued(f func()) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	before := len(d.pubQueue)
 	f()
+	return len(d.pubQueue) > before && !d.draining
 }
 
 // errorf makes an *mhp.Error stamped with the driver's clock.

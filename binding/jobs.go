@@ -249,18 +249,17 @@ func (d *Driver) jobProgress(id string, fraction float64, extra map[string]any) 
 		fraction = 0
 	}
 	fraction = math.Max(0, math.Min(1, fraction))
-	d.mu.Lock()
-	r, ok := d.jobs[id]
-	if !ok || r.job.State.Terminal() {
-		d.mu.Unlock()
-		return
-	}
-	r.job.Progress = fraction
-	if extra != nil {
-		r.job.Extra = extra
-	}
-	snap := r.job
-	d.publishLocked(mhp.NotifyJobsProgress, map[string]any{"job": snap})
+	d.locked(func() {
+		r, ok := d.jobs[id]
+		if !ok || r.job.State.Terminal() {
+			return
+		}
+		r.job.Progress = fraction
+		if extra != nil {
+			r.job.Extra = extra
+		}
+		d.enqueueLocked(mhp.NotifyJobsProgress, map[string]any{"job": r.job})
+	})
 }
 
 func (d *Driver) jobLocked(id string) (*jobRec, *mhp.Error) {
@@ -312,27 +311,28 @@ func (d *Driver) Jobs(ctx context.Context, req mhp.JobsRequest) ([]mhp.Job, erro
 // cancelled; the job ends as the backend reports (done if it ran on).
 func (d *Driver) CancelJob(ctx context.Context, id string) (*mhp.Job, error) {
 	s := d.touch(ctx)
-	d.mu.Lock()
-	r, e := d.jobLocked(id)
+	var snap mhp.Job
+	var e *mhp.Error
+	d.locked(func() {
+		var r *jobRec
+		if r, e = d.jobLocked(id); e != nil {
+			return
+		}
+		if !d.actions[r.job.Action].Spec.Cancellable {
+			e = d.errorf(mhp.CodeNotSupported, "action %q is not cancellable", r.job.Action).With("id", id)
+			return
+		}
+		if !r.job.State.Terminal() {
+			r.job.CancelRequested = true
+			r.handle.requestCancel()
+			r.cancel()
+			d.enqueueLocked(mhp.NotifyJobsCancelling, map[string]any{"job": r.job, "by": s})
+		}
+		snap = r.job
+	})
 	if e != nil {
-		d.mu.Unlock()
 		return nil, e
 	}
-	act := d.actions[r.job.Action]
-	if !act.Spec.Cancellable {
-		d.mu.Unlock()
-		return nil, d.errorf(mhp.CodeNotSupported, "action %q is not cancellable", r.job.Action).With("id", id)
-	}
-	if r.job.State.Terminal() {
-		snap := r.job
-		d.mu.Unlock()
-		return &snap, nil
-	}
-	r.job.CancelRequested = true
-	r.handle.requestCancel()
-	r.cancel()
-	snap := r.job
-	d.publishLocked(mhp.NotifyJobsCancelling, map[string]any{"job": snap, "by": s})
 	return &snap, nil
 }
 
@@ -344,13 +344,12 @@ func (d *Driver) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 	if e != nil {
 		return nil, e
 	}
-	d.mu.Lock()
-	if r.job.Paused {
-		snap := r.job
-		d.mu.Unlock()
+	var snap mhp.Job
+	var paused bool
+	d.locked(func() { snap, paused = r.job, r.job.Paused })
+	if paused {
 		return &snap, nil
 	}
-	d.mu.Unlock()
 	if act.Pause != nil {
 		pctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
 		err := act.Pause(pctx, r.handle)
@@ -359,16 +358,19 @@ func (d *Driver) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 			return nil, d.hookRefusal("pause", r.job.ID, err)
 		}
 	}
-	d.mu.Lock()
-	if r.job.State.Terminal() { // the job ended while the backend paused
-		e := d.errorf(mhp.CodeDeviceBusy, "job %s ended %s before it paused", id, r.job.State).With("id", id)
-		d.mu.Unlock()
+	d.locked(func() {
+		if r.job.State.Terminal() { // the job ended while the backend paused
+			e = d.errorf(mhp.CodeDeviceBusy, "job %s ended %s before it paused", id, r.job.State).With("id", id)
+			return
+		}
+		r.handle.setPaused(true)
+		r.job.Paused = true
+		snap = r.job
+		d.enqueueLocked(mhp.NotifyJobsPaused, map[string]any{"job": snap, "by": s})
+	})
+	if e != nil {
 		return nil, e
 	}
-	r.handle.setPaused(true)
-	r.job.Paused = true
-	snap := r.job
-	d.publishLocked(mhp.NotifyJobsPaused, map[string]any{"job": snap, "by": s})
 	return &snap, nil
 }
 
@@ -376,23 +378,21 @@ func (d *Driver) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 // lease-gated like an invoke (on a watchdog device it needs the lease).
 func (d *Driver) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
 	s, now := d.touchAt(ctx)
-	d.mu.Lock()
-	if e := d.stateGateLocked(); e != nil {
-		d.mu.Unlock()
+	var e *mhp.Error
+	d.locked(func() {
+		if e = d.stateGateLocked(); e == nil {
+			e = d.leaseGateLocked(s, now)
+		}
+	})
+	if e != nil {
 		return nil, e
 	}
-	if e := d.leaseGateLocked(s, now); e != nil {
-		d.mu.Unlock()
-		return nil, e
-	}
-	d.mu.Unlock()
 	r, act, e := d.pausable(id)
 	if e != nil {
 		return nil, e
 	}
-	d.mu.Lock()
-	paused := r.job.Paused
-	d.mu.Unlock()
+	var paused bool
+	d.locked(func() { paused = r.job.Paused })
 	if !paused {
 		return nil, d.errorf(mhp.CodeDeviceBusy, "job %s is not paused", id).With("id", id)
 	}
@@ -408,20 +408,23 @@ func (d *Driver) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
 			return nil, d.hookRefusal("resume", r.job.ID, err)
 		}
 	}
-	d.mu.Lock()
-	if e := d.stateGateLocked(); e != nil { // estop or fault came while the backend resumed
-		d.mu.Unlock()
+	var snap mhp.Job
+	d.locked(func() {
+		if e = d.stateGateLocked(); e != nil { // estop or fault came while the backend resumed
+			return
+		}
+		if r.job.State.Terminal() {
+			e = d.errorf(mhp.CodeDeviceBusy, "job %s ended %s before it resumed", id, r.job.State).With("id", id)
+			return
+		}
+		r.handle.setPaused(false)
+		r.job.Paused = false
+		snap = r.job
+		d.enqueueLocked(mhp.NotifyJobsResumed, map[string]any{"job": snap, "by": s})
+	})
+	if e != nil {
 		return nil, e
 	}
-	if r.job.State.Terminal() {
-		e := d.errorf(mhp.CodeDeviceBusy, "job %s ended %s before it resumed", id, r.job.State).With("id", id)
-		d.mu.Unlock()
-		return nil, e
-	}
-	r.handle.setPaused(false)
-	r.job.Paused = false
-	snap := r.job
-	d.publishLocked(mhp.NotifyJobsResumed, map[string]any{"job": snap, "by": s})
 	return &snap, nil
 }
 

@@ -184,46 +184,46 @@ func (d *Driver) leaseInfoLocked() *mhp.Lease {
 
 // checkLease runs when a lease may have expired.
 func (d *Driver) checkLease(l *leaseRec) {
-	d.mu.Lock()
-	if d.lease != l || d.closed {
-		d.mu.Unlock()
-		return
+	var trip bool
+	var cancelled []string
+	d.locked(func() {
+		if d.lease != l || d.closed {
+			return
+		}
+		if now := d.now(); now.Before(l.expires) {
+			l.expiry = d.clk.AfterFunc(l.expires.Sub(now), func() { d.checkLease(l) })
+			return
+		}
+		d.dropLeaseLocked()
+		if trip = d.watchdog > 0; trip {
+			cancelled = d.estopLocked()
+		}
+	})
+	if trip {
+		d.estopFinish(context.Background(), "watchdog", fmt.Sprintf("lease of %s expired without release", l.holder), cancelled)
 	}
-	now := d.now()
-	if now.Before(l.expires) {
-		l.expiry = d.clk.AfterFunc(l.expires.Sub(now), func() { d.checkLease(l) })
-		d.mu.Unlock()
-		return
-	}
-	d.dropLeaseLocked()
-	if d.watchdog == 0 {
-		d.mu.Unlock()
-		return
-	}
-	cancelled := d.estopLocked()
-	d.mu.Unlock()
-	d.estopFinish(context.Background(), "watchdog", fmt.Sprintf("lease of %s expired without release", l.holder), cancelled)
 }
 
 // checkWatchdog runs when the lease holder may have gone silent.
 func (d *Driver) checkWatchdog(l *leaseRec) {
-	d.mu.Lock()
-	if d.lease != l || d.closed {
-		d.mu.Unlock()
-		return
+	var trip bool
+	var silent time.Duration
+	var cancelled []string
+	d.locked(func() {
+		if d.lease != l || d.closed {
+			return
+		}
+		if silent = d.now().Sub(l.lastSeen); silent < d.watchdog {
+			l.wd = d.clk.AfterFunc(d.watchdog-silent, func() { d.checkWatchdog(l) })
+			return
+		}
+		d.dropLeaseLocked()
+		cancelled, trip = d.estopLocked(), true
+	})
+	if trip {
+		d.estopFinish(context.Background(), "watchdog",
+			fmt.Sprintf("lease holder %s silent for %gs (watchdog %gs)", l.holder, silent.Seconds(), d.watchdog.Seconds()), cancelled)
 	}
-	now := d.now()
-	silent := now.Sub(l.lastSeen)
-	if silent < d.watchdog {
-		l.wd = d.clk.AfterFunc(d.watchdog-silent, func() { d.checkWatchdog(l) })
-		d.mu.Unlock()
-		return
-	}
-	d.dropLeaseLocked()
-	cancelled := d.estopLocked()
-	d.mu.Unlock()
-	d.estopFinish(context.Background(), "watchdog",
-		fmt.Sprintf("lease holder %s silent for %gs (watchdog %gs)", l.holder, silent.Seconds(), d.watchdog.Seconds()), cancelled)
 }
 
 // tripLocked is the watchdog's estop from a request that found the lease

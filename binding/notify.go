@@ -53,10 +53,30 @@ type pending struct {
 // too. Nobody waits for a listener while holding mu, so a listener may call
 // the driver (State, Job, even a call that publishes) without deadlock.
 func (d *Driver) publishLocked(method string, params map[string]any) {
+	d.enqueueLocked(method, params)
+	if d.draining {
+		d.mu.Unlock()
+		return
+	}
+	d.draining = true
+	d.drainLocked()
+}
+
+// enqueueLocked queues a notification with mu held, stamped with the state
+// and time of the event it reports, for the listeners of that moment. A
+// locked section run by [Driver.locked] delivers what it queued once it has
+// released mu.
+func (d *Driver) enqueueLocked(method string, params map[string]any) {
 	params["state"] = d.stateLocked()
 	params["ts"] = mhp.UnixSeconds(d.now())
 	d.pubQueue = append(d.pubQueue, pending{mhp.Notification{Method: method, Params: params}, d.listenerList})
-	if d.draining {
+}
+
+// deliver delivers the queued notifications, unless another goroutine is
+// delivering already (it then delivers these too). It is called without mu.
+func (d *Driver) deliver() {
+	d.mu.Lock()
+	if d.draining || len(d.pubQueue) == 0 {
 		d.mu.Unlock()
 		return
 	}

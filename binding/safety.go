@@ -159,14 +159,14 @@ func (d *Driver) reassertStop(done chan struct{}) {
 			}
 			cancel()
 		}
-		d.mu.Lock()
-		if !d.reassertAgain {
-			d.reasserting = false
-			d.mu.Unlock()
+		again := false
+		d.locked(func() {
+			again, d.reassertAgain = d.reassertAgain, false
+			d.reasserting = again
+		})
+		if !again {
 			return
 		}
-		d.reassertAgain = false
-		d.mu.Unlock()
 	}
 }
 
@@ -271,8 +271,7 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 		return nil, e
 	}
 	if was {
-		d.mu.Lock()
-		d.publishLocked(mhp.NotifySafetyReset, map[string]any{"by": s, "verified": true})
+		d.locked(func() { d.enqueueLocked(mhp.NotifySafetyReset, map[string]any{"by": s, "verified": true}) })
 	}
 	return &mhp.ResetResult{State: d.State(), Verified: true}, nil
 }
@@ -281,13 +280,15 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 // wait for it (bounded by StopTimeout and ctx) instead of being refused: the
 // re-assertion is the estop's last word, and a reset after it is safe.
 func (d *Driver) awaitReassert(ctx context.Context) {
-	d.mu.Lock()
-	if !d.reasserting {
-		d.mu.Unlock()
+	var done chan struct{}
+	d.locked(func() {
+		if d.reasserting {
+			done = d.reassertDone
+		}
+	})
+	if done == nil {
 		return
 	}
-	done := d.reassertDone
-	d.mu.Unlock()
 	t := time.NewTimer(d.cfg.StopTimeout)
 	defer t.Stop()
 	select {

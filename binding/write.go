@@ -88,12 +88,11 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	if status == Sent {
 		res.Status = mhp.WriteSent
 	}
-	d.mu.Lock()
-	if len(d.listeners) == 0 {
-		d.mu.Unlock()
-		return res, nil
-	}
-	d.publishLocked(mhp.NotifySettingsChanged, map[string]any{"name": req.Name, "value": value, "by": s, "applied": res.Applied})
+	d.locked(func() {
+		if len(d.listeners) > 0 {
+			d.enqueueLocked(mhp.NotifySettingsChanged, map[string]any{"name": req.Name, "value": value, "by": s, "applied": res.Applied})
+		}
+	})
 	return res, nil
 }
 
