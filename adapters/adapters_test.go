@@ -24,7 +24,7 @@ func fakeFactory(ctx context.Context, src adapters.Source) (*binding.Driver, err
 	cfg.Apply(&bc)
 	bc.Settings = []binding.Setting{{Spec: mhp.Setting{Name: "sp", Type: mhp.TypeNumber, Limits: mhp.Range(0, 100)},
 		Write: func(context.Context, any) (binding.WriteStatus, error) { return binding.Applied, nil }}}
-	return src.NewDriver(bc)
+	return adapters.Options{Refine: src.Refine}.NewDriver(bc)
 }
 
 func TestRegistry(t *testing.T) {

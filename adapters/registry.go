@@ -81,15 +81,6 @@ type Source struct {
 	Refine func(*binding.Config) error
 }
 
-// NewDriver builds the driver of an adapter's bindings, applying the
-// source's Refine first.
-//
-// Deprecated: adapters build through [Options.NewDriver]; this stays until
-// every adapter has the shape.
-func (s Source) NewDriver(cfg binding.Config) (*binding.Driver, error) {
-	return Options{Refine: s.Refine}.NewDriver(cfg)
-}
-
 // Decode decodes the config strictly into v: an unknown field is an error
 // naming its line, so a typo never silently drops a limit.
 func (s Source) Decode(v any) error {
