@@ -12,6 +12,7 @@ import (
 
 	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/clock"
+	"github.com/openmhp/mhp-go/conformance"
 )
 
 func TestBackoffBoundedAndJittered(t *testing.T) {
@@ -115,13 +116,7 @@ func TestLinkReconnects(t *testing.T) {
 
 func waitPending(t *testing.T, clk *clock.Manual) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for clk.Pending() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no probe was scheduled")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	conformance.EventuallyWithin(t, "a probe to be scheduled", 10*time.Second, func() bool { return clk.Pending() > 0 })
 }
 
 func TestUnreachable(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
+	"github.com/openmhp/mhp-go/conformance"
 )
 
 // smallDevice is a hand-written device for the driver's own unit tests; the
@@ -49,19 +50,15 @@ func smallDevice(t *testing.T, clk clock.Clock, watchdog float64) (*binding.Driv
 
 func waitJob(t *testing.T, dev mhp.Device, id string) *mhp.Job {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		j, err := dev.Job(context.Background(), id)
-		if err != nil {
+	var j *mhp.Job
+	conformance.Eventually(t, "job "+id+" to end", func() bool {
+		var err error
+		if j, err = dev.Job(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
-		if j.State.Terminal() {
-			return j
-		}
-		time.Sleep(time.Millisecond) // polling interval, bounded by the deadline
-	}
-	t.Fatalf("job %s did not end", id)
-	return nil
+		return j.State.Terminal()
+	})
+	return j
 }
 
 func TestIgnoredCancelEndsDone(t *testing.T) {
@@ -147,13 +144,9 @@ func TestWatchdogTripsOnceOnSilentHolder(t *testing.T) {
 		}
 	}
 	clk.Advance(3 * time.Second)
-	deadline := time.Now().Add(2 * time.Second)
-	for drv.State() != mhp.StateEStop || stops.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("watchdog did not trip")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	conformance.Eventually(t, "the watchdog to trip", func() bool {
+		return drv.State() == mhp.StateEStop && stops.Load() > 0
+	})
 	clk.Advance(10 * time.Second)
 	if n := stops.Load(); n != 1 {
 		t.Fatalf("stop hook ran %d times, want once", n)

@@ -172,7 +172,7 @@ func estopRace(t *testing.T, i int64, hookMax, offsetMax time.Duration, okWrites
 	}()
 	go func() {
 		defer wg.Done()
-		time.Sleep(offset)
+		time.Sleep(offset) // where the estop lands in the hook: the race's random offset
 		estop, _ = d.EStop(ctxB, "race")
 	}()
 	wg.Wait()
@@ -200,6 +200,8 @@ func estopRace(t *testing.T, i int64, hookMax, offsetMax time.Duration, okWrites
 			if time.Now().After(deadline) {
 				return fmt.Sprintf("race %d: job %s never ended", i, job.ID)
 			}
+			// Polling, bounded by the deadline: a worker goroutine cannot
+			// use conformance.Eventually (it may not call t.Fatal).
 			time.Sleep(50 * time.Microsecond)
 		}
 		return settle(d, b, i, "run="+job.ID, -1)
@@ -257,6 +259,6 @@ func settle(d *binding.Driver, b *stubbornBackend, i int64, cmd string, maxStops
 		if time.Now().After(deadline) {
 			return fmt.Sprintf("race %d: the backend's last command is %q, not the stop: %v", i, last, b.snapshot())
 		}
-		time.Sleep(50 * time.Microsecond)
+		time.Sleep(50 * time.Microsecond) // polling from a worker goroutine, bounded by the deadline (no t.Fatal here)
 	}
 }

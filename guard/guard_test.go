@@ -2,7 +2,6 @@ package guard_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/evidence"
 	"github.com/openmhp/mhp-go/guard"
 )
@@ -349,13 +349,8 @@ func TestEvidenceFailureRefusesActuationNotEStop(t *testing.T) {
 
 func waitFinished(t *testing.T, dev mhp.Device, id string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	conformance.EventuallyWithin(t, "job "+id+" to finish", 10*time.Second, func() bool {
 		j, err := dev.Job(context.Background(), id)
-		if err == nil && j.State.Terminal() {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal(errors.New("job did not finish"))
+		return err == nil && j.State.Terminal()
+	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/methods"
 )
 
@@ -157,17 +158,10 @@ func TestMethodsRoundTrip(t *testing.T) {
 		t.Fatalf("notifications = %v", notes)
 	}
 	// The saved params reached the job, with the override.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	conformance.EventuallyWithin(t, "the method's job to finish", 10*time.Second, func() bool {
 		j, err := dev.Job(ctx, res.Job.ID)
-		if err == nil && j.State.Terminal() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the method's job did not finish")
-		}
-		time.Sleep(time.Millisecond) // polling, bounded by the deadline
-	}
+		return err == nil && j.State.Terminal()
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if c, _ := mhp.Number(runs[0]["cycles"]); len(runs) != 1 || c != 2 || len(runs[0]["steps"].([]any)) != 3 {

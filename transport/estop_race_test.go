@@ -71,7 +71,7 @@ func TestEStopRaceOverHTTP(t *testing.T) {
 		EStop:  func(context.Context) error { b.send("stop"); return nil },
 		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "target", Type: mhp.TypeNumber},
 			Write: func(_ context.Context, v any) (binding.WriteStatus, error) {
-				time.Sleep(b.jitter(hookMax))
+				time.Sleep(b.jitter(hookMax)) // a backend that takes a random while and ignores its context
 				b.send(fmt.Sprintf("write=%v", v))
 				return binding.Applied, nil
 			}}},
@@ -102,7 +102,7 @@ func TestEStopRaceOverHTTP(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			time.Sleep(offset)
+			time.Sleep(offset) // where the estop lands in the write: the race's random offset
 			estop, eerr = stopper.EStop(ctx, "race")
 		}()
 		wg.Wait()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/conformance/wire"
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/examples/sim"
@@ -211,17 +212,12 @@ func TestCancelAndFailedJobExitNonZero(t *testing.T) {
 		done <- a.run(context.Background(), []string{url, "invoke", "run_protocol", `{"steps":[{"temp":95,"hold_s":3600}],"cycles":20}`, "--wait"})
 	}()
 	var id string
-	deadline := time.Now().Add(10 * time.Second)
-	for id == "" && time.Now().Before(deadline) {
-		jobs, _ := dev.Jobs(context.Background(), mhp.JobsRequest{Active: true})
-		if len(jobs) > 0 {
+	conformance.EventuallyWithin(t, "the job to start", 10*time.Second, func() bool {
+		if jobs, _ := dev.Jobs(context.Background(), mhp.JobsRequest{Active: true}); len(jobs) > 0 {
 			id = jobs[0].ID
 		}
-		time.Sleep(time.Millisecond)
-	}
-	if id == "" {
-		t.Fatal("no job started")
-	}
+		return id != ""
+	})
 	r := runCLI(t, url, "cancel", id)
 	if r.code != 0 || !strings.Contains(r.stdout, id) {
 		t.Fatalf("cancel: %+v", r)
@@ -242,13 +238,7 @@ func TestAcquireHoldsTheLeaseUntilInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() { done <- a.run(ctx, []string{url, "acquire", "30"}) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(out.String(), "lease held") {
-		if time.Now().After(deadline) {
-			t.Fatal("no lease")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	conformance.EventuallyWithin(t, "the lease to be held", 10*time.Second, func() bool { return strings.Contains(out.String(), "lease held") })
 	// Another client is refused while the lease is held.
 	r := runCLI(t, url, "invoke", "home", "--wait")
 	if r.code != 1 || !strings.Contains(r.stderr, "NotLeased (-32030)") {
@@ -407,13 +397,14 @@ func TestDemoKeepsServing(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("demo did not start")
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "Serving until Ctrl-C") {
-		if time.Now().After(deadline) {
-			t.Fatalf("workflow did not finish: %s", out.String())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	func() {
+		defer func() {
+			if t.Failed() {
+				t.Logf("demo output: %s", out.String())
+			}
+		}()
+		conformance.EventuallyWithin(t, "the workflow to finish", 30*time.Second, func() bool { return strings.Contains(out.String(), "Serving until Ctrl-C") })
+	}()
 	// A person pokes the lab.
 	r := runCLI(t, u[1], "read", "occupied", "holding")
 	if r.code != 0 || !strings.Contains(r.stdout, `occupied = ["deck_A1"]`) || !strings.Contains(r.stdout, "holding = false") {
@@ -601,17 +592,10 @@ func TestInterruptedWaitLeavesTheJobRunning(t *testing.T) {
 	go func() {
 		done <- a.run(ctx, []string{url, "invoke", "run_protocol", `{"steps":[{"temp":95,"hold_s":3600}],"cycles":20}`, "--wait"})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	conformance.EventuallyWithin(t, "the job to start", 10*time.Second, func() bool {
 		jobs, _ := dev.Jobs(context.Background(), mhp.JobsRequest{Active: true})
-		if len(jobs) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no job started")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return len(jobs) > 0
+	})
 	cancel() // Ctrl-C
 	if code := <-done; code != exitRefused || !strings.Contains(errb.String(), "stopped waiting") {
 		t.Fatalf("exit %d: %s", code, errb.String())

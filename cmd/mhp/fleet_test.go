@@ -13,6 +13,8 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/openmhp/mhp-go/conformance"
 )
 
 // `mhp serve --publish` puts the device's retained card on the broker, and
@@ -42,20 +44,21 @@ func TestServePublishesToTheFleetBroker(t *testing.T) {
 	if card := retainedCard(t, l.Address(), "lab/thermocycler-01/card"); !strings.Contains(card, `"thermocycler"`) {
 		t.Fatalf("card %s", card)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	var out syncBuffer
 	a, _, _ := testApp()
 	a.stdout = &out
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() { done <- a.run(ctx, []string{"watch", url}) }()
-	for !strings.Contains(out.String(), "thermocycler-01") {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("watch shows no device: %q", out.String())
-		}
-		time.Sleep(10 * time.Millisecond) // polling the watcher's output
-	}
+	func() {
+		defer func() {
+			if t.Failed() {
+				cancel()
+				t.Logf("watch output: %q", out.String())
+			}
+		}()
+		conformance.EventuallyWithin(t, "watch to show the device", 10*time.Second, func() bool { return strings.Contains(out.String(), "thermocycler-01") })
+	}()
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("watch exit %d", code)

@@ -34,22 +34,18 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-// waitJob waits for the job to end, on notifications with a deadline.
+// waitJob polls the job until it ends, with a deadline.
 func waitJob(t *testing.T, d mhp.Device, id string) *mhp.Job {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		j, err := d.Job(context.Background(), id)
-		if err != nil {
+	var j *mhp.Job
+	conformance.EventuallyWithin(t, "job "+id+" to end", 10*time.Second, func() bool {
+		var err error
+		if j, err = d.Job(context.Background(), id); err != nil {
 			t.Fatalf("job %s: %v", id, err)
 		}
-		if j.State.Terminal() {
-			return j
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("job %s did not end", id)
-	return nil
+		return j.State.Terminal()
+	})
+	return j
 }
 
 func invoke(t *testing.T, d mhp.Device, name string, params map[string]any, approved bool) *mhp.Job {
@@ -269,7 +265,7 @@ func TestRunProtocolPauseResume(t *testing.T) {
 				t.Fatalf("timed out driving the clock to %s", what)
 			}
 			clk.Advance(time.Second)
-			time.Sleep(100 * time.Microsecond)
+			time.Sleep(100 * time.Microsecond) // lets the simulation's goroutine run between clock steps
 		}
 	}
 	lid := invoke(t, d, TCCloseLid, nil, true)
@@ -440,7 +436,7 @@ func TestArmTravelTimeFollowsTheLocationsMap(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatal("job neither waits on the clock nor ends")
 			}
-			time.Sleep(50 * time.Microsecond)
+			time.Sleep(50 * time.Microsecond) // the job is between timers: let it run before stepping the clock again
 			continue
 		}
 		clk.Advance(10 * time.Millisecond)
