@@ -155,24 +155,8 @@ func TestBehaviourIgnoredCancelEndsDoneNeverCancelled(t *testing.T) {
 		t.Fatalf("job %s after an ignored cancel, want running", j.State)
 	}
 	close(s.finish)
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		j, err = a.Job(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if j.State == mhp.JobCancelled {
-			t.Fatal("job reported cancelled although the backend completed the work")
-		}
-		if j.State.Terminal() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job never ended: %+v", j)
-		}
-		<-tick.C
+	if j = waitJob(t, a, id); j.State == mhp.JobCancelled {
+		t.Fatal("job reported cancelled although the backend completed the work")
 	}
 	if j.State != mhp.JobDone || !j.CancelRequested {
 		t.Fatalf("job %+v, want done with cancel_requested", j)

@@ -259,14 +259,13 @@ func TestRunProtocolPauseResume(t *testing.T) {
 	// drive advances the manual clock a second at a time until cond holds.
 	drive := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out driving the clock to %s", what)
+		conformance.EventuallyWithin(t, "the clock driven to "+what, 10*time.Second, func() bool {
+			if cond() {
+				return true
 			}
-			clk.Advance(time.Second)
-			time.Sleep(100 * time.Microsecond) // lets the simulation's goroutine run between clock steps
-		}
+			clk.Advance(time.Second) // the simulation's goroutine runs before the next poll
+			return false
+		})
 	}
 	lid := invoke(t, d, TCCloseLid, nil, true)
 	drive("lid closed", func() bool { x, _ := d.Job(ctx(t), lid.ID); return x.State.Terminal() })
@@ -423,25 +422,22 @@ func TestArmTravelTimeFollowsTheLocationsMap(t *testing.T) {
 	j := invoke(t, d, ArmPickPlate, map[string]any{"location": "deck_A1"}, false)
 	// Drive the clock one tick at a time, each once the job waits on it.
 	elapsed := time.Duration(0)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		x, _ := d.Job(ctx(t), j.ID)
-		if x.State.Terminal() {
-			if x.State != mhp.JobDone {
-				t.Fatalf("pick ended %s", x.State)
+	conformance.EventuallyWithin(t, "the pick to end (the job neither waits on the clock nor ends)", 10*time.Second, func() bool {
+		for {
+			x, _ := d.Job(ctx(t), j.ID)
+			if x.State.Terminal() {
+				if x.State != mhp.JobDone {
+					t.Fatalf("pick ended %s", x.State)
+				}
+				return true
 			}
-			break
-		}
-		if clk.Pending() == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("job neither waits on the clock nor ends")
+			if clk.Pending() == 0 {
+				return false // the job is between timers: let it run before stepping the clock again
 			}
-			time.Sleep(50 * time.Microsecond) // the job is between timers: let it run before stepping the clock again
-			continue
+			clk.Advance(10 * time.Millisecond)
+			elapsed += 10 * time.Millisecond
 		}
-		clk.Advance(10 * time.Millisecond)
-		elapsed += 10 * time.Millisecond
-	}
+	})
 	// home (0,0,250) to deck_A1 (-130,-90,0) is 296.1 mm at 250 mm/s, plus 1 s to grip.
 	want := HomePoint().Dist(Point{-130, -90, 0})/ArmMaxSpeed + ArmGrip
 	if got := elapsed.Seconds(); got < want-0.011 || got > want+0.011 {

@@ -118,8 +118,11 @@ type Node struct {
 	failRoutes    map[string]int
 }
 
-// AllAdminCommands is every admin command of the node API.
-var AllAdminCommands = []string{"safety_stop", "reset", "pause", "resume", "cancel", "shutdown", "lock", "unlock"}
+// AllAdminCommands returns every admin command of the node API, in a fresh
+// slice the caller may change.
+func AllAdminCommands() []string {
+	return []string{"safety_stop", "reset", "pause", "resume", "cancel", "shutdown", "lock", "unlock"}
+}
 
 // New starts a fake node on 127.0.0.1 with the conformance fixture's
 // items: state temperature and door_closed, config setpoint, mode,
@@ -198,7 +201,7 @@ func (n *Node) Close() {
 // SetAdminCommands sets the implemented admin commands (nil = all).
 func (n *Node) SetAdminCommands(cmds []string) {
 	if cmds == nil {
-		cmds = AllAdminCommands
+		cmds = AllAdminCommands()
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -572,7 +575,7 @@ func (n *Node) postConfig(w http.ResponseWriter, r *http.Request) {
 func (n *Node) postAdmin(w http.ResponseWriter, r *http.Request) {
 	cmd := r.PathValue("cmd")
 	known := false
-	for _, c := range append(AllAdminCommands, "get_location") {
+	for _, c := range append(AllAdminCommands(), "get_location") {
 		known = known || c == cmd
 	}
 	if !known {
