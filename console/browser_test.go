@@ -126,6 +126,9 @@ func simDevice(t *testing.T, driver, id, token string, wrap ...func(mhp.Device) 
 	return hs, drv
 }
 
+// poll waits until the JavaScript expression holds in the page. It is not a
+// copy of conformance.Eventually: the browser evaluates expr on its own
+// timer (chromedp.Poll, one call), so no Go loop polls across the wire.
 func poll(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
 	// 10x headroom over what a person would accept: the machine is shared.

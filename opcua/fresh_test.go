@@ -34,7 +34,7 @@ func TestFrozenServerGoesStale(t *testing.T) {
 		if err != nil || r.Values["temperature"] != 21.5 {
 			t.Fatalf("a quiet healthy server went stale: %+v %v", r, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // samples a condition that must hold for the whole window: not a wait
 	}
 	srv.Freeze()
 	conformance.EventuallyWithin(t, "the frozen server's signal to read unavailable", 15*time.Second, func() bool {
@@ -93,7 +93,7 @@ func TestNodeSoakNoSpontaneousDrop(t *testing.T) {
 		if err != nil || r.Values["temperature"] == nil {
 			t.Fatalf("read during the soak: %+v %v", r, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the soak's read rate, not a wait
 	}
 	if n := lost.Load(); n != 0 {
 		t.Fatalf("%d spontaneous drops in %s (%d keep-alive periods)", n, soak, 10)
@@ -143,7 +143,7 @@ func TestReadAfterWrite(t *testing.T) {
 					if err != nil || res.Values["setpoint_now"] != v {
 						t.Fatalf("read after the applied write of %v: %+v %v", v, res, err)
 					}
-					time.Sleep(10 * time.Millisecond)
+					time.Sleep(10 * time.Millisecond) // samples a condition that must hold for the whole window: not a wait
 				}
 			}
 		})

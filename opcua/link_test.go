@@ -95,19 +95,41 @@ func TestLinkClockTimesBackoff(t *testing.T) {
 	if err := srv.Up(); err != nil {
 		t.Fatal(err)
 	}
-	// Twenty backoffs of real time pass without a retry.
-	hold := time.Now().Add(20 * seconds(cfg.Reconn.MinS))
-	for time.Now().Before(hold) {
-		if l := d.Link(); l == nil || l.Connected {
-			t.Fatalf("the link came up without the link clock moving: %+v", l)
+	// Twenty backoffs of real time pass without a retry: the link, down
+	// now, sends no backend/link notification (it does on every change of
+	// up or down) and still reads down at the end.
+	changed := make(chan struct{}, 1)
+	stop := d.Listen(func(n mhp.Notification) {
+		if n.Method == mhp.NotifyBackendLink {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
 		}
-		time.Sleep(20 * time.Millisecond)
+	})
+	defer stop()
+	if l := d.Link(); l == nil || l.Connected {
+		t.Fatalf("the link is not down before the hold: %+v", l)
+	}
+	select {
+	case <-changed:
+		t.Fatalf("the link changed without the link clock moving: %+v", d.Link())
+	case <-time.After(20 * seconds(cfg.Reconn.MinS)):
+	}
+	if l := d.Link(); l == nil || l.Connected {
+		t.Fatalf("the link came up without the link clock moving: %+v", l)
 	}
 	conformance.EventuallyWithin(t, "the link to come up as the link clock moves", 10*time.Second, func() bool {
 		link.Advance(time.Second)
 		l := d.Link()
 		return l != nil && l.Connected
 	})
+	// The listener sees the link come up, so the hold above watched something.
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no backend/link notification when the link came up")
+	}
 }
 
 // A link that drops with nothing in flight does not fault the device; one
