@@ -50,15 +50,7 @@ func smallDevice(t *testing.T, clk clock.Clock, watchdog float64) (*binding.Driv
 
 func waitJob(t *testing.T, dev mhp.Device, id string) *mhp.Job {
 	t.Helper()
-	var j *mhp.Job
-	conformance.Eventually(t, "job "+id+" to end", func() bool {
-		var err error
-		if j, err = dev.Job(context.Background(), id); err != nil {
-			t.Fatal(err)
-		}
-		return j.State.Terminal()
-	})
-	return j
+	return conformance.WaitJob(t, dev, id, conformance.WaitTimeout, nil)
 }
 
 func TestIgnoredCancelEndsDone(t *testing.T) {

@@ -56,6 +56,39 @@ func EventuallyWithin(t testing.TB, what string, within time.Duration, cond func
 	}
 }
 
+// WaitJob polls jobs/status on dev until ok holds for job id, and returns
+// the job; ok nil waits until the job ended (done, failed or cancelled).
+// After within it fails t with the job's last state and the last error, so
+// a job that never gets there says where it stopped.
+func WaitJob(t testing.TB, dev mhp.Device, id string, within time.Duration, ok func(*mhp.Job) bool) *mhp.Job {
+	t.Helper()
+	if ok == nil {
+		ok = func(j *mhp.Job) bool { return j.State.Terminal() }
+	}
+	var last *mhp.Job
+	var lastErr error
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+		j, err := dev.Job(ctx, id)
+		cancel()
+		if err == nil && j != nil {
+			last = j
+			if ok(j) {
+				return j
+			}
+		} else {
+			lastErr = err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s did not get there within %v (last %+v, last error %v)", id, within, last, lastErr)
+		}
+		<-tick.C
+	}
+}
+
 // expect fails unless err carries the code.
 func (c *C) expect(err error, code mhp.Code) *mhp.Error {
 	c.Helper()
@@ -174,26 +207,12 @@ func (c *C) job(dev mhp.Device, id string) (*mhp.Job, error) {
 // not fed) until ok holds.
 func (c *C) waitJob(id, what string, ok func(*mhp.Job) bool) *mhp.Job {
 	c.Helper()
-	var last *mhp.Job
-	var lastErr error
-	deadline := time.Now().Add(WaitTimeout)
-	tick := time.NewTicker(pollEvery)
-	defer tick.Stop()
-	for {
-		j, err := c.job(c.Other, id)
-		if err == nil && j != nil {
-			last = j
-			if ok(j) {
-				return j
-			}
-		} else {
-			lastErr = err
+	defer func() {
+		if c.Failed() {
+			c.Logf("job %s was awaited to become %s", id, what)
 		}
-		if time.Now().After(deadline) {
-			c.Fatalf("job %s never became %s (last %+v, last error %v)", id, what, last, lastErr)
-		}
-		<-tick.C
-	}
+	}()
+	return WaitJob(c, c.Other, id, WaitTimeout, ok)
 }
 
 // waitTerminal waits until the job is done, failed or cancelled.

@@ -78,15 +78,8 @@ func (f *fixture) invoke(t *testing.T, name string, params map[string]any) strin
 // waitJob polls the job until pred holds (conformance.Eventually).
 func (f *fixture) waitJob(t *testing.T, id string, what string, pred func(*mhp.Job) bool) *mhp.Job {
 	t.Helper()
-	var j *mhp.Job
-	conformance.Eventually(t, "job "+id+": "+what, func() bool {
-		var err error
-		if j, err = f.dev.Job(context.Background(), id); err != nil {
-			t.Fatalf("job %s: %v", id, err)
-		}
-		return pred(j)
-	})
-	return j
+	t.Logf("waiting for job %s: %s", id, what)
+	return conformance.WaitJob(t, f.dev, id, conformance.WaitTimeout, pred)
 }
 
 func (f *fixture) finish(t *testing.T, id string) *mhp.Job {

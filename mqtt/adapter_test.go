@@ -183,9 +183,8 @@ func jobNow(t *testing.T, d mhp.Device, id string) *mhp.Job {
 
 func waitJob(t *testing.T, d mhp.Device, id, what string, ok func(*mhp.Job) bool) *mhp.Job {
 	t.Helper()
-	var j *mhp.Job
-	conformance.EventuallyWithin(t, "job "+what, 5*time.Second, func() bool { j = jobNow(t, d, id); return ok(j) })
-	return j
+	t.Logf("waiting for job %s: %s", id, what)
+	return conformance.WaitJob(t, d, id, 5*time.Second, ok)
 }
 
 func state(t *testing.T, d mhp.Device) mhp.DeviceState {

@@ -180,16 +180,7 @@ func invokeWait(t *testing.T, dev mhp.Device, name string, params map[string]any
 
 func waitJob(t *testing.T, dev mhp.Device, id string) *mhp.Job {
 	t.Helper()
-	var job *mhp.Job
-	conformance.EventuallyWithin(t, "job "+id+" to end", 15*time.Second, func() bool {
-		j, err := dev.Job(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		job = j
-		return j.State.Terminal()
-	})
-	return job
+	return conformance.WaitJob(t, dev, id, 15*time.Second, nil)
 }
 
 func TestLADSOutcomes(t *testing.T) {

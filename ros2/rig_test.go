@@ -80,15 +80,7 @@ func jobGrace(d time.Duration) func(*binding.Config) error {
 // waitJob polls the job until it is terminal.
 func (r *rig) waitJob(id string) *mhp.Job {
 	r.t.Helper()
-	var j *mhp.Job
-	conformance.EventuallyWithin(r.t, "job "+id+" to end", wait, func() bool {
-		var err error
-		if j, err = r.dev.Job(r.ctx(), id); err != nil {
-			r.t.Fatalf("job %s: %v", id, err)
-		}
-		return j.State.Terminal()
-	})
-	return j
+	return conformance.WaitJob(r.t, r.dev, id, wait, nil)
 }
 
 func (r *rig) state() mhp.DeviceState {

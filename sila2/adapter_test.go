@@ -58,21 +58,7 @@ func invoke(t *testing.T, d mhp.Device, name string, params map[string]any) *mhp
 
 func waitJob(t *testing.T, d mhp.Device, id string, ok func(*mhp.Job) bool) *mhp.Job {
 	t.Helper()
-	var last *mhp.Job
-	defer func() {
-		if t.Failed() {
-			t.Logf("job %s: last %+v", id, last)
-		}
-	}()
-	conformance.EventuallyWithin(t, "job "+id+" to meet the condition", testTimeout, func() bool {
-		j, err := d.Job(ctxT(t), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = j
-		return ok(j)
-	})
-	return last
+	return conformance.WaitJob(t, d, id, testTimeout, ok)
 }
 
 func terminal(j *mhp.Job) bool { return j.State.Terminal() }

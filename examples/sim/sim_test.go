@@ -37,15 +37,7 @@ func ctx(t *testing.T) context.Context {
 // waitJob polls the job until it ends, with a deadline.
 func waitJob(t *testing.T, d mhp.Device, id string) *mhp.Job {
 	t.Helper()
-	var j *mhp.Job
-	conformance.EventuallyWithin(t, "job "+id+" to end", 10*time.Second, func() bool {
-		var err error
-		if j, err = d.Job(context.Background(), id); err != nil {
-			t.Fatalf("job %s: %v", id, err)
-		}
-		return j.State.Terminal()
-	})
-	return j
+	return conformance.WaitJob(t, d, id, 10*time.Second, nil)
 }
 
 func invoke(t *testing.T, d mhp.Device, name string, params map[string]any, approved bool) *mhp.Job {
