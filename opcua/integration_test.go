@@ -477,10 +477,23 @@ func TestNodeLADSResetAfterEStop(t *testing.T) {
 	if j := waitJob(t, dev, res.Job.ID); j.State != mhp.JobCancelled {
 		t.Fatalf("the program after the estop: %+v", j)
 	}
-	conformance.EventuallyWithin(t, "the unit to end Aborted", 15*time.Second, func() bool {
+	// The estop cancels the job, whose cancel sends the unit's Stop, and
+	// calls Plant.EStop, which aborts a unit that is Running or Stopping.
+	// Both leave the device: when the Stop has already finished (200 ms on
+	// this server) before the EStop call arrives, as happens on a loaded
+	// machine, the unit ends Stopped instead, and the reset has nothing to
+	// clear. TestLADSResetClearsAbortedUnit covers the Clear path
+	// deterministically against the Go fake.
+	var unit any
+	conformance.EventuallyWithin(t, "the unit to end Aborted (or Stopped)", 15*time.Second, func() bool {
 		r, err := dev.Read(ctx, []string{"unit_state"})
-		return err == nil && r.Values["unit_state"] == "Aborted"
+		if err != nil {
+			return false
+		}
+		unit = r.Values["unit_state"]
+		return unit == "Aborted" || unit == "Stopped"
 	})
+	t.Logf("the unit after the estop: %v", unit)
 	r, err := dev.Reset(ctx)
 	if err != nil || !r.Verified || r.State != mhp.StateIdle {
 		t.Fatalf("reset: %+v %v", r, err)
