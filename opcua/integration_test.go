@@ -455,7 +455,7 @@ func TestNodeEURange(t *testing.T) {
 	}
 }
 
-// After an estop during a LADS program the unit stays Aborted; the reset
+// After an estop during a LADS program the unit stays Aborted (or Stopped, see below); the reset
 // clears it and says verified only once it can Start; the next run works.
 func TestNodeLADSResetAfterEStop(t *testing.T) {
 	p := startNode(t)
