@@ -428,7 +428,9 @@ func testLastWill(t *testing.T, env brokerEnv) {
 func TestReconnectResubscribes(t *testing.T) {
 	d, a, dev, b := startScripted(t, nil)
 	conn := a.Client().State().Conn
-	b.Drop(a.ClientID())
+	if !b.Drop(a.ClientID()) {
+		t.Fatal("the adapter was not connected, or the broker did not forget it")
+	}
 	conformance.EventuallyWithin(t, "reconnect", 5*time.Second, func() bool { s := a.Client().State(); return s.Up && s.Conn > conn })
 	dev.send(t, "dev/temp", "30.25", true)
 	defer func() {

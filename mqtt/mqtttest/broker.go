@@ -127,23 +127,27 @@ func (b *Broker) Kick(clientID string) bool {
 // has forgotten the old session (mochi cleans a kicked clean session
 // asynchronously; a reconnect racing that cleanup can lose its fresh
 // subscriptions, which no real broker does). False when the client is not
-// connected.
+// connected, or when the broker did not forget it within 5s.
 func (b *Broker) Drop(clientID string) bool {
 	b.Ban(clientID, true)
 	defer b.Ban(clientID, false)
 	if !b.Kick(clientID) {
 		return false
 	}
-	b.Gone(clientID)
-	return true
+	return b.Gone(clientID)
 }
 
-// Gone waits, at most 5s, until the broker has forgotten a client.
-func (b *Broker) Gone(clientID string) {
+// Gone waits, at most 5s, until the broker has forgotten a client, and
+// reports whether it has: a test that goes on after false races the
+// broker's cleanup of the old session.
+func (b *Broker) Gone(clientID string) bool {
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	for {
 		if _, ok := b.srv.Clients.Get(clientID); !ok {
-			return
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 		time.Sleep(time.Millisecond) // polling the broker's client table
 	}

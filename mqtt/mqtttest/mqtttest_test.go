@@ -65,7 +65,9 @@ func TestBrokerAndDevice(t *testing.T) {
 		t.Fatal("Kick found no device")
 	}
 	conformance.Eventually(t, "the will", func() bool { return last() == "offline" })
-	b.Gone("dev")
+	if !b.Gone("dev") {
+		t.Fatal("the broker never forgot the kicked device")
+	}
 	b.Ban("dev", false)
 	conformance.Eventually(t, "online again after the reconnect", func() bool { return last() == "online" })
 	dev.Close()
