@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,10 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/openmhp/mhp-go/binding"
-	"github.com/openmhp/mhp-go/examples/sim"
-	"github.com/openmhp/mhp-go/transport"
 )
 
 type bearer struct{ token string }
@@ -30,39 +25,33 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func TestBridgeOverStreamableHTTP(t *testing.T) {
-	cfg, err := sim.Config("sim:thermocycler", sim.Options{Speed: 100})
-	if err != nil {
-		t.Fatal(err)
+// serveHTTP runs mhp-mcp with args (an --http server) until the test ends
+// and returns its URL; it fails t when mhp-mcp exits before serving.
+func serveHTTP(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	urls := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, nil, io.Discard, io.Discard, func(u string) { urls <- u }) }()
+	select {
+	case u := <-urls:
+		t.Cleanup(func() { cancel(); <-done })
+		return u
+	case err := <-done:
+		cancel()
+		t.Fatalf("mhp-mcp %q exited: %v", args, err)
+		return ""
 	}
-	drv, err := binding.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	srv := transport.NewServer(drv, transport.Options{})
-	defer srv.Close()
-	dev := httptest.NewServer(srv.Handler())
-	defer dev.Close()
+}
 
+func TestBridgeOverStreamableHTTP(t *testing.T) {
+	_, dev := simDevice(t)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	urls := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--http", "127.0.0.1:0", "--token-file", tokenFile, "thermo=" + dev.URL}, nil, io.Discard, io.Discard,
-			func(u string) { urls <- u })
-	}()
-	var url string
-	select {
-	case url = <-urls:
-	case err := <-done:
-		t.Fatalf("mhp-mcp exited: %v", err)
-	}
-	defer func() { cancel(); <-done }()
+	url := serveHTTP(t, "--http", "127.0.0.1:0", "--token-file", tokenFile, "thermo="+dev.URL)
+	ctx := context.Background()
 
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{"t0ken"}}}, nil)
@@ -125,19 +114,7 @@ func TestArgumentErrors(t *testing.T) {
 
 // A bad line on stdin is answered and the server goes on (it used to exit 1).
 func TestStdioKeepsGoingAfterABadLine(t *testing.T) {
-	cfg, err := sim.Config("sim:thermocycler", sim.Options{Speed: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv, err := binding.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	srv := transport.NewServer(drv, transport.Options{})
-	defer srv.Close()
-	dev := httptest.NewServer(srv.Handler())
-	defer dev.Close()
+	_, dev := simDevice(t)
 
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,19 +41,8 @@ func TestHostileDirectoryCannotStartAProcess(t *testing.T) {
 	pwned := filepath.Join(t.TempDir(), "pwned")
 	dirURL := hostileDirectory(t, "stdio:touch "+pwned)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	urls := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--directory", dirURL, "--http", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, io.Discard, func(u string) { urls <- u })
-	}()
-	var url string
-	select {
-	case url = <-urls:
-	case err := <-done:
-		t.Fatalf("mhp-mcp exited: %v", err)
-	}
-	defer func() { cancel(); <-done }()
+	url := serveHTTP(t, "--directory", dirURL, "--http", "127.0.0.1:0")
+	ctx := context.Background()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: url}, nil)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -34,20 +33,8 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("ts-t0ken"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	urls := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--http", "0", "--token-file", tokenFile, "thermo=" + dev.URL}, nil, io.Discard, io.Discard,
-			func(u string) { urls <- u })
-	}()
-	var url string
-	select {
-	case url = <-urls:
-	case err := <-done:
-		t.Fatalf("mhp-mcp exited: %v", err)
-	}
-	defer func() { cancel(); <-done }()
+	url := serveHTTP(t, "--http", "0", "--token-file", tokenFile, "thermo="+dev.URL)
+	ctx := context.Background()
 
 	script := peerScript(t, sdk, dir, "tsclient.mjs")
 	nctx, ncancel := context.WithTimeout(ctx, 120*time.Second)
