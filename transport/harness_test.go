@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,23 +136,11 @@ type rawResp struct {
 	Error  *mhp.Error      `json:"error"`
 }
 
-// post sends one raw JSON-RPC body to /rpc with the given headers.
+// post sends one raw JSON-RPC body to /rpc with the given headers and
+// decodes the answer.
 func post(t testing.TB, url, body string, headers map[string]string) (*http.Response, rawResp) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/rpc", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST /rpc: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := postRaw(t, url, body, headers)
 	var r rawResp
 	if len(bytes.TrimSpace(b)) > 0 {
 		if err := json.Unmarshal(b, &r); err != nil {

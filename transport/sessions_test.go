@@ -23,8 +23,9 @@ import (
 
 // ---- helpers ----
 
-// postRaw sends one body to /rpc and returns the answer's headers and body.
-func postRaw(t testing.TB, url, body string, headers map[string]string) (http.Header, []byte) {
+// postRaw sends one body to /rpc and returns the answer (its body already
+// read and closed) and the body's bytes.
+func postRaw(t testing.TB, url, body string, headers map[string]string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url+"/rpc", strings.NewReader(body))
 	if err != nil {
@@ -43,7 +44,7 @@ func postRaw(t testing.TB, url, body string, headers map[string]string) (http.He
 	if err != nil {
 		t.Fatalf("reading the answer: %v", err)
 	}
-	return resp.Header, b
+	return resp, b
 }
 
 // sseTap collects every byte of one GET /events stream.
@@ -134,7 +135,7 @@ func (p *httpPeer) call(method, params string) []byte {
 	p.id++
 	h, b := postRaw(p.t, p.url, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, p.id, method, params),
 		map[string]string{mhp.HeaderSession: p.secret, mhp.HeaderClient: "leaktest"})
-	for k, v := range h {
+	for k, v := range h.Header {
 		fmt.Fprintf(&p.seen, "%s: %s\n", k, strings.Join(v, ","))
 	}
 	p.seen.Write(b)
@@ -289,7 +290,7 @@ func TestSecretsNeverLeakHTTP(t *testing.T) {
 		var r struct {
 			Result mhp.InitializeResult `json:"result"`
 		}
-		if err := json.Unmarshal(b, &r); err != nil || r.Result.Session == "" || h.Get(mhp.HeaderSession) != r.Result.Session {
+		if err := json.Unmarshal(b, &r); err != nil || r.Result.Session == "" || h.Header.Get(mhp.HeaderSession) != r.Result.Session {
 			t.Fatalf("initialize: %s", b)
 		}
 		if !strings.HasPrefix(r.Result.Label, name+"#") || strings.Contains(r.Result.Label, r.Result.Session) {
