@@ -103,7 +103,9 @@ func TestLatchDuringInvokeInterlockReadsKeepsTheJobOut(t *testing.T) {
 		want  mhp.Code
 		state mhp.DeviceState
 	}{
-		{"estop", func(d *binding.Driver) { d.EStop(mhp.WithSession(context.Background(), "op"), "during the interlock read") },
+		{"estop", func(d *binding.Driver) {
+			d.EStop(mhp.WithSession(context.Background(), "op"), "during the interlock read")
+		},
 			mhp.CodeEStopActive, mhp.StateEStop},
 		{"fault", func(d *binding.Driver) { d.Fault("the backend alarmed during the interlock read") },
 			mhp.CodeDeviceFault, mhp.StateFault},
