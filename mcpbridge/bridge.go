@@ -111,6 +111,12 @@ type Config struct {
 	// OperatorDial connects to a target for mhp_permit; default client.Dial
 	// with Client options and OperatorToken.
 	OperatorDial func(ctx context.Context, target string) (*client.Device, error)
+	// Simulated is the host's word on which devices are simulated (a
+	// fleet's simulated twin, a hosted sim:* package): only those are
+	// actuated without the policy's allow_hardware. Nil: the finder's
+	// [HostSimulated] if it has one, else every device is hardware. A
+	// device's own tags are never consulted.
+	Simulated func(id string) bool
 }
 
 // Validate reports a missing finder.
