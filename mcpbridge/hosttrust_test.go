@@ -33,7 +33,9 @@ func TestSelfTaggedSimulatedGainsNothing(t *testing.T) {
 			named.Simulated = map[string]bool{"plc-01": true}
 		}
 		b, err := mcpbridge.New(mcpbridge.Config{Finder: named,
-			Dial: func(context.Context, string) (*client.Device, error) { return client.Connect(drv, client.Options{}), nil }})
+			Dial: func(context.Context, string) (*client.Device, error) {
+				return client.Connect(drv, client.Options{}), nil
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}
