@@ -271,7 +271,7 @@ func (b *Bridge) lab(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 		}
 		return map[string]any{"devices": out, "policy": b.policy}, nil
 	case "updates":
-		ups, more, dropped := s.takeUpdates(ResultBudget - 256)
+		ups, more, dropped := s.takeUpdates(ResultBudget - 256 - fenceOverhead - len(DeviceTextNote))
 		out := map[string]any{"updates": ups, "dropped": dropped, "more": more}
 		if more > 0 {
 			out["note"] = fmt.Sprintf("%d more buffered: call op=updates again", more)
