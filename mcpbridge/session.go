@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,6 +29,8 @@ type session struct {
 	updates []update
 	dropped int
 	closed  bool
+	seen    time.Time // the MCP session's last sign of life
+	idled   bool      // its leases were released for silence since
 }
 
 type update struct {
@@ -38,7 +41,7 @@ type update struct {
 
 func newSession(b *Bridge) *session {
 	return &session{b: b, devices: map[string]*client.Device{}, stops: map[string]func(){}, sim: map[string]bool{},
-		slots: make(chan struct{}, b.cfg.MaxInFlight)}
+		slots: make(chan struct{}, b.cfg.MaxInFlight), seen: time.Now()}
 }
 
 // session returns the lab of the MCP session of req, made on its first tool
@@ -95,7 +98,10 @@ func (s *session) enter() error {
 	}
 }
 
-func (s *session) leave() { <-s.slots }
+func (s *session) leave() {
+	<-s.slots
+	s.alive(time.Now()) // the call just ended: the session was there until now
+}
 
 func (s *session) close() error {
 	s.mu.Lock()

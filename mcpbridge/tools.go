@@ -79,7 +79,7 @@ func (b *Bridge) Server() *mcp.Server {
 	// multi-round-trip) fails as a Go error when the answer has the wrong
 	// shape or the client refuses: that is the person's answer not being
 	// readable, a tool result, not a JSON-RPC error with code 0.
-	s.AddReceivingMiddleware(confirmationFailures)
+	s.AddReceivingMiddleware(confirmationFailures, b.touchSessions)
 	if !b.policy.Enabled {
 		// Seed 001: no tools listed, every call refused, no device contacted.
 		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {

@@ -79,6 +79,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	opTokenFile := fs.String("operator-token-file", "", "file holding the devices' operator token; with operator_tools, mhp_permit issues permits")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
+	sessionIdle := fs.Duration("session-idle", mcpbridge.DefaultSessionIdle, "over HTTP, release an MCP session's device leases once it shows no life "+
+		"(no request, no open stream) for this long; a client that vanished without DELETE does not keep the devices")
 	var simNames origins
 	fs.Var(&simNames, "simulated", "a named device the host knows to be simulated, so actuated without allow_hardware (repeatable); "+
 		"a device's own tags never count")
@@ -182,7 +184,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if opToken != "" && !policy.OperatorTools {
 		fmt.Fprintln(stderr, "mhp-mcp: --operator-token-file is unused: the host policy's operator_tools is off, so mhp_permit is not listed")
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Client: copts, Policy: &policy, OperatorToken: opToken})
+	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Client: copts, Policy: &policy, OperatorToken: opToken, SessionIdle: *sessionIdle})
 	if err != nil {
 		return err
 	}
