@@ -1,0 +1,92 @@
+package transport
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
+)
+
+// frontConn is the connection net/http serves: the limited connection, after
+// TLS when the server has a certificate, with its HTTP/1.1 framing followed
+// (see framer). TLS is terminated here rather than by net/http so that the
+// framer reads the plain bytes; the handler puts the TLS state back on the
+// request (r.TLS) before anything reads it. Serving HTTP/1.1 only (no h2)
+// is the cost.
+type frontConn struct {
+	net.Conn              // the *tls.Conn, or the *limitedConn itself
+	lc       *limitedConn // its slot in the connection limit
+	tc       *tls.Conn    // nil without TLS
+	log      *slog.Logger
+	mu       sync.Mutex // guards fr (net/http reads from one goroutine at a time, but its background read is another)
+	fr       framer
+	smuggled atomic.Bool
+	logged   atomic.Bool
+}
+
+func (c *frontConn) limited() *limitedConn { return c.lc }
+
+func (c *frontConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		c.fr.feed(p[:n])
+		flagged := c.fr.flagged
+		c.mu.Unlock()
+		if flagged {
+			c.smuggled.Store(true)
+		}
+	}
+	if err != nil && c.tc != nil && !c.tc.ConnectionState().HandshakeComplete && c.logged.CompareAndSwap(false, true) {
+		c.log.Info("mhp tls handshake failed", "remote", c.RemoteAddr().String(), "why", auth.ExplainServerSide(err))
+	}
+	return n, err
+}
+
+// frontListener wraps each connection of the limited listener in a frontConn.
+type frontListener struct {
+	*connLimiter
+	tls *tls.Config
+	log *slog.Logger
+}
+
+func (l *frontListener) Accept() (net.Conn, error) {
+	c, err := l.connLimiter.Accept()
+	if err != nil {
+		return nil, err
+	}
+	lc := c.(*limitedConn)
+	fc := &frontConn{Conn: lc, lc: lc, log: l.log}
+	if l.tls != nil {
+		fc.tc = tls.Server(lc, l.tls)
+		fc.Conn = fc.tc
+	}
+	return fc, nil
+}
+
+// frontDoor is the handler in front of everything a listener serves: it
+// refuses a request that carried both Content-Length and Transfer-Encoding
+// (400, connection closed: RFC 9112 §6.1) and restores r.TLS.
+func frontDoor(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fc, _ := r.Context().Value(connKey{}).(*frontConn)
+		if fc != nil && fc.smuggled.Load() {
+			log.Warn("mhp http request with both Content-Length and Transfer-Encoding refused; connection closed (request smuggling)",
+				"path", r.URL.Path, "remote", r.RemoteAddr)
+			w.Header().Set("Connection", "close")
+			auth.WriteRefusal(w, r, http.StatusBadRequest, mhp.Errorf(mhp.CodeInvalidRequest,
+				"a request with both Content-Length and Transfer-Encoding is refused and its connection closed (RFC 9112 §6.1: request smuggling)"))
+			return
+		}
+		if fc != nil && fc.tc != nil && r.TLS == nil {
+			st := fc.tc.ConnectionState()
+			r.TLS = &st
+		}
+		next.ServeHTTP(w, r)
+	})
+}
