@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"crypto/tls"
 	"log/slog"
 	"net"
@@ -89,4 +90,32 @@ func frontDoor(log *slog.Logger, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// ServeOptions configure [Serve].
+type ServeOptions struct {
+	// TLS, when set, serves HTTPS (auth.ServerTLS.Config).
+	TLS *tls.Config
+	// MaxConns caps the open connections; default DefaultMaxConns.
+	MaxConns int
+	// Logger receives refusals; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Serve serves h on ln until ctx ends (then shuts down, requests get 5s),
+// for servers without a device (a directory, the MCP bridge) with the same
+// front door as [ServeHTTP]: the connection limit, TLS when configured, and
+// a request with both Content-Length and Transfer-Encoding refused with its
+// connection closed. Headers must come within DefaultReadHeaderTimeout;
+// idle keep-alive connections close after DefaultIdleTimeout.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions) error {
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: DefaultReadHeaderTimeout, IdleTimeout: DefaultIdleTimeout, MaxHeaderBytes: 64 << 10,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	return serveFront(ctx, ln, hs, o.MaxConns, o.TLS, o.Logger)
 }
