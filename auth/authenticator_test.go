@@ -13,6 +13,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/auth"
+	"github.com/openmhp/mhp-go/auth/authtest"
 )
 
 func TestParseCredentialsIsStrict(t *testing.T) {
@@ -124,7 +125,7 @@ func TestLegacyTokensAndOpenServer(t *testing.T) {
 }
 
 func TestClientCertificateIdentity(t *testing.T) {
-	lab := newLab(t)
+	lab := authtest.NewLab(t)
 	file := filepath.Join(t.TempDir(), "credentials.yaml")
 	os.WriteFile(file, []byte("- {name: bench, role: agent, client_cert: {cn: bench-3}}\n- {name: wall, role: viewer, client_cert: {san: wall.lab}}\n"), 0o600)
 	a, err := auth.New(auth.Config{CredentialsFile: file, ClientCerts: true})
@@ -133,20 +134,20 @@ func TestClientCertificateIdentity(t *testing.T) {
 	}
 	withCert := func(c *x509.Certificate) *http.Request {
 		r := bearerRequest("")
-		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{c, lab.ca.Cert}}}
+		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{c, lab.CA.Cert}}}
 		return r
 	}
-	if id, err := a.Authenticate(withCert(lab.issue(t, "bench-3", nil, true).Cert)); err != nil || id.Name != "bench" || id.Via != "cert" {
+	if id, err := a.Authenticate(withCert(lab.Issue(t, "bench-3", nil, true).Cert)); err != nil || id.Name != "bench" || id.Via != "cert" {
 		t.Fatalf("by CN: %+v, %v", id, err)
 	}
-	if id, err := a.Authenticate(withCert(lab.issue(t, "display", []string{"wall.lab"}, true).Cert)); err != nil || id.Name != "wall" || id.Role != auth.RoleViewer {
+	if id, err := a.Authenticate(withCert(lab.Issue(t, "display", []string{"wall.lab"}, true).Cert)); err != nil || id.Name != "wall" || id.Role != auth.RoleViewer {
 		t.Fatalf("by SAN: %+v, %v", id, err)
 	}
-	if _, err := a.Authenticate(withCert(lab.issue(t, "stranger", nil, true).Cert)); err == nil || !strings.Contains(err.Error(), "stranger") {
+	if _, err := a.Authenticate(withCert(lab.Issue(t, "stranger", nil, true).Cert)); err == nil || !strings.Contains(err.Error(), "stranger") {
 		t.Fatalf("a verified certificate no credential names: %v", err)
 	}
 	open, _ := auth.New(auth.Config{ClientCerts: true})
-	if id, err := open.Authenticate(withCert(lab.issue(t, "bench-9", nil, true).Cert)); err != nil || id.Name != "bench-9" || id.Role != auth.RoleAgent {
+	if id, err := open.Authenticate(withCert(lab.Issue(t, "bench-9", nil, true).Cert)); err != nil || id.Name != "bench-9" || id.Role != auth.RoleAgent {
 		t.Fatalf("mTLS without a credentials file: %+v, %v (want the CN as an agent)", id, err)
 	}
 }

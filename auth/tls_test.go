@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go/auth"
+	"github.com/openmhp/mhp-go/auth/authtest"
 )
 
 // tlsServer serves "hello <CN of the client certificate>" over HTTPS with st.
@@ -56,14 +57,14 @@ func handshake(t *testing.T, err error, side, says string) {
 }
 
 func TestTLSServerAndClient(t *testing.T) {
-	lab := newLab(t)
-	cert, key := lab.files(t, "bench-pc", []string{"127.0.0.1", "bench-pc.lab"}, false)
+	lab := authtest.NewLab(t)
+	cert, key := lab.Files(t, "bench-pc", []string{"127.0.0.1", "bench-pc.lab"}, false)
 	st, err := auth.NewServerTLS(auth.ServerTLSConfig{CertFile: cert, KeyFile: key})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := tlsServer(t, st)
-	if got, err := get(t, hs.URL, auth.ClientTLS{CAFile: lab.caFile}); err != nil || got != "hello nobody" {
+	if got, err := get(t, hs.URL, auth.ClientTLS{CAFile: lab.CAFile}); err != nil || got != "hello nobody" {
 		t.Fatalf("with the lab CA: %q, %v", got, err)
 	}
 	_, err = get(t, hs.URL, auth.ClientTLS{})
@@ -86,40 +87,40 @@ func TestTLSServerAndClient(t *testing.T) {
 	}
 
 	// A name the certificate does not hold.
-	other, otherKey := lab.files(t, "other", []string{"other.lab"}, false)
+	other, otherKey := lab.Files(t, "other", []string{"other.lab"}, false)
 	st2, _ := auth.NewServerTLS(auth.ServerTLSConfig{CertFile: other, KeyFile: otherKey})
-	_, err = get(t, tlsServer(t, st2).URL, auth.ClientTLS{CAFile: lab.caFile})
+	_, err = get(t, tlsServer(t, st2).URL, auth.ClientTLS{CAFile: lab.CAFile})
 	handshake(t, err, "client", "name mismatch")
 
 	// An expired certificate.
-	old, err := lab.ca.Issue("old", []string{"127.0.0.1"}, false, -30*time.Minute)
+	old, err := lab.CA.Issue("old", []string{"127.0.0.1"}, false, -30*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st3, _ := auth.NewServerTLS(auth.ServerTLSConfig{CertFile: lab.write(t, "old.pem", old.CertPEM), KeyFile: lab.write(t, "old-key.pem", old.KeyPEM)})
-	_, err = get(t, tlsServer(t, st3).URL, auth.ClientTLS{CAFile: lab.caFile})
+	st3, _ := auth.NewServerTLS(auth.ServerTLSConfig{CertFile: lab.Write(t, "old.pem", old.CertPEM), KeyFile: lab.Write(t, "old-key.pem", old.KeyPEM)})
+	_, err = get(t, tlsServer(t, st3).URL, auth.ClientTLS{CAFile: lab.CAFile})
 	handshake(t, err, "client", "expired")
 }
 
 func TestMutualTLS(t *testing.T) {
-	lab := newLab(t)
-	cert, key := lab.files(t, "bench-pc", []string{"127.0.0.1"}, false)
-	st, err := auth.NewServerTLS(auth.ServerTLSConfig{CertFile: cert, KeyFile: key, ClientCAFile: lab.caFile})
+	lab := authtest.NewLab(t)
+	cert, key := lab.Files(t, "bench-pc", []string{"127.0.0.1"}, false)
+	st, err := auth.NewServerTLS(auth.ServerTLSConfig{CertFile: cert, KeyFile: key, ClientCAFile: lab.CAFile})
 	if err != nil || !st.MutualTLS() {
 		t.Fatal(err)
 	}
 	hs := tlsServer(t, st)
-	_, err = get(t, hs.URL, auth.ClientTLS{CAFile: lab.caFile})
+	_, err = get(t, hs.URL, auth.ClientTLS{CAFile: lab.CAFile})
 	handshake(t, err, "server", "requires a client certificate")
 
-	cc, ck := lab.files(t, "alice", nil, true)
-	if got, err := get(t, hs.URL, auth.ClientTLS{CAFile: lab.caFile, CertFile: cc, KeyFile: ck}); err != nil || got != "hello alice" {
+	cc, ck := lab.Files(t, "alice", nil, true)
+	if got, err := get(t, hs.URL, auth.ClientTLS{CAFile: lab.CAFile, CertFile: cc, KeyFile: ck}); err != nil || got != "hello alice" {
 		t.Fatalf("with a client certificate: %q, %v", got, err)
 	}
 	// A client certificate of another CA.
-	stranger := newLab(t)
-	sc, sk := stranger.files(t, "mallory", nil, true)
-	_, err = get(t, hs.URL, auth.ClientTLS{CAFile: lab.caFile, CertFile: sc, KeyFile: sk})
+	stranger := authtest.NewLab(t)
+	sc, sk := stranger.Files(t, "mallory", nil, true)
+	_, err = get(t, hs.URL, auth.ClientTLS{CAFile: lab.CAFile, CertFile: sc, KeyFile: sk})
 	handshake(t, err, "server", "")
 }
 
@@ -127,8 +128,8 @@ func TestMutualTLS(t *testing.T) {
 // certificate of the next handshake, without a restart; a broken file
 // keeps the one before.
 func TestCertificateReload(t *testing.T) {
-	lab := newLab(t)
-	cert, key := lab.files(t, "bench-pc", []string{"127.0.0.1"}, false)
+	lab := authtest.NewLab(t)
+	cert, key := lab.Files(t, "bench-pc", []string{"127.0.0.1"}, false)
 	st, err := auth.NewServerTLS(auth.ServerTLSConfig{CertFile: cert, KeyFile: key, CheckEvery: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +144,7 @@ func TestCertificateReload(t *testing.T) {
 		return c.ConnectionState().PeerCertificates[0].SerialNumber.String()
 	}
 	first := serial()
-	next := lab.issue(t, "bench-pc", []string{"127.0.0.1"}, false)
+	next := lab.Issue(t, "bench-pc", []string{"127.0.0.1"}, false)
 	later := time.Now().Add(time.Minute)
 	for p, b := range map[string][]byte{cert: next.CertPEM, key: next.KeyPEM} {
 		os.WriteFile(p, b, 0o600)

@@ -21,7 +21,8 @@ type framer struct {
 	hasTE   bool
 	cl      int64
 	remain  int64 // body or chunk bytes still to skip
-	flagged bool  // a head with both Content-Length and Transfer-Encoding
+	heads   int64 // request heads seen
+	flagged int64 // the number of the first head with both Content-Length and Transfer-Encoding (1-based), 0: none
 }
 
 type framerState int
@@ -142,9 +143,10 @@ func (f *framer) header(line []byte) {
 }
 
 func (f *framer) endHead() {
+	f.heads++
 	switch {
 	case f.hasCL && f.hasTE:
-		f.flagged, f.state = true, lost
+		f.flagged, f.state = f.heads, lost
 	case f.hasTE:
 		f.state = inChunkSize
 	case f.hasCL && f.cl > 0:

@@ -26,7 +26,8 @@ type frontConn struct {
 	log      *slog.Logger
 	mu       sync.Mutex // guards fr (net/http reads from one goroutine at a time, but its background read is another)
 	fr       framer
-	smuggled atomic.Bool
+	smuggled atomic.Int64 // the framer's flagged: the request number to refuse from
+	served   atomic.Int64 // requests handed to the handler
 	logged   atomic.Bool
 }
 
@@ -39,8 +40,8 @@ func (c *frontConn) Read(p []byte) (int, error) {
 		c.fr.feed(p[:n])
 		flagged := c.fr.flagged
 		c.mu.Unlock()
-		if flagged {
-			c.smuggled.Store(true)
+		if flagged > 0 {
+			c.smuggled.CompareAndSwap(0, flagged)
 		}
 	}
 	if err != nil && c.tc != nil && !c.tc.ConnectionState().HandshakeComplete && c.logged.CompareAndSwap(false, true) {
@@ -76,7 +77,13 @@ func (l *frontListener) Accept() (net.Conn, error) {
 func frontDoor(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fc, _ := r.Context().Value(connKey{}).(*frontConn)
-		if fc != nil && fc.smuggled.Load() {
+		if fc == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// The framer has read this request's head (and maybe pipelined
+		// ones after it): refuse from the flagged request on.
+		if n, at := fc.served.Add(1), fc.smuggled.Load(); at > 0 && n >= at {
 			log.Warn("mhp http request with both Content-Length and Transfer-Encoding refused; connection closed (request smuggling)",
 				"path", r.URL.Path, "remote", r.RemoteAddr)
 			w.Header().Set("Connection", "close")
@@ -84,7 +91,7 @@ func frontDoor(log *slog.Logger, next http.Handler) http.Handler {
 				"a request with both Content-Length and Transfer-Encoding is refused and its connection closed (RFC 9112 §6.1: request smuggling)"))
 			return
 		}
-		if fc != nil && fc.tc != nil && r.TLS == nil {
+		if fc.tc != nil && r.TLS == nil {
 			st := fc.tc.ConnectionState()
 			r.TLS = &st
 		}
@@ -118,4 +125,20 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: DefaultReadHeaderTimeout, IdleTimeout: DefaultIdleTimeout, MaxHeaderBytes: 64 << 10,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	return serveFront(ctx, ln, hs, o.MaxConns, o.TLS, o.Logger)
+}
+
+// closeIdle closes the connections that are between requests or never sent
+// one (for shutdown).
+func (l *connLimiter) closeIdle() {
+	l.mu.Lock()
+	var idle []net.Conn
+	for c, ci := range l.conns {
+		if ci.phase == phaseIdle {
+			idle = append(idle, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range idle {
+		_ = c.Close()
+	}
 }

@@ -416,6 +416,10 @@ func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns 
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		// net/http waits up to 5s for a connection that never sent a
+		// request (a client's spare keep-alive dial, a TLS handshake that
+		// stalled): those carry nothing, close them now.
+		lim.closeIdle()
 		_ = hs.Shutdown(sctx)
 		return nil
 	}
