@@ -183,6 +183,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.conformanceCmd(ctx, args[1:])
 	case cmd == "run":
 		return a.runCmd(ctx, args[1:])
+	case cmd == "certs":
+		return a.certsCmd(ctx, args[1:])
 	case cmd == "serve-directory":
 		return a.serveDirectoryCmd(ctx, args[1:])
 	case cmd == "sila":
