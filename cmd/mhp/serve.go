@@ -120,7 +120,11 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 		// Fleet notifications: nothing in the safety path waits on the broker;
 		// an outage is logged and the device works on.
 		host, _ := os.Hostname()
-		pub, err := fleet.New(dev, fleet.Config{URL: url, Host: host, Logger: log})
+		ctls, err := a.clientTLS(p) // an mqtts:// broker: the same --ca, --pin, --client-cert as every client
+		if err != nil {
+			return a.usageError("serve: --publish: %v", err)
+		}
+		pub, err := fleet.New(dev, fleet.Config{URL: url, Host: host, Logger: log, TLS: ctls})
 		if err != nil {
 			return a.usageError("serve: --publish: %v", err)
 		}
