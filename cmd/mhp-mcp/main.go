@@ -7,8 +7,12 @@
 //	mhp-mcp --policy host-policy.json thermo=http://bench-pc:18921
 //
 // Over stdio a line that is not JSON-RPC is answered with a JSON-RPC error
-// and the session goes on. --http on an address that is not loopback needs
-// --token-file unless --insecure. Without --policy the host policy is
+// and the session goes on. --http serves HTTPS with --tls-cert and
+// --tls-key, mutual TLS with --client-ca, named identities with
+// --credentials (package auth); an address that is not loopback needs TLS
+// and credentials unless --insecure. --ca, --pin, --client-cert and
+// --client-key (MHP_CA, MHP_CLIENT_CERT, MHP_CLIENT_KEY) are how the bridge
+// reaches https:// devices and the directory. Without --policy the host policy is
 // enabled with every other flag off: hardware devices (cards not tagged
 // "simulated") are refused for actuation, operator ops are not listed.
 // MHP_MCP_ENABLED=0|1 overrides the policy's enabled flag for one process.
