@@ -178,7 +178,7 @@
         el('td', { class: 'cur value' }, '—'),
         el('td', {}, limitsText(s.limits), s.interlocks && s.interlocks.length ? el('div', { class: 'muted' }, 'interlocks: ' + s.interlocks.join(', ')) : null),
         el('td', { class: 'approval' }, s.approval || 'auto'),
-        el('td', {}, input, ' ', btn));
+        el('td', { class: 'needs-write' }, input, ' ', btn));
       btn.addEventListener('click', () => guarded('write', s.name, s.approval, fmt(input.value, s.unit), async (approved) => {
         const value = parseInput(s, input.value);
         const r = await rpc('settings/write', { name: s.name, value, approved: approved || undefined });
@@ -247,8 +247,8 @@
       body.append(el('tr', { 'data-action': a.name },
         el('td', { title: a.notes || '' }, a.name, el('div', { class: 'muted' }, [a.duration, pnames].filter(Boolean).join(' · '))),
         el('td', { class: 'approval' }, a.approval || 'auto'),
-        el('td', {}, params),
-        el('td', {}, btn)));
+        el('td', { class: 'needs-write' }, params),
+        el('td', { class: 'needs-write' }, btn)));
       btn.addEventListener('click', () => guarded('invoke', a.name, a.approval, params.value === '{}' ? '' : params.value, async (approved) => {
         let p;
         try { p = JSON.parse(params.value || '{}'); } catch (e) { throw new Error('parameters are not JSON: ' + e.message); }
@@ -302,7 +302,7 @@
     const ops = e.row.querySelector('.ops');
     ops.replaceChildren();
     if (!isTerminal(j.state)) {
-      ops.append(el('button', { class: 'btn cancel', onclick: async () => {
+      ops.append(el('button', { class: 'btn cancel needs-write', onclick: async () => {
         try { upsertJob(await rpc('jobs/cancel', { id: j.id })); } catch (err) { notice('cancel ' + j.id + ': ' + describeError(err), 'error'); }
       } }, 'Cancel'));
     }
@@ -476,6 +476,7 @@
   }
 
   async function connect() {
+    await MHP.whoami();
     await openSession();
     await setup();
   }
