@@ -5,11 +5,13 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/openmhp/mhp-go/auth"
+	"github.com/openmhp/mhp-go/client"
 )
 
 // trustFlags are the TLS and credential flags of every server command
@@ -126,4 +128,14 @@ func (a *app) clientTLS(p parsed) (auth.ClientTLS, error) {
 		return c, fmt.Errorf("client TLS: %w", err)
 	}
 	return c, nil
+}
+
+// tlsHTTPClient is the HTTP client of the client TLS flags for the raw wire
+// peer (rpc, conformance); nil (its default) when none is given.
+func (a *app) tlsHTTPClient(p parsed) (*http.Client, error) {
+	c, err := a.clientTLS(p)
+	if err != nil || c.IsZero() {
+		return nil, err
+	}
+	return client.HTTPClient(c, 0)
 }
