@@ -12,9 +12,9 @@ import (
 // tampering that an attacker who can recompute hashes would try, each of
 // which a single removed check would let through.
 
-// rehash rewrites an entry's content and recomputes its own hash, as an
+// rehashLine rewrites an entry's content and recomputes its own hash, as an
 // attacker who knows the chain's definition would.
-func rehash(t *testing.T, line string, edit func(*Entry)) string {
+func rehashLine(t *testing.T, line string, edit func(*Entry)) string {
 	t.Helper()
 	var e Entry
 	if err := json.Unmarshal([]byte(line), &e); err != nil {
@@ -52,7 +52,7 @@ func TestVerifyCatchesRehashedAndCutChains(t *testing.T) {
 	}{
 		{"middle entry rewritten and rehashed", 0, func(t *testing.T, dir string) {
 			rewrite(t, dir, 1, func(lines []string) []string {
-				lines[2] = rehash(t, lines[2], func(e *Entry) { e.Outcome = OutcomeRefused })
+				lines[2] = rehashLine(t, lines[2], func(e *Entry) { e.Outcome = OutcomeRefused })
 				return lines
 			})
 		}, "chain-000001.jsonl", 4, nil},
@@ -123,7 +123,7 @@ func TestVerifyBundleCatchesCutsAndRewrites(t *testing.T) {
 		{"middle entry rewritten and rehashed", func(b *Bundle) {
 			line, _ := Canonical(b.Entries[1])
 			var e Entry
-			json.Unmarshal([]byte(rehash(t, string(line), func(e *Entry) { e.Outcome = OutcomeRefused })), &e)
+			json.Unmarshal([]byte(rehashLine(t, string(line), func(e *Entry) { e.Outcome = OutcomeRefused })), &e)
 			b.Entries[1] = e
 		}, false},
 	} {
