@@ -174,7 +174,7 @@ func Descriptor() map[string]any {
 		"actions": []any{
 			map[string]any{"name": "run_protocol", "duration": "long", "approval": "auto", "interlocks": []any{"lid_closed"},
 				"params":   map[string]any{"steps": map[string]any{"type": "array"}, "cycles": map[string]any{"type": "integer"}},
-				"required": []any{"cycles"}, "limits": map[string]any{"cycles": map[string]any{"min": 1.0, "max": 99.0}}},
+				"required": []any{"steps", "cycles"}, "limits": map[string]any{"cycles": map[string]any{"min": 1.0, "max": 99.0}}},
 			map[string]any{"name": "open_lid", "duration": "short", "approval": "confirm"},
 			map[string]any{"name": "home", "duration": "short", "approval": "auto",
 				"params": map[string]any{"speed": map[string]any{"type": "number"}}},
