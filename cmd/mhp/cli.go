@@ -74,7 +74,12 @@ Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
                                               an operator's single-use approval of exactly that request;
                                               the agent then sends --permit ID (permitId)
   VALUE is JSON if it parses (95, true, "x", [1,2]), else a string.
-  Common flags: --json (machine output), --token-file F (or MHP_TOKEN), --timeout D.
+  Common flags: --json (machine output), --token-file F (or MHP_TOKEN), --timeout D;
+      for https:// targets --ca FILE (MHP_CA), --pin sha256:HEX, --client-cert F --client-key F (MHP_CLIENT_CERT, MHP_CLIENT_KEY).
+  Servers (serve, serve-directory, demo): --tls-cert F --tls-key F (HTTPS), --client-ca F (mutual TLS),
+      --credentials F (named identities with roles); beyond loopback they need TLS and credentials unless --insecure.
+  mhp certs init DIR | issue DIR NAME --host H[,H] [--client]
+      a lab CA and the certificates it signs (see README, "Deploying on a lab network")
 
 Other:
   mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
@@ -97,7 +102,8 @@ Exit status: 0 ok; 1 refused, job failed, problems found; 2 usage; 3 unreachable
 // flagSpec says which flags a command takes and whether they take a value.
 type flagSpec map[string]bool // name -> takes a value
 
-var commonFlags = flagSpec{"json": false, "token-file": true, "timeout": true, "help": false}
+var commonFlags = flagSpec{"json": false, "token-file": true, "timeout": true, "help": false,
+	"ca": true, "pin": true, "client-cert": true, "client-key": true} // client TLS: every command that dials
 
 // parsed is a command line split into positionals and flags.
 type parsed struct {
