@@ -143,6 +143,8 @@ func build(cfg Config, opt Options) (binding.Config, *adapter, error) {
 			a.link.Up()
 		}
 		a.link.Start()
+		a.wg.Add(1)
+		go a.presence()
 		if cfg.Watchdog != nil {
 			a.wg.Add(1)
 			go a.watchdog()
@@ -186,7 +188,13 @@ func (a *adapter) probe(ctx context.Context) error {
 		return err
 	}
 	if id := a.cfg.Identify; id != nil {
-		reply, err := a.line.exchange(ctx, id.Command, anyOf(a.ident), seconds(a.cfg.Timeouts.ReplyS))
+		var reply string
+		var err error
+		for i := 0; i < max(1, id.Attempts); i++ {
+			if reply, err = a.line.exchange(ctx, id.Command, anyOf(a.ident), seconds(a.cfg.Timeouts.ReplyS)); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			return fail(fmt.Errorf("identify: %s on %s: %v", id.Command, a.cfg.Port, err))
 		}
@@ -237,6 +245,22 @@ func (a *adapter) watchdog() {
 			a.line.release()
 		}
 		cancel()
+	}
+}
+
+// presence checks the port's node between commands (see line.present).
+func (a *adapter) presence() {
+	defer a.wg.Done()
+	every := seconds(a.cfg.Timeouts.PresenceS)
+	for {
+		t := time.NewTimer(every)
+		select {
+		case <-a.stopWD:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		a.line.present()
 	}
 }
 
@@ -332,6 +356,19 @@ func (a *adapter) write(ctx context.Context, s SettingConfig, v any) (binding.Wr
 		return binding.Applied, mhp.Errorf(mhp.CodeDeviceBusy, "settings/write %s: %q not sent: the serial line stayed busy: %v", s.Name, cmd, err)
 	}
 	defer a.line.release()
+	if s.Below != "" {
+		limit, err := a.readLocked(ctx, a.signals[s.Below])
+		lim, ok := toFloat(limit)
+		val, vok := toFloat(v)
+		if err != nil || !ok || !vok {
+			return binding.Applied, mhp.Errorf(mhp.CodeLimitViolation, "settings/write %s: %v not sent: its bound %s is unreadable (%v)",
+				s.Name, v, s.Below, err).With("field", s.Name)
+		}
+		if val >= lim {
+			return binding.Applied, mhp.Errorf(mhp.CodeLimitViolation, "settings/write %s: %v not sent: not below %s (%v)",
+				s.Name, v, s.Below, lim).With("field", s.Name).With("max", lim)
+		}
+	}
 	st := compileStep(Step{Send: cmd, Ack: s.Ack, Error: s.Error})
 	reply, err := a.step(ctx, st, "settings/write "+s.Name)
 	if err != nil {

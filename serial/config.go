@@ -67,6 +67,9 @@ type Timeouts struct {
 	// 0.5 and 30.
 	ReconnectMinS float64 `yaml:"reconnect_min_s,omitempty"`
 	ReconnectMaxS float64 `yaml:"reconnect_max_s,omitempty"`
+	// PresenceS is how often an idle adapter checks that the port's node
+	// still exists (a USB adapter pulled while nothing is sent); default 1.
+	PresenceS float64 `yaml:"presence_s,omitempty"`
 	// EStopReplyS is how long the estop waits for a stop command's reply;
 	// default 3*reply_s, at least 2.
 	EStopReplyS float64 `yaml:"estop_reply_s,omitempty"`
@@ -80,6 +83,10 @@ type Timeouts struct {
 type Identify struct {
 	Command string `yaml:"command"`
 	Reply   string `yaml:"reply"`
+	// Attempts is how many times Command is sent before the port is
+	// refused; default 1 (2 for a pump whose first reply after power-up is
+	// an alarm).
+	Attempts int `yaml:"attempts,omitempty"`
 }
 
 // SignalConfig maps a signal onto a query and a reply pattern.
@@ -116,6 +123,10 @@ type SettingConfig struct {
 	// written makes the write applied; any other value or no reply is an
 	// unknown outcome (fault).
 	Readback string `yaml:"readback,omitempty"`
+	// Below names a signal read before every write: a value not below its
+	// reading is refused (LimitViolation) and never sent (an IKA plate's
+	// safety temperature IN_SP_3); an unreadable signal refuses too.
+	Below string `yaml:"below,omitempty"`
 	// Decimals rounds a number to this many decimals before sending
 	// (instruments limit digits); default as many as needed. Never an
 	// exponent.
@@ -227,6 +238,7 @@ func (c Config) Defaults() Config {
 	def(&t.ReconnectMinS, 0.5)
 	def(&t.ReconnectMaxS, 30)
 	def(&t.EStopLockS, 0.3)
+	def(&t.PresenceS, 1)
 	def(&t.EStopReplyS, math.Max(2, 3*t.ReplyS))
 	return c
 }
@@ -325,7 +337,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max_reply: %d is more than 65536", d.MaxReply)
 	}
 	for _, v := range []float64{c.Timeouts.ReplyS, c.Timeouts.WriteS, c.Timeouts.ReconnectMinS, c.Timeouts.ReconnectMaxS,
-		c.Timeouts.EStopLockS, c.Timeouts.EStopReplyS, c.InterCommandDelayS} {
+		c.Timeouts.EStopLockS, c.Timeouts.EStopReplyS, c.Timeouts.PresenceS, c.InterCommandDelayS} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("timeouts and inter_command_delay_s must be finite and not negative")
 		}
@@ -338,14 +350,13 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	names := map[string]bool{}
 	signals := map[string]bool{}
 	for i, s := range c.Signals {
 		what := fmt.Sprintf("signals[%d] %s", i, s.Name)
-		if s.Name == "" || names[s.Name] {
+		if s.Name == "" || signals[s.Name] {
 			return fmt.Errorf("%s: name missing or repeated", what)
 		}
-		names[s.Name], signals[s.Name] = true, true
+		signals[s.Name] = true
 		if s.Query == "" {
 			return fmt.Errorf("%s: query: required", what)
 		}
@@ -359,6 +370,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s: query %q: a query takes no {placeholders}", what, s.Query)
 		}
 	}
+	names := map[string]bool{}
 	for i, s := range c.Settings {
 		what := fmt.Sprintf("settings[%d] %s", i, s.Name)
 		if s.Name == "" || names[s.Name] {
@@ -378,7 +390,10 @@ func (c Config) Validate() error {
 			return err
 		}
 		if s.Readback != "" && !signals[s.Readback] {
-			return fmt.Errorf("%s: readback %q names no signal declared before it", what, s.Readback)
+			return fmt.Errorf("%s: readback %q names no signal", what, s.Readback)
+		}
+		if s.Below != "" && !signals[s.Below] {
+			return fmt.Errorf("%s: below %q names no signal", what, s.Below)
 		}
 		if s.Decimals != nil && (*s.Decimals < 0 || *s.Decimals > 15) {
 			return fmt.Errorf("%s: decimals %d, want 0-15", what, *s.Decimals)

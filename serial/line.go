@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,7 @@ type line struct {
 	mu      sync.Mutex
 	port    Port
 	gen     uint64 // bumped at every open
+	node    bool   // the port path was a file at the last open (presence checks apply)
 	lastEnd time.Time
 }
 
@@ -120,9 +122,11 @@ func (l *line) connect(ctx context.Context) (Port, error) {
 	// an alarm sent at power-up) are never read as an answer.
 	_ = p.ResetInputBuffer()
 	_ = p.ResetOutputBuffer()
+	_, statErr := os.Stat(l.cfg.Port)
 	l.mu.Lock()
 	l.port = p
 	l.gen++
+	l.node = statErr == nil
 	l.mu.Unlock()
 	return p, nil
 }
@@ -141,6 +145,20 @@ func (l *line) drop(gen uint64, err error) {
 	_ = p.Close()
 	if l.onErr != nil {
 		l.onErr(err)
+	}
+}
+
+// present drops the port when its node has gone (checked only for a path
+// that existed at open: not every platform names ports by files).
+func (l *line) present() {
+	l.mu.Lock()
+	p, gen, node := l.port, l.gen, l.node
+	l.mu.Unlock()
+	if p == nil || !node {
+		return
+	}
+	if _, err := os.Stat(l.cfg.Port); errors.Is(err, os.ErrNotExist) {
+		l.drop(gen, fmt.Errorf("%s disappeared (unplugged?)", l.cfg.Port))
 	}
 }
 

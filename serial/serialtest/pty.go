@@ -56,6 +56,7 @@ type Fake struct {
 	delay    map[string]time.Duration
 	hangUp   map[string]bool
 	silent   bool
+	replies  int
 	split    bool
 	wmu      sync.Mutex
 	wg       sync.WaitGroup
@@ -262,8 +263,19 @@ func (f *Fake) serve(cmd string, gen int) {
 		return
 	}
 	if delay > 0 {
-		time.Sleep(delay) // the late reply this knob is for
+		// The late reply is written on its own while the line goes on.
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			time.Sleep(delay) // the lateness this knob is for
+			f.reply(reply, gen)
+		}()
+		return
 	}
+	f.reply(reply, gen)
+}
+
+func (f *Fake) reply(reply []byte, gen int) {
 	f.mu.Lock()
 	same := f.gen == gen && f.master != nil
 	split := f.split
@@ -271,6 +283,7 @@ func (f *Fake) serve(cmd string, gen int) {
 	if !same {
 		return
 	}
+	defer func() { f.mu.Lock(); f.replies++; f.mu.Unlock() }()
 	if split && len(reply) > 1 {
 		f.writeRaw(reply[:len(reply)/2])
 		time.Sleep(20 * time.Millisecond) // the gap between the halves is the point
@@ -278,6 +291,13 @@ func (f *Fake) serve(cmd string, gen int) {
 		return
 	}
 	f.writeRaw(reply)
+}
+
+// Replies counts the replies written so far (late ones included).
+func (f *Fake) Replies() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.replies
 }
 
 // Send writes bytes the instrument sends unasked (or late).
