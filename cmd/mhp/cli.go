@@ -73,6 +73,9 @@ Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
   mhp TARGET permit write|invoke NAME [VALUE|JSON] --operator-token-file F [--ttl S]
                                               an operator's single-use approval of exactly that request;
                                               the agent then sends --permit ID (permitId)
+  mhp TARGET ack JOB|estop done|failed|could_not|cancelled [NOTE...] --operator-token-file F
+  mhp TARGET confirm SETTING [VALUE] | record SIGNAL VALUE | pending   (--operator-token-file F)
+                                              a person's answers to an operator-run (driver: manual) device
   VALUE is JSON if it parses (95, true, "x", [1,2]), else a string.
   Common flags: --json (machine output), --token-file F (or MHP_TOKEN), --timeout D;
       for https:// targets --ca FILE (MHP_CA), --pin sha256:HEX, --client-cert F --client-key F (MHP_CLIENT_CERT, MHP_CLIENT_KEY).
