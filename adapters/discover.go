@@ -33,6 +33,29 @@ type DiscoverOptions struct {
 	Snapshot string
 	// Logger receives progress; default slog.Default().
 	Logger *slog.Logger
+	// Flags are the adapter's own options by name, as `mhp init` passes
+	// them through ("root", "security-policy", "ca", ...); an adapter
+	// refuses a flag it does not know ([DiscoverOptions.CheckFlags]).
+	Flags map[string]string
+}
+
+// CheckFlags refuses a flag the adapter does not know, naming the ones it does.
+func (o DiscoverOptions) CheckFlags(kind string, known ...string) error {
+	names := make([]string, 0, len(o.Flags))
+	for k := range o.Flags {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		ok := false
+		for _, x := range known {
+			ok = ok || x == k
+		}
+		if !ok {
+			return fmt.Errorf("%s discovery has no option --%s (it takes %v)", kind, k, known)
+		}
+	}
+	return nil
 }
 
 // Log returns the logger, slog.Default() when none was given.

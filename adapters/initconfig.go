@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // RegisterDiscovery adds a kind's discovery (an adapter's Register calls it
@@ -82,4 +85,76 @@ func (r *Registry) DiscoverConfig(ctx context.Context, kind, target string) (con
 		return nil, "", err
 	}
 	return g.YAML, g.Report.Summary(), nil
+}
+
+// Check loads a config file with its kind's Load (strict keys, Validate;
+// no I/O) and returns what the integrator has still to decide: every TODO
+// comment (those `mhp init` writes: estop, watchdog, limits, templates), a
+// writable number without limits, no estop, no watchdog. Warnings do not
+// make the file invalid; a Load error does.
+func (r *Registry) Check(src Source) (kind string, warnings []string, err error) {
+	var head struct {
+		Adapter string `yaml:"adapter"`
+	}
+	if err := yaml.Unmarshal(src.Data, &head); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", src.Path, err)
+	}
+	r.mu.RLock()
+	d, ok := r.d[head.Adapter]
+	r.mu.RUnlock()
+	if !ok {
+		return head.Adapter, nil, fmt.Errorf("%s: adapter %q has no config check here (have %v)", src.Path, head.Adapter, r.Discoverable())
+	}
+	if err := d.Load(src); err != nil {
+		return head.Adapter, nil, err
+	}
+	return head.Adapter, ConfigWarnings(src.Data), nil
+}
+
+// ConfigWarnings lists what a config leaves to the integrator (see
+// [Registry.Check]).
+func ConfigWarnings(data []byte) []string {
+	var out []string
+	for i, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "#") && strings.Contains(t, "TODO") {
+			out = append(out, fmt.Sprintf("line %d: %s", i+1, strings.TrimSpace(strings.TrimLeft(t, "#"))))
+		}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil || len(root.Content) == 0 {
+		return out
+	}
+	top := root.Content[0]
+	get := func(m *yaml.Node, key string) *yaml.Node {
+		if m == nil || m.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == key {
+				return m.Content[i+1]
+			}
+		}
+		return nil
+	}
+	if s := get(top, "settings"); s != nil && s.Kind == yaml.SequenceNode {
+		for _, it := range s.Content {
+			t := get(it, "type")
+			if t != nil && (t.Value == "number" || t.Value == "integer") && get(it, "limits") == nil {
+				name := ""
+				if n := get(it, "name"); n != nil {
+					name = n.Value
+				}
+				out = append(out, fmt.Sprintf("line %d: setting %s has no limits: any %s is sent", it.Line, name, t.Value))
+			}
+		}
+	}
+	safety := get(top, "safety")
+	if est := get(safety, "estop"); get(top, "estop") == nil && (est == nil || est.Value != "true") {
+		out = append(out, "no estop: safety/estop stops only the MHP side, nothing at the backend")
+	}
+	if w := get(safety, "watchdog_s"); w == nil || w.Value == "0" {
+		out = append(out, "no watchdog (safety.watchdog_s): the device is not made safe when its agent goes quiet")
+	}
+	return out
 }

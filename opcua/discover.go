@@ -669,7 +669,18 @@ func (d *discovery) finish() {
 	}
 }
 
-// discovery is the registry's entry for [Discover] (see Register).
+// discoveryEntry is the registry's entry for [Discover] (see Register).
+// Its flags: root, security-policy (None or Basic256Sha256), username and
+// password-env (the password's environment variable), server-certificate.
 var discoveryEntry = adapters.NewDiscovery(func(ctx context.Context, target string, o adapters.DiscoverOptions) (Config, adapters.Report, error) {
-	return Discover(ctx, target, DiscoverOptions{DiscoverOptions: o})
+	if err := o.CheckFlags(Kind, "root", "security-policy", "username", "password-env", "server-certificate"); err != nil {
+		return Config{}, adapters.Report{}, err
+	}
+	opt := DiscoverOptions{DiscoverOptions: o, Root: o.Flags["root"]}
+	opt.Security.Policy = o.Flags["security-policy"]
+	opt.Security.ServerCertificate = o.Flags["server-certificate"]
+	if u := o.Flags["username"]; u != "" {
+		opt.Auth = Auth{Type: AuthUsername, Username: u, PasswordEnv: o.Flags["password-env"]}
+	}
+	return Discover(ctx, target, opt)
 }, Load)
