@@ -101,4 +101,6 @@ func TestEveryAdapterHasTheShape(t *testing.T) {
 	shapeOf[mqtt.Config, mqtt.Options]{mqtt.Kind, mqtt.Load, mqtt.Config.Validate, mqtt.New, mqtt.Register}.check(t)
 
 	discoverShape[opcua.Config, opcua.DiscoverOptions]{opcua.Kind, opcua.Discover, opcua.Register}.check(t)
+	discoverShape[madsci.Config, madsci.DiscoverOptions]{madsci.Kind, madsci.Discover, madsci.Register}.check(t)
+	discoverShape[pylabrobot.Config, pylabrobot.DiscoverOptions]{pylabrobot.Kind, pylabrobot.Discover, pylabrobot.Register}.check(t)
 }
