@@ -103,4 +103,5 @@ func TestEveryAdapterHasTheShape(t *testing.T) {
 	discoverShape[opcua.Config, opcua.DiscoverOptions]{opcua.Kind, opcua.Discover, opcua.Register}.check(t)
 	discoverShape[madsci.Config, madsci.DiscoverOptions]{madsci.Kind, madsci.Discover, madsci.Register}.check(t)
 	discoverShape[pylabrobot.Config, pylabrobot.DiscoverOptions]{pylabrobot.Kind, pylabrobot.Discover, pylabrobot.Register}.check(t)
+	discoverShape[sila2.Config, sila2.DiscoverOptions]{sila2.Kind, sila2.Discover, sila2.Register}.check(t)
 }
