@@ -73,6 +73,12 @@ func (a *app) initCmd(ctx context.Context, args []string) int {
 			if v == "" {
 				v = "true"
 			}
+			if name == "ca" || name == "server-certificate" && !strings.HasPrefix(v, "sha256:") {
+				// The file names it; its path must hold from the file's folder.
+				if abs, err := filepath.Abs(v); err == nil {
+					v = abs
+				}
+			}
 			opt.Flags[name] = v
 		}
 	}
