@@ -84,9 +84,14 @@ Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
   mhp certs init DIR | issue DIR NAME --host H[,H] [--client]
       a lab CA and the certificates it signs (see README, "Deploying on a lab network")
 
+Wrap a backend (OPC UA PLC, ROS 2 robot, MQTT, SiLA 2, MADSci node, PyLabRobot bridge):
+  mhp init KIND TARGET [-o FILE] [--include P,...] [--exclude P,...] [--depth N] [--listen D] [--root P]
+      reads the live backend and writes the adapter config (and its descriptor snapshot) to review,
+      then mhp validate FILE, mhp serve FILE; e.g. mhp init opcua opc.tcp://10.0.0.5:4840 -o plc.yaml
+
 Other:
   mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
-  mhp validate DIR                             check a device package
+  mhp validate DIR|FILE.yaml                   check a device package or an adapter config
   mhp conformance TARGET [--actuate]           wire checks citing the spec (MUST fails, SHOULD warns);
                                                --actuate adds estop checks (stop, then reset, the device)
   mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
@@ -182,6 +187,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.demoCmd(ctx, args[1:])
 	case cmd == "validate":
 		return a.validateCmd(ctx, args[1:])
+	case cmd == "init":
+		return a.initCmd(ctx, args[1:])
 	case cmd == "conformance":
 		return a.conformanceCmd(ctx, args[1:])
 	case cmd == "run":
