@@ -16,6 +16,7 @@ import (
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/manual"
 	"github.com/openmhp/mhp-go/metrics"
 	"github.com/openmhp/mhp-go/mqtt/fleet"
 	"github.com/openmhp/mhp-go/transport"
@@ -269,6 +270,9 @@ func buildPackage(ctx context.Context, pkg *devicepkg.Package, simOpts sim.Optio
 		}
 		cfg.Logger = log
 		return devicepkg.Build(pkg, cfg)
+	}
+	if manual.IsDriver(d) { // operated by a person: bindings from descriptor.yaml + manual.yaml
+		return manual.Build(pkg, manual.Options{Logger: log})
 	}
 	file, err := pkg.DriverFile() // inside the package, no symlink out
 	if err != nil {

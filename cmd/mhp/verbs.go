@@ -495,7 +495,11 @@ func resetVerb(ctx context.Context, v *verbCtx) int {
 			return code
 		}
 	} else {
-		fmt.Fprintf(v.stdout, "reset: state %s, verified %v\n", res.State, res.Verified)
+		verified := fmt.Sprint(res.Verified)
+		if res.VerifiedText != "" {
+			verified = fmt.Sprintf("%v (%s)", res.Verified, res.VerifiedText)
+		}
+		fmt.Fprintf(v.stdout, "reset: state %s, verified %s\n", res.State, verified)
 	}
 	if !ok {
 		fmt.Fprintf(v.stderr, "mhp: reset not confirmed: the device reports state %q and no verified recovery\n", res.State)
