@@ -58,6 +58,11 @@ var methodRoles = map[string]Role{
 	mhp.MethodEvidenceList: RoleViewer,
 
 	mhp.MethodPermitsIssue: RoleOperator,
+
+	// An operator-run device's person (driver: manual): operator methods.
+	mhp.MethodOperatorAnswer:  RoleOperator,
+	mhp.MethodOperatorRecord:  RoleOperator,
+	mhp.MethodOperatorPending: RoleOperator,
 }
 
 // MethodRole returns the least role that may call method and whether the
