@@ -13,9 +13,7 @@ import (
 
 	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/auth/authtest"
-	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/console"
-	"github.com/openmhp/mhp-go/examples/sim"
 	"github.com/openmhp/mhp-go/transport"
 )
 
@@ -43,18 +41,7 @@ func TestConsoleRolesOverHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := sim.Config("sim:thermocycler", sim.Options{ID: "tc-roles"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv, err := binding.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := drv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
+	drv := simDriver(t, "sim:thermocycler", "tc-roles")
 	srv := transport.NewServer(drv, transport.Options{Auth: a, TLS: st.Config()})
 	defer srv.Close()
 	h, err := console.Device(console.Config{Transport: srv.Handler(), Guard: srv.Guard(nil)})
