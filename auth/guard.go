@@ -89,7 +89,7 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 				name = h
 			}
 			refuse(w, r, http.StatusForbidden, mhp.Errorf(mhp.CodeServerError,
-				"host %q is not allowed: use an IP address or localhost, or start the server with --allow-host %s (DNS rebinding guard)",
+				"host %q is not allowed: use an IP address or localhost, or list the name in the server's allowed hosts (--allow-host %s; DNS rebinding guard)",
 				mhp.Truncate(r.Host, 256), mhp.Truncate(name, 256)).With(mhp.DataReason, ReasonHostForbidden))
 			return
 		}

@@ -59,10 +59,12 @@ var methodRoles = map[string]Role{
 
 	mhp.MethodPermitsIssue: RoleOperator,
 
-	// An operator-run device's person (driver: manual): operator methods.
+	// An operator-run instrument: what waits for the person is for anyone
+	// to see; only a person (operator) answers or records a reading, so an
+	// agent can never report its own instruction done.
+	mhp.MethodOperatorPending: RoleViewer,
 	mhp.MethodOperatorAnswer:  RoleOperator,
 	mhp.MethodOperatorRecord:  RoleOperator,
-	mhp.MethodOperatorPending: RoleOperator,
 }
 
 // MethodRole returns the least role that may call method and whether the

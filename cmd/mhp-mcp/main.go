@@ -234,6 +234,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		log.Warn("mhp-mcp serving HTTP without credentials: anyone who reaches the address can drive the lab", "url", url)
 	}
 	log.Info("mhp-mcp serving", "url", url, "metrics", base+"/metrics", "credentials", authn.Required(), "tls", st != nil, "policy", fmt.Sprintf("%+v", policy))
+	auth.ReloadOnHangup(ctx, log, st, authn)
 	if ready != nil {
 		ready(url)
 	}
