@@ -94,3 +94,28 @@ func TestWhoami(t *testing.T) {
 func credentials(t *testing.T) string {
 	return authtest.Credentials(t, t.TempDir(), "vera=viewer:vera-token", "olga=operator:olga-token")
 }
+
+// TestOpenConsoleDoesNotOpenTheTransport: a console mounted without the
+// transport's guard does not let requests past the transport's own
+// credentials.
+func TestOpenConsoleDoesNotOpenTheTransport(t *testing.T) {
+	a, err := auth.New(auth.Config{Token: "secret-token-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := auth.Guard{Auth: a}.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "device") }))
+	h, err := console.Device(console.Config{Transport: inner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	resp, err := http.Post(hs.URL+"/rpc", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("POST /rpc through an open console: %d, want 401 from the transport", resp.StatusCode)
+	}
+}
