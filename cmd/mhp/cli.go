@@ -76,6 +76,12 @@ Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
   VALUE is JSON if it parses (95, true, "x", [1,2]), else a string.
   Common flags: --json (machine output), --token-file F (or MHP_TOKEN), --timeout D.
 
+The host's fleet (the devices mhp-mcp serves when given no targets; $MHP_HOME, default ~/.mhp):
+  mhp lab list | scan [HOST...] | add TARGET [--twin] [--yes] | remove ID | locate ID WHERE
+  mhp onboard                                  add an instrument with no MHP server by answering questions
+  mhp setup claude-desktop|claude-code|FILE [--dry-run]   register mhp-mcp with a harness
+  mhp skills install DIR [--force]             the three Agent Skills, where a harness reads skills
+
 Other:
   mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
   mhp validate DIR                             check a device package
@@ -185,6 +191,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.watchCmd(ctx, args[1:])
 	case cmd == "evidence":
 		return a.evidenceCmd(ctx, args[1:])
+	case cmd == "lab":
+		return a.labCmd(ctx, args[1:])
 	case isTarget(cmd):
 		return a.deviceCmd(ctx, cmd, args[1:])
 	default:
