@@ -13,6 +13,7 @@ import (
 	"github.com/openmhp/mhp-go/opcua"
 	"github.com/openmhp/mhp-go/pylabrobot"
 	"github.com/openmhp/mhp-go/ros2"
+	"github.com/openmhp/mhp-go/serial"
 	"github.com/openmhp/mhp-go/sila2"
 )
 
@@ -59,7 +60,7 @@ func (s shapeOf[C, O]) check(t *testing.T) {
 	}
 }
 
-// TestEveryAdapterHasTheShape: the six adapter packages share one public
+// TestEveryAdapterHasTheShape: the adapter packages share one public
 // face (package doc of adapters): Kind, Load, Config.Validate, New with
 // Options embedding adapters.Options, and Register.
 func TestEveryAdapterHasTheShape(t *testing.T) {
@@ -69,4 +70,5 @@ func TestEveryAdapterHasTheShape(t *testing.T) {
 	shapeOf[madsci.Config, madsci.Options]{madsci.Kind, madsci.Load, madsci.Config.Validate, madsci.New, madsci.Register}.check(t)
 	shapeOf[pylabrobot.Config, pylabrobot.Options]{pylabrobot.Kind, pylabrobot.Load, pylabrobot.Config.Validate, pylabrobot.New, pylabrobot.Register}.check(t)
 	shapeOf[mqtt.Config, mqtt.Options]{mqtt.Kind, mqtt.Load, mqtt.Config.Validate, mqtt.New, mqtt.Register}.check(t)
+	shapeOf[serial.Config, serial.Options]{serial.Kind, serial.Load, serial.Config.Validate, serial.New, serial.Register}.check(t)
 }

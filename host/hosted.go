@@ -11,6 +11,7 @@ import (
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/manual"
 )
 
 // Device is a device the host runs in-process.
@@ -168,7 +169,7 @@ func (f *Fleet) build(ctx context.Context, target string) (Device, func() error,
 }
 
 // BuildPackage builds a package's device (unstarted) on the driver its
-// card names: a simulated device (sim:…), a driver kind of Config.Drivers
+// card names: a simulated device (sim:…), an operator-run instrument
 // (manual), or an adapter config file inside the package, with the package
 // merged over the bindings in every case.
 func (f *Fleet) BuildPackage(ctx context.Context, pkg *devicepkg.Package) (*devicepkg.Device, error) {
@@ -187,15 +188,8 @@ func BuildPackage(ctx context.Context, pkg *devicepkg.Package, cfg Config) (*dev
 		bc.Logger = cfg.Logger
 		return devicepkg.Build(pkg, bc)
 	}
-	if mk, ok := cfg.Drivers[d]; ok {
-		bc, err := mk(ctx, pkg)
-		if err != nil {
-			return nil, err
-		}
-		if bc.Logger == nil {
-			bc.Logger = cfg.Logger
-		}
-		return devicepkg.Build(pkg, bc)
+	if manual.IsDriver(d) { // operated by a person: bindings from descriptor.yaml + manual.yaml
+		return manual.Build(pkg, manual.Options{Logger: cfg.Logger})
 	}
 	file, err := pkg.DriverFile() // inside the package, no symlink out
 	if err != nil {

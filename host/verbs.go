@@ -12,16 +12,9 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
-	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/client"
-	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/examples/sim"
 )
-
-// DriverFunc makes the bindings of a package whose DEVICE.md names a driver
-// kind the host does not build itself (e.g. "manual"): cmd/mhp and
-// cmd/mhp-mcp register the kinds linked into the binary.
-type DriverFunc func(ctx context.Context, pkg *devicepkg.Package) (binding.Config, error)
 
 // Config configures a Fleet.
 type Config struct {
@@ -30,8 +23,6 @@ type Config struct {
 	// Registry builds adapter config files (a package's `driver: x.yaml`, or
 	// an adapter config added directly); nil: none can be hosted.
 	Registry *adapters.Registry
-	// Drivers are extra driver kinds by DEVICE.md `driver:` name (manual).
-	Drivers map[string]DriverFunc
 	// Sim are the options of simulated devices.
 	Sim sim.Options
 	// Client are the options of connections to remote devices (and the
