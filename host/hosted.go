@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -208,4 +209,41 @@ func BuildPackage(ctx context.Context, pkg *devicepkg.Package, cfg Config) (*dev
 		return nil, err
 	}
 	return devicepkg.NewDevice(drv, pkg), nil
+}
+
+// UsersOf lists the ids of fleet entries hosted from the package folder dir
+// (the package itself and its twin): the package is live when any is.
+func (f *Fleet) UsersOf(dir string) ([]string, error) {
+	list, err := f.List()
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range list {
+		for _, p := range []string{prefixPackage, prefixTwin} {
+			if strings.HasPrefix(e.Target, p) && filepath.Clean(f.abs(strings.TrimPrefix(e.Target, p))) == filepath.Clean(abs) {
+				ids = append(ids, e.ID)
+			}
+		}
+	}
+	return ids, nil
+}
+
+// Reload stops the running devices hosted from the package folder dir, so
+// the next use builds them from the package as it now is.
+func (f *Fleet) Reload(dir string) error {
+	ids, err := f.UsersOf(dir)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if e, err := f.Entry(id); err == nil {
+			f.forget(e.Target)
+		}
+	}
+	return nil
 }

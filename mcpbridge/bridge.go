@@ -73,6 +73,7 @@ import (
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/host"
+	"github.com/openmhp/mhp-go/onboard"
 	"github.com/openmhp/mhp-go/script"
 )
 
@@ -122,6 +123,9 @@ type Config struct {
 	// allow_hardware). When nil, a device is simulated when its card is
 	// tagged so (until the host decides for every finder).
 	Simulated func(id string) bool
+	// Onboard is the onboarding interview: with it, mhp_lab has onboard,
+	// new, write and validate (needs Fleet).
+	Onboard *onboard.Interview
 }
 
 // Validate reports a missing finder.

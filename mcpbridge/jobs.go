@@ -251,6 +251,9 @@ func (b *Bridge) lab(ctx context.Context, s *session, req *mcp.CallToolRequest, 
 	if out, ok, err := b.fleetOp(ctx, req, op, args); ok {
 		return out, err
 	}
+	if out, ok, err := b.onboardOp(ctx, req, op, args); ok {
+		return out, err
+	}
 	switch op {
 	case "list":
 		conns := s.connected()

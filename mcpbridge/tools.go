@@ -215,6 +215,13 @@ func (b *Bridge) tools() []tool {
 			labProps[k] = v
 		}
 	}
+	if b.cfg.Fleet != nil && b.cfg.Onboard != nil {
+		labOps = append(labOps, onboardOps()...)
+		labDesc += "; onboard (interview: answers, id), new/write/validate a package (id, path, content)"
+		for k, v := range onboardProps() {
+			labProps[k] = v
+		}
+	}
 	labProps["op"] = enum(labOps...)
 	return []tool{
 		{name: "mhp_find", description: "Search devices (text: id, class, model, location, tags); filters exact; state=idle: free.",

@@ -51,6 +51,7 @@ import (
 	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/mcpbridge"
 	"github.com/openmhp/mhp-go/metrics"
+	"github.com/openmhp/mhp-go/onboard"
 	"github.com/openmhp/mhp-go/transport"
 )
 
@@ -197,6 +198,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	copts := client.Options{ClientName: "mhp-mcp", Token: token, TLS: ctls}
 	var finder directory.Finder
 	var fleet *host.Fleet
+	var iv *onboard.Interview
 	switch {
 	case *dirURL != "":
 		hc, err := client.HTTPClient(ctls, 10*time.Second)
@@ -213,6 +215,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		defer f.Close()
 		fleet = f
+		if iv, err = onboard.NewInterview(onboard.Config{Fleet: f, Discover: linked.Discover}); err != nil {
+			return err
+		}
 	default:
 		// Named targets are the operator's own command line: stdio: may start
 		// their processes. A directory's targets never do (client default).
@@ -224,7 +229,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if opToken != "" && !policy.OperatorTools {
 		fmt.Fprintln(stderr, "mhp-mcp: --operator-token-file is unused: the host policy's operator_tools is off, so mhp_permit is not listed")
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Fleet: fleet, Client: copts, Policy: &policy, OperatorToken: opToken})
+	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Fleet: fleet, Onboard: iv, Client: copts, Policy: &policy, OperatorToken: opToken})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@
 package linked
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/openmhp/mhp-go/adapters"
@@ -44,3 +45,8 @@ func Fleet(home string, copts client.Options, simOpts sim.Options, log *slog.Log
 	}
 	return host.Open(host.Config{Home: home, Registry: reg, Client: copts, Sim: simOpts, Logger: log})
 }
+
+// Discover is the onboarding interview's discovery hook: nil until the
+// adapters' discovery entry point is wired here (the interview then asks
+// for an adapter config file instead).
+var Discover func(ctx context.Context, kind, target string) ([]byte, string, error)
