@@ -363,4 +363,3 @@ func sizes(files map[string][]byte) map[string]int {
 	}
 	return out
 }
-

@@ -62,7 +62,7 @@ func questions() []question {
 			Ask: "What operations does it do? For each: how long it takes, its inputs (with units and ranges), an example, what must be true " +
 				"before it starts (yes/no signals), and whether a person must confirm it (default yes; forbid for never by the agent). [] if none.",
 			Shape: []any{map[string]any{"name": "spin", "duration": "short|long", "duration_s": 300,
-				"params": map[string]any{"duration_s": map[string]any{"type": "number", "unit": "s", "min": 1, "max": 3600}},
+				"params":  map[string]any{"duration_s": map[string]any{"type": "number", "unit": "s", "min": 1, "max": 3600}},
 				"example": map[string]any{"duration_s": 60}, "preconditions": "...", "interlocks": []string{"balanced"},
 				"approval": "confirm|auto|forbid", "commands": []string{"START_1"}}}}, checkActions},
 		{Question{Key: "procedure", Required: true,

@@ -294,9 +294,9 @@ func manualFile(a answers) ([]byte, error) {
 // watchdog).
 func serialFile(id string, info mhp.DeviceInfo, a answers) ([]byte, error) {
 	type limits struct {
-		Min *float64 `yaml:"min,omitempty"`
-		Max *float64 `yaml:"max,omitempty"`
-		Enum []any   `yaml:"enum,omitempty"`
+		Min  *float64 `yaml:"min,omitempty"`
+		Max  *float64 `yaml:"max,omitempty"`
+		Enum []any    `yaml:"enum,omitempty"`
 	}
 	type signal struct {
 		Name   string         `yaml:"name"`

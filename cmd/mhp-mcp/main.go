@@ -215,7 +215,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		defer f.Close()
 		fleet = f
-		if iv, err = onboard.NewInterview(onboard.Config{Fleet: f, Discover: linked.Discover}); err != nil {
+		if iv, err = linked.Interview(f); err != nil {
 			return err
 		}
 	default:

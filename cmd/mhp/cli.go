@@ -84,6 +84,11 @@ Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
   mhp certs init DIR | issue DIR NAME --host H[,H] [--client]
       a lab CA and the certificates it signs (see README, "Deploying on a lab network")
 
+Wrap a backend (OPC UA PLC, ROS 2 robot, MQTT, SiLA 2, MADSci node, PyLabRobot bridge):
+  mhp init KIND TARGET [-o FILE] [--include P,...] [--exclude P,...] [--depth N] [--listen D] [--root P]
+      reads the live backend and writes the adapter config (and its descriptor snapshot) to review,
+      then mhp validate FILE, mhp serve FILE; e.g. mhp init opcua opc.tcp://10.0.0.5:4840 -o plc.yaml
+
 The host's fleet (the devices mhp-mcp serves when given no targets; $MHP_HOME, default ~/.mhp):
   mhp lab list | scan [HOST...] | add TARGET [--twin] [--yes] | remove ID | locate ID WHERE
   mhp onboard                                  add an instrument with no MHP server by answering questions
@@ -92,7 +97,7 @@ The host's fleet (the devices mhp-mcp serves when given no targets; $MHP_HOME, d
 
 Other:
   mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
-  mhp validate DIR                             check a device package
+  mhp validate DIR|FILE.yaml                   check a device package or an adapter config
   mhp conformance TARGET [--actuate]           wire checks citing the spec (MUST fails, SHOULD warns);
                                                --actuate adds estop checks (stop, then reset, the device)
   mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
@@ -188,6 +193,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.demoCmd(ctx, args[1:])
 	case cmd == "validate":
 		return a.validateCmd(ctx, args[1:])
+	case cmd == "init":
+		return a.initCmd(ctx, args[1:])
 	case cmd == "conformance":
 		return a.conformanceCmd(ctx, args[1:])
 	case cmd == "run":

@@ -4,7 +4,6 @@
 package linked
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/openmhp/mhp-go/adapters"
@@ -13,6 +12,7 @@ import (
 	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/madsci"
 	"github.com/openmhp/mhp-go/mqtt"
+	"github.com/openmhp/mhp-go/onboard"
 	"github.com/openmhp/mhp-go/opcua"
 	"github.com/openmhp/mhp-go/pylabrobot"
 	"github.com/openmhp/mhp-go/ros2"
@@ -46,7 +46,12 @@ func Fleet(home string, copts client.Options, simOpts sim.Options, log *slog.Log
 	return host.Open(host.Config{Home: home, Registry: reg, Client: copts, Sim: simOpts, Logger: log})
 }
 
-// Discover is the onboarding interview's discovery hook: nil until the
-// adapters' discovery entry point is wired here (the interview then asks
-// for an adapter config file instead).
-var Discover func(ctx context.Context, kind, target string) ([]byte, string, error)
+// Interview is the onboarding interview over f; its "ecosystem adapter"
+// kind discovers the device with the linked adapters' discovery.
+func Interview(f *host.Fleet) (*onboard.Interview, error) {
+	reg, err := Registry()
+	if err != nil {
+		return nil, err
+	}
+	return onboard.NewInterview(onboard.Config{Fleet: f, Discover: reg.DiscoverConfig})
+}
