@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"strings"
@@ -87,7 +86,7 @@ func (a *app) labCmd(ctx context.Context, args []string) int {
 		if err != nil {
 			return a.fail(err, p.has("json"))
 		}
-		if !e.Simulated && !p.has("yes") && !a.confirm(e.Reach()+" Add it?") {
+		if !e.Simulated && !p.has("yes") && !a.term().yes(e.Reach()+" Add it?") {
 			fmt.Fprintln(a.stderr, "mhp lab: not added")
 			return exitRefused
 		}
@@ -138,16 +137,4 @@ func (a *app) openFleet(p parsed) (*host.Fleet, error) {
 		home = h
 	}
 	return linked.Fleet(home, client.Options{ClientName: "mhp-cli", ClientID: a.clientID()}, sim.Options{}, a.quietLogger())
-}
-
-// confirm asks the person at the terminal a yes/no question; anything but
-// y or yes (an empty line, end of input) is no.
-func (a *app) confirm(question string) bool {
-	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
-	line, _ := bufio.NewReader(a.stdin).ReadString('\n')
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
-		return true
-	}
-	return false
 }
