@@ -211,6 +211,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.labCmd(ctx, args[1:])
 	case cmd == "onboard":
 		return a.onboardCmd(ctx, args[1:])
+	case cmd == "skills":
+		return a.skillsCmd(ctx, args[1:])
 	case isTarget(cmd):
 		return a.deviceCmd(ctx, cmd, args[1:])
 	default:
