@@ -213,6 +213,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.onboardCmd(ctx, args[1:])
 	case cmd == "skills":
 		return a.skillsCmd(ctx, args[1:])
+	case cmd == "setup":
+		return a.setupCmd(ctx, args[1:])
 	case isTarget(cmd):
 		return a.deviceCmd(ctx, cmd, args[1:])
 	default:
