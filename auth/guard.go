@@ -84,9 +84,13 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		}
 		if !g.Auth.Required() && !HostAllowed(r.Host, g.Hosts) {
 			log.Warn("http request for a foreign host refused", "host", mhp.Truncate(r.Host, 256), "path", r.URL.Path, "remote", r.RemoteAddr)
+			name := r.Host
+			if h, _, err := net.SplitHostPort(name); err == nil {
+				name = h
+			}
 			refuse(w, r, http.StatusForbidden, mhp.Errorf(mhp.CodeServerError,
-				"host %q is not allowed: use an IP address or localhost, or list the name in the server's allowed hosts (--allow-host; DNS rebinding guard)",
-				mhp.Truncate(r.Host, 256)).With(mhp.DataReason, ReasonHostForbidden))
+				"host %q is not allowed: use an IP address or localhost, or list the name in the server's allowed hosts (--allow-host %s; DNS rebinding guard)",
+				mhp.Truncate(r.Host, 256), mhp.Truncate(name, 256)).With(mhp.DataReason, ReasonHostForbidden))
 			return
 		}
 		id, err := g.Auth.Authenticate(r)

@@ -58,6 +58,13 @@ var methodRoles = map[string]Role{
 	mhp.MethodEvidenceList: RoleViewer,
 
 	mhp.MethodPermitsIssue: RoleOperator,
+
+	// An operator-run instrument: what waits for the person is for anyone
+	// to see; only a person (operator) answers or records a reading, so an
+	// agent can never report its own instruction done.
+	mhp.MethodOperatorPending: RoleViewer,
+	mhp.MethodOperatorAnswer:  RoleOperator,
+	mhp.MethodOperatorRecord:  RoleOperator,
 }
 
 // MethodRole returns the least role that may call method and whether the
