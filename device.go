@@ -263,6 +263,10 @@ func (r *EStopResult) UnmarshalJSON(b []byte) error {
 type ResetResult struct {
 	State    DeviceState `json:"state"`
 	Verified bool        `json:"verified"`
+	// Unavailable names the signals that read unavailable during the
+	// verification without blocking it (neither an interlock nor marked
+	// required_for_recovery), each with the reason.
+	Unavailable map[string]string `json:"unavailable,omitempty"`
 }
 
 // PingResult is the answer of ping.
