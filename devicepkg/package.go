@@ -47,8 +47,10 @@ const MaxDescription = 1024
 type Card struct {
 	MHP            string `yaml:"mhp,omitempty"`
 	mhp.DeviceInfo `yaml:",inline"`
-	// Driver names the bindings: "sim:thermocycler", "sim:arm", or an
-	// adapter config file relative to the package.
+	// Driver names the bindings: "sim:thermocycler", "sim:arm", "manual"
+	// (operated by a person: package manual generates the bindings from
+	// descriptor.yaml and the optional manual.yaml), or an adapter config
+	// file relative to the package.
 	Driver string `yaml:"driver,omitempty"`
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/openmhp/mhp-go/opcua"
 	"github.com/openmhp/mhp-go/pylabrobot"
 	"github.com/openmhp/mhp-go/ros2"
+	"github.com/openmhp/mhp-go/serial"
 	"github.com/openmhp/mhp-go/sila2"
 )
 
@@ -17,6 +18,7 @@ func newRegistry() (*adapters.Registry, error) {
 	r := adapters.NewRegistry()
 	for _, register := range []func(*adapters.Registry) error{
 		opcua.Register, sila2.Register, ros2.Register, madsci.Register, pylabrobot.Register, mqtt.Register,
+		serial.Register,
 	} {
 		if err := register(r); err != nil {
 			return nil, err
