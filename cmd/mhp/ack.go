@@ -99,4 +99,3 @@ func pendingVerb(ctx context.Context, v *verbCtx) int {
 	}
 	return exitOK
 }
-
