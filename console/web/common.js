@@ -46,12 +46,12 @@ const MHP = (() => {
     return asking;
   }
 
-  async function post(path, body, timeoutMs) {
+  async function post(path, body, timeoutMs, extra) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), timeoutMs || 15000);
     try {
       return await fetch(path, {
-        method: 'POST', headers: headers(), body: JSON.stringify(body),
+        method: 'POST', headers: headers(extra), body: JSON.stringify(body),
         signal: ctl.signal, credentials: 'omit', cache: 'no-store',
       });
     } finally {
@@ -61,12 +61,14 @@ const MHP = (() => {
 
   // rpc calls method; it asks for the token on 401 and, when the session is
   // gone (server restart, expiry), calls MHP.reinit and retries once.
+  // opts.headers (an object, or a function returning one) adds headers.
   async function rpc(method, params, opts) {
     opts = opts || {};
     for (let attempt = 0; attempt < 4; attempt++) {
       let resp;
       try {
-        resp = await post(opts.path || '/rpc', { jsonrpc: '2.0', id: nextID++, method, params: params || {} }, opts.timeout);
+        resp = await post(opts.path || '/rpc', { jsonrpc: '2.0', id: nextID++, method, params: params || {} }, opts.timeout,
+          typeof opts.headers === 'function' ? opts.headers() : opts.headers);
       } catch (e) {
         throw new RPCError({ code: 'unreachable', message: 'the server did not answer (' + (e.name === 'AbortError' ? 'timeout' : e.message) + ')' });
       }
