@@ -104,6 +104,11 @@ type Action struct {
 	// Interlocks are signals that must read exactly true for an invoke.
 	Interlocks []string `json:"interlocks,omitempty" yaml:"interlocks,omitempty"`
 	Params     Params   `json:"params,omitempty" yaml:"params,omitempty"`
+	// Required names required parameters when a device lists them beside
+	// its params or instead of them (the reference's summary tier sends
+	// required: [steps, cycles] and no params). Read from the wire only; a
+	// package says it in params' shapes.
+	Required []string `json:"required,omitempty" yaml:"-"`
 	// Returns describes the job result, for the agent; it is not checked.
 	Returns  *Shape           `json:"returns,omitempty" yaml:"returns,omitempty"`
 	Examples []map[string]any `json:"examples,omitempty" yaml:"examples,omitempty"`

@@ -116,7 +116,7 @@ func simDevice(t *testing.T, driver, id, token string, wrap ...func(mhp.Device) 
 	t.Cleanup(stop)
 	srv := transport.NewServer(dev, transport.Options{Token: token})
 	t.Cleanup(func() { srv.Close() })
-	h, err := console.Device(console.Config{Transport: mx.Middleware(srv.Handler(), srv.Methods()), Metrics: mx.Handler(token)})
+	h, err := console.Device(console.Config{Transport: mx.Middleware(srv.Handler(), srv.Methods()), Metrics: mx.Handler(token), Guard: srv.Guard(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 // evidencePage is the default page of mhp_evidence: receipts are a few
 // hundred bytes each, and the whole result must fit in ResultBudget.
-const evidencePage = 8
+const evidencePage = 6 // receipts name the identity in their session label ("alice/client#8hex"): 8 no longer fit
 
 // evidence answers mhp_evidence: the device's evidence head and one page of
 // its receipts in chain order: the latest ones, or those after a seq, or

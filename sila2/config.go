@@ -380,6 +380,9 @@ func (t TLSFileConfig) client() TLSConfig {
 // Register registers the [Kind] of SiLA 2 config files with r: [Load],
 // then [New] with the file's Refine (`mhp serve instrument.yaml`).
 func Register(r *adapters.Registry) error {
+	if err := r.RegisterDiscovery(Kind, discoveryEntry); err != nil { // mhp init (discoverconfig.go)
+		return err
+	}
 	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 		cfg, err := Load(src)
 		if err != nil {

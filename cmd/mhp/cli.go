@@ -77,11 +77,21 @@ Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
   mhp TARGET confirm SETTING [VALUE] | record SIGNAL VALUE | pending   (--operator-token-file F)
                                               a person's answers to an operator-run (driver: manual) device
   VALUE is JSON if it parses (95, true, "x", [1,2]), else a string.
-  Common flags: --json (machine output), --token-file F (or MHP_TOKEN), --timeout D.
+  Common flags: --json (machine output), --token-file F (or MHP_TOKEN), --timeout D;
+      for https:// targets --ca FILE (MHP_CA), --pin sha256:HEX, --client-cert F --client-key F (MHP_CLIENT_CERT, MHP_CLIENT_KEY).
+  Servers (serve, serve-directory, demo): --tls-cert F --tls-key F (HTTPS), --client-ca F (mutual TLS),
+      --credentials F (named identities with roles); beyond loopback they need TLS and credentials unless --insecure.
+  mhp certs init DIR | issue DIR NAME --host H[,H] [--client]
+      a lab CA and the certificates it signs (see README, "Deploying on a lab network")
+
+Wrap a backend (OPC UA PLC, ROS 2 robot, MQTT, SiLA 2, MADSci node, PyLabRobot bridge):
+  mhp init KIND TARGET [-o FILE] [--include P,...] [--exclude P,...] [--depth N] [--listen D] [--root P]
+      reads the live backend and writes the adapter config (and its descriptor snapshot) to review,
+      then mhp validate FILE, mhp serve FILE; e.g. mhp init opcua opc.tcp://10.0.0.5:4840 -o plc.yaml
 
 Other:
   mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
-  mhp validate DIR                             check a device package
+  mhp validate DIR|FILE.yaml                   check a device package or an adapter config
   mhp conformance TARGET [--actuate]           wire checks citing the spec (MUST fails, SHOULD warns);
                                                --actuate adds estop checks (stop, then reset, the device)
   mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
@@ -100,7 +110,8 @@ Exit status: 0 ok; 1 refused, job failed, problems found; 2 usage; 3 unreachable
 // flagSpec says which flags a command takes and whether they take a value.
 type flagSpec map[string]bool // name -> takes a value
 
-var commonFlags = flagSpec{"json": false, "token-file": true, "timeout": true, "help": false}
+var commonFlags = flagSpec{"json": false, "token-file": true, "timeout": true, "help": false,
+	"ca": true, "pin": true, "client-cert": true, "client-key": true} // client TLS: every command that dials
 
 // parsed is a command line split into positionals and flags.
 type parsed struct {
@@ -176,6 +187,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.demoCmd(ctx, args[1:])
 	case cmd == "validate":
 		return a.validateCmd(ctx, args[1:])
+	case cmd == "init":
+		return a.initCmd(ctx, args[1:])
 	case cmd == "conformance":
 		return a.conformanceCmd(ctx, args[1:])
 	case cmd == "run":

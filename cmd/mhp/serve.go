@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/directory"
@@ -24,8 +25,8 @@ import (
 // DefaultAddr is where `mhp serve` listens without --http.
 const DefaultAddr = "127.0.0.1:18921"
 
-var serveFlags = mergeFlags(flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true,
-	"advertise": false, "insecure": false, "strict-sessions": false, "allow-host": true, "log-format": true}, guardFlags)
+var serveFlags = mergeFlags(mergeFlags(flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true,
+	"advertise": false, "strict-sessions": false, "allow-host": true, "log-format": true}, guardFlags), trustFlags)
 
 func mergeFlags(a, b flagSpec) flagSpec {
 	out := flagSpec{}
@@ -40,8 +41,9 @@ func mergeFlags(a, b flagSpec) flagSpec {
 
 // serveCmd runs `mhp serve TARGET [--http ADDR | --stdio]`.
 //
-// Safety flags: a --http address that is not loopback needs a token
-// (--token-file or MHP_TOKEN) unless --insecure is given; --strict-sessions
+// Safety flags: a --http address that is not loopback needs TLS
+// (--tls-cert, --tls-key) and credentials (--credentials, --token-file or
+// MHP_TOKEN, or --client-ca) unless --insecure is given; --strict-sessions
 // refuses actuation from clients that send only X-MHP-Client (no
 // Mhp-Session); --allow-host NAME[,NAME] lists the Host names served
 // besides IP addresses and localhost when no token is set (DNS rebinding).
@@ -77,6 +79,19 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.usageError("serve: %v", err)
 	}
+	trust, err := serverTrustOf(p, token, gopts.OperatorToken, log)
+	if err != nil {
+		return a.usageError("serve: %v", err)
+	}
+	addr := DefaultAddr
+	if v := p.flags["http"]; v != "" {
+		addr = v
+	}
+	if !p.has("stdio") {
+		if err := trust.check("serve --http", addr, p.has("insecure"), log); err != nil {
+			return a.usageError("%v", err)
+		}
+	}
 	dev, closeDev, err := openTarget(ctx, p.args[0], sim.Options{Speed: speed}, log)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
@@ -96,7 +111,7 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if wrapped.Log != nil {
 		mx.EvidenceLength(func() float64 { return float64(wrapped.Log.Head().Seq) })
 	}
-	opts := transport.Options{Token: token, PublicDescriptor: p.has("public-descriptor"), Logger: log,
+	opts := transport.Options{Token: token, Auth: trust.auth, TLS: trust.tlsConfig(), PublicDescriptor: p.has("public-descriptor"), Logger: log,
 		StrictSessions: p.has("strict-sessions"), AllowedHosts: splitList(p.flags["allow-host"]), OperatorToken: gopts.OperatorToken}
 	srv := transport.NewServer(dev, opts)
 	defer srv.Close()
@@ -124,23 +139,13 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 		}
 		return exitOK
 	}
-	addr := DefaultAddr
-	if v := p.flags["http"]; v != "" {
-		addr = v
-	}
-	if beyondLoopback(addr) && token == "" {
-		if !p.has("insecure") {
-			return a.usageError("serve: --http %s listens beyond this machine without a token: anyone who can reach it could "+
-				"drive the device. Give --token-file FILE (or MHP_TOKEN), bind 127.0.0.1, or pass --insecure on a network you trust", addr)
-		}
-		log.Warn("serving beyond this machine without a token (--insecure): anyone who can reach it can drive the device", "addr", addr)
-	}
 	ln, err := transport.Listen(addr)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitNoPeer
 	}
-	url := "http://" + ln.Addr().String()
+	trust.reloadOnHangup(ctx, log)
+	url := trust.scheme() + "://" + ln.Addr().String()
 	fmt.Fprintf(a.stderr, "mhp: serving %s on %s (descriptor: %s/mhp.json)\n", id, url, url)
 	if p.has("advertise") {
 		info := mhp.DeviceInfo{ID: id}
@@ -157,7 +162,7 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if a.ready != nil {
 		a.ready([]string{url})
 	}
-	if err := serveDeviceConsole(ctx, ln, srv, mx, token, addr, p.flags["allow-host"]); err != nil && !errors.Is(err, context.Canceled) {
+	if err := serveDeviceConsole(ctx, ln, srv, mx, addr, p.flags["allow-host"]); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitNoPeer
 	}
@@ -167,17 +172,7 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 // beyondLoopback reports whether an --http address may be reached from
 // another machine: any host but a loopback IP or localhost (an address
 // without a host binds 127.0.0.1; a name is assumed to reach beyond).
-func beyondLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(transport.LoopbackDefault(addr))
-	if err != nil {
-		return true
-	}
-	if strings.EqualFold(host, "localhost") {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip == nil || !ip.IsLoopback()
-}
+func beyondLoopback(addr string) bool { return auth.BeyondLoopback(transport.LoopbackDefault(addr)) }
 
 // splitList splits a comma-separated flag value, dropping empty entries.
 func splitList(v string) []string {
