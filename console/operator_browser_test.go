@@ -35,10 +35,13 @@ func TestOperatorAnswersFromTheConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = dev.Close() })
+	// The page is anonymous until the person gives the operator token; from
+	// then on the tab's requests carry it (its session is opened again under
+	// the operator's identity).
 	const opTok = "operator-console-0123456789"
 	srv := transport.NewServer(dev, transport.Options{OperatorToken: opTok})
 	t.Cleanup(func() { srv.Close() })
-	h, err := console.Device(console.Config{Transport: srv.Handler()})
+	h, err := console.Device(console.Config{Transport: srv.Handler(), Guard: srv.Guard(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +75,7 @@ func TestOperatorAnswersFromTheConsole(t *testing.T) {
 		chromedp.Click(`#operator-ok`)); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, ctx, "the job is done on the page", row+`.dataset.state === 'done'`)
+	poll(t, ctx, "the job is done on the page", `(() => { const r = `+row+`; return !!r && r.dataset.state === 'done'; })()`)
 	j, err := dev.Job(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)

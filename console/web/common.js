@@ -4,6 +4,7 @@
 // over fetch (so the token and session travel in headers), and DOM helpers.
 const MHP = (() => {
   const TOKEN_KEY = 'mhp-token';
+  const OPERATOR_KEY = 'mhp-operator-token';
   const PROTOCOL = '2026-09-12';
   let session = '';
   let label = ''; // this page's public session label (holders and owners name it)
@@ -24,6 +25,10 @@ const MHP = (() => {
     const h = Object.assign({ 'Content-Type': 'application/json' }, extra || {});
     const t = token();
     if (t) h.Authorization = 'Bearer ' + t;
+    // The operator token, once the person gave it in this tab (operator
+    // answers), goes with every request: the tab's identity stays one.
+    const op = sessionStorage.getItem(OPERATOR_KEY);
+    if (op) h['Mhp-Operator'] = op;
     if (session) h['Mhp-Session'] = session;
     return h;
   }
@@ -46,12 +51,12 @@ const MHP = (() => {
     return asking;
   }
 
-  async function post(path, body, timeoutMs, extra) {
+  async function post(path, body, timeoutMs) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), timeoutMs || 15000);
     try {
       return await fetch(path, {
-        method: 'POST', headers: headers(extra), body: JSON.stringify(body),
+        method: 'POST', headers: headers(), body: JSON.stringify(body),
         signal: ctl.signal, credentials: 'omit', cache: 'no-store',
       });
     } finally {
@@ -61,14 +66,12 @@ const MHP = (() => {
 
   // rpc calls method; it asks for the token on 401 and, when the session is
   // gone (server restart, expiry), calls MHP.reinit and retries once.
-  // opts.headers (an object, or a function returning one) adds headers.
   async function rpc(method, params, opts) {
     opts = opts || {};
     for (let attempt = 0; attempt < 4; attempt++) {
       let resp;
       try {
-        resp = await post(opts.path || '/rpc', { jsonrpc: '2.0', id: nextID++, method, params: params || {} }, opts.timeout,
-          typeof opts.headers === 'function' ? opts.headers() : opts.headers);
+        resp = await post(opts.path || '/rpc', { jsonrpc: '2.0', id: nextID++, method, params: params || {} }, opts.timeout);
       } catch (e) {
         throw new RPCError({ code: 'unreachable', message: 'the server did not answer (' + (e.name === 'AbortError' ? 'timeout' : e.message) + ')' });
       }

@@ -314,11 +314,9 @@
   // ---- operator answers (driver: manual) ----
   // The person at the instrument reports a waiting job done or failed, with
   // a note; operator/answer is an operator method (Mhp-Operator header).
+  // The token is kept in this tab (common.js sends it with every request,
+  // so the tab's session is opened again under it).
   const OP_KEY = 'mhp-operator-token';
-  const operatorHeaders = () => {
-    const t = sessionStorage.getItem(OP_KEY) || '';
-    return t ? { 'Mhp-Operator': t } : {};
-  };
   function askOperator() {
     const dlg = $('operator-dialog');
     return new Promise((resolve) => {
@@ -334,9 +332,12 @@
   async function operatorCall(method, params) {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await rpc(method, params, { headers: operatorHeaders });
+        return await rpc(method, params);
       } catch (err) {
-        if (attempt < 2 && err.data && err.data.reason === 'operator_required' && await askOperator()) continue;
+        if (attempt < 2 && err.data && err.data.reason === 'operator_required' && await askOperator()) {
+          await reinit();
+          continue;
+        }
         throw err;
       }
     }
