@@ -58,6 +58,8 @@ var methodRoles = map[string]Role{
 	mhp.MethodEvidenceList: RoleViewer,
 
 	mhp.MethodPermitsIssue: RoleOperator,
+	// A person's answers to an operator-run device (driver: manual; package manual).
+	mhp.MethodOperatorAnswer: RoleOperator, mhp.MethodOperatorRecord: RoleOperator, mhp.MethodOperatorPending: RoleOperator,
 }
 
 // MethodRole returns the least role that may call method and whether the

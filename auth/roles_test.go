@@ -76,7 +76,7 @@ func TestEveryRoleAgainstEveryMethod(t *testing.T) {
 	agent := []string{mhp.MethodSettingsWrite, mhp.MethodActionsInvoke, mhp.MethodJobsCancel, mhp.MethodJobsPause, mhp.MethodJobsResume,
 		mhp.MethodSessionAcquire, mhp.MethodSessionRenew, mhp.MethodSessionRelease, mhp.MethodSafetyReset, mhp.MethodMethodsSave,
 		mhp.MethodMethodsDelete}
-	operator := []string{mhp.MethodPermitsIssue}
+	operator := []string{mhp.MethodPermitsIssue, mhp.MethodOperatorAnswer, mhp.MethodOperatorRecord, mhp.MethodOperatorPending}
 	want := map[string]auth.Role{}
 	for _, m := range viewer {
 		want[m] = auth.RoleViewer

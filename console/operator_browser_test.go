@@ -11,7 +11,6 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/console"
-	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/manual"
 	"github.com/openmhp/mhp-go/transport"
 )
@@ -22,19 +21,11 @@ import (
 // done with the note.
 func TestOperatorAnswersFromTheConsole(t *testing.T) {
 	ctx := browser(t)
-	pkg, err := devicepkg.Load(filepath.Join("..", "manual", "testdata", "centrifuge-01"))
+	dev, closeDev, err := manual.Open(context.Background(), filepath.Join("..", "manual", "testdata", "centrifuge-01"), manual.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = pkg.Close() })
-	dev, err := manual.Build(pkg, manual.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dev.Close() })
+	t.Cleanup(func() { _ = closeDev() })
 	// The page is anonymous until the person gives the operator token; from
 	// then on the tab's requests carry it (its session is opened again under
 	// the operator's identity).

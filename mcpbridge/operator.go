@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/client"
 )
 
 // operatorTool is mhp_operator, an operator tool: the person at an
@@ -32,17 +33,6 @@ func (b *Bridge) operatorAnswer(ctx context.Context, s *session, _ *mcp.CallTool
 		return nil, mhp.Errorf(mhp.CodeForbidden, "no operator token: start mhp-mcp with --operator-token-file to answer for the operator").
 			With(mhp.DataReason, mhp.ReasonOperatorRequired)
 	}
-	id := argString(args, "device")
-	if _, err := s.gated(ctx, id); err != nil {
-		return nil, err
-	}
-	res, err := b.cfg.Finder.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if res == nil || res.Target == "" {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With(mhp.DataName, id)
-	}
 	var method string
 	params := map[string]any{}
 	switch argString(args, "op") {
@@ -62,9 +52,9 @@ func (b *Bridge) operatorAnswer(ctx context.Context, s *session, _ *mcp.CallTool
 	default:
 		method = mhp.MethodOperatorPending
 	}
-	d, err := b.cfg.OperatorDial(ctx, res.Target)
+	d, err := b.operatorConn(ctx, s, argString(args, "device"))
 	if err != nil {
-		return nil, fmt.Errorf("operator connection to %s: %w", mhp.Truncate(id, 120), err)
+		return nil, err
 	}
 	defer d.Close()
 	var out map[string]any
@@ -72,4 +62,26 @@ func (b *Bridge) operatorAnswer(ctx context.Context, s *session, _ *mcp.CallTool
 		return nil, err
 	}
 	return out, nil
+}
+
+// operatorConn is the operator's own connection to device id (mhp_permit,
+// mhp_operator): the id resolved and the hardware gate applied first, then
+// the directory's target dialled with the operator token. The caller
+// closes it.
+func (b *Bridge) operatorConn(ctx context.Context, s *session, id string) (*client.Device, error) {
+	if _, err := s.gated(ctx, id); err != nil { // resolve the id and apply the hardware gate first
+		return nil, err
+	}
+	res, err := b.cfg.Finder.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil || res.Target == "" {
+		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With(mhp.DataName, id)
+	}
+	d, err := b.cfg.OperatorDial(ctx, res.Target)
+	if err != nil {
+		return nil, fmt.Errorf("operator connection to %s: %w", mhp.Truncate(id, 120), err)
+	}
+	return d, nil
 }

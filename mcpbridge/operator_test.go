@@ -9,7 +9,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/openmhp/mhp-go"
-	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/manual"
 	"github.com/openmhp/mhp-go/mcpbridge"
@@ -20,19 +19,11 @@ import (
 // host answers for the person at a manual device (mhp_operator); without
 // them the tool is not even listed.
 func TestOperatorTool(t *testing.T) {
-	pkg, err := devicepkg.Load(filepath.Join("..", "manual", "testdata", "centrifuge-01"))
+	dev, closeDev, err := manual.Open(context.Background(), filepath.Join("..", "manual", "testdata", "centrifuge-01"), manual.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = pkg.Close() })
-	dev, err := manual.Build(pkg, manual.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dev.Close() })
+	t.Cleanup(func() { _ = closeDev() })
 	srv := transport.NewServer(dev, transport.Options{OperatorToken: operatorToken})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); srv.Close() })
