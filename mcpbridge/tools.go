@@ -18,14 +18,14 @@ func ToolNames() []string {
 
 // OperatorToolNames are the tools listed besides ToolNames when the host
 // policy has operator_tools and the operator gave a token (Config.OperatorToken).
-func OperatorToolNames() []string { return []string{"mhp_permit"} }
+func OperatorToolNames() []string { return []string{"mhp_permit", "mhp_operator"} }
 
 // A tool is one MCP tool of the bridge. Operator tools (a person's
 // decisions: mhp_permit; mhp_lab's reset is an operator op) are listed only
 // when the host policy allows them. Examples are kept where they teach what a
 // schema cannot (a query's phrasing, a selection, an action's params, a
 // script): tools/list stays under 4 KiB (4,049 bytes with the default policy;
-// an operator's host listing mhp_permit too: 4,528).
+// an operator's host listing mhp_permit and mhp_operator too: about 5 KiB).
 type tool struct {
 	name, description string
 	schema            map[string]any
@@ -272,5 +272,6 @@ func (b *Bridge) tools() []tool {
 			schema: obj([]string{"device", "for", "name"}, map[string]any{"device": deviceProp(), "for": enum("write", "invoke"),
 				"name": strProp(), "value": map[string]any{}, "params": map[string]any{"type": "object"}, "ttl_s": num(1, maxWait), "note": strProp()}),
 			handle: b.permit},
+		b.operatorTool(), // operator.go
 	}
 }
