@@ -105,4 +105,5 @@ func TestEveryAdapterHasTheShape(t *testing.T) {
 	discoverShape[pylabrobot.Config, pylabrobot.DiscoverOptions]{pylabrobot.Kind, pylabrobot.Discover, pylabrobot.Register}.check(t)
 	discoverShape[sila2.Config, sila2.DiscoverOptions]{sila2.Kind, sila2.Discover, sila2.Register}.check(t)
 	discoverShape[ros2.Config, ros2.DiscoverOptions]{ros2.Kind, ros2.Discover, ros2.Register}.check(t)
+	discoverShape[mqtt.Config, mqtt.DiscoverOptions]{mqtt.Kind, mqtt.Discover, mqtt.Register}.check(t)
 }
