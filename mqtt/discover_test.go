@@ -30,7 +30,7 @@ func TestDiscover(t *testing.T) {
 		"lab/incubator-01/cmd/setpoint":       `{"value": 37}`,
 		"homeassistant/sensor/inc/humidity/config": `{"name": "Humidity", "state_topic": "lab/ha/humidity", "unit_of_measurement": "%",
 			"value_template": "{{ value_json.rh }}"}`,
-		"homeassistant/number/inc/fan/config": `{"name": "Fan speed", "command_topic": "lab/ha/fan/set", "state_topic": "lab/ha/fan", "min": 0, "max": 10}`,
+		"homeassistant/number/inc/fan/config":   `{"name": "Fan speed", "command_topic": "lab/ha/fan/set", "state_topic": "lab/ha/fan", "min": 0, "max": 10}`,
 		"homeassistant/switch/inc/light/config": `{"name": "Light", "command_topic": "lab/ha/light/set", "state_topic": "lab/ha/light"}`,
 		"homeassistant/button/inc/reset/config": `{"name": "Reset", "command_topic": "lab/ha/reset"}`,
 		"lab/ha/humidity":                       `{"rh": 40.5}`,
