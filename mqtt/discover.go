@@ -289,15 +289,7 @@ func (d *mqttDiscovery) homeAssistant(topic string, payload []byte) {
 }
 
 // haUnit spells Home Assistant's units as MHP's.
-func haUnit(u string) string {
-	switch u {
-	case "°C":
-		return "degC"
-	case "°F":
-		return "degF"
-	}
-	return u
-}
+func haUnit(u string) string { return adapters.UnitName(u) }
 
 func (d *mqttDiscovery) interlock(name, typ, topic string) {
 	if typ == mhp.TypeBoolean && adapters.InterlockCandidate(name) {
