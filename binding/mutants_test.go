@@ -209,14 +209,16 @@ func TestResetInFaultRefusedWhileAJobIsActive(t *testing.T) {
 func TestResetRefusedWhileAStuckReassertionRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hookIn, hookOut, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
-		var stops atomic.Int32
+		var stops, writes atomic.Int32
 		drv, err := binding.New(binding.Config{
 			Device: mhp.DeviceInfo{ID: "reassert-02", Class: "test"},
 			Logger: slog.New(slog.DiscardHandler),
 			Settings: []binding.Setting{{Spec: mhp.Setting{Name: "sp", Type: mhp.TypeNumber},
 				Write: func(context.Context, any) (binding.WriteStatus, error) {
-					close(hookIn)
-					<-hookOut // an uninterruptible vendor call
+					if writes.Add(1) == 1 {
+						close(hookIn)
+						<-hookOut // an uninterruptible vendor call
+					}
 					return binding.Applied, nil
 				}}},
 			StopTimeout: 5 * time.Second,
@@ -258,6 +260,11 @@ func TestResetRefusedWhileAStuckReassertionRuns(t *testing.T) {
 		}
 		if drv.State() != mhp.StateEStop {
 			t.Fatalf("state %s after the refused reset, want estop", drv.State())
+		}
+		// Nothing reaches the backend while the stop is re-asserted, so no
+		// call can be cut off during it (why issue 29's item 19 cannot happen).
+		if _, err := drv.Write(ctx, mhp.WriteRequest{Name: "sp", Value: 2.0}); mhp.CodeOf(err) != mhp.CodeEStopActive || writes.Load() != 1 {
+			t.Fatalf("a write during the re-assertion: %v (backend writes %d), want EStopActive and none", err, writes.Load())
 		}
 		release <- struct{}{} // the re-assertion ends (the deferred close then finds no reader)
 		synctest.Wait()

@@ -545,7 +545,8 @@ func (g *Device) append(r evidence.Receipt) error {
 // reports them).
 func (g *Device) onNotification(n mhp.Notification) {
 	switch n.Method {
-	case mhp.NotifyJobsFinished, mhp.NotifySafetyEStop, mhp.NotifySafetyFault, mhp.NotifySafetyReset:
+	case mhp.NotifyJobsFinished, mhp.NotifySafetyEStop, mhp.NotifySafetyFault, mhp.NotifySafetyReset,
+		mhp.NotifyOperatorAnswer: // a person's answer to an operator-run device, with "by"
 	default:
 		return
 	}

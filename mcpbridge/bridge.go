@@ -72,6 +72,8 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/host"
+	"github.com/openmhp/mhp-go/onboard"
 	"github.com/openmhp/mhp-go/script"
 )
 
@@ -111,12 +113,20 @@ type Config struct {
 	// OperatorDial connects to a target for mhp_permit; default client.Dial
 	// with Client options and OperatorToken.
 	OperatorDial func(ctx context.Context, target string) (*client.Device, error)
+
+	// Fleet is the host's fleet: with it, mhp_lab has the fleet ops (scan,
+	// add, remove, locate), and it is the finder, the dial and the
+	// simulated decision when those are not given.
+	Fleet *host.Fleet
 	// Simulated is the host's word on which devices are simulated (a
 	// fleet's simulated twin, a hosted sim:* package): only those are
-	// actuated without the policy's allow_hardware. Nil: the finder's
-	// [HostSimulated] if it has one, else every device is hardware. A
-	// device's own tags are never consulted.
+	// actuated without the policy's allow_hardware. Nil: the fleet's
+	// decision with Fleet, else the finder's [HostSimulated] if it has one,
+	// else every device is hardware. A device's own tags are never consulted.
 	Simulated func(id string) bool
+	// Onboard is the onboarding interview: with it, mhp_lab has onboard,
+	// new, write and validate (needs Fleet).
+	Onboard *onboard.Interview
 	// SessionIdle is how long an MCP session over HTTP may show no life (no
 	// request, no open GET stream) before the bridge stops renewing its
 	// device leases and releases them, so a client that vanished without
@@ -153,6 +163,17 @@ type Bridge struct {
 
 // New validates cfg and makes a bridge; nothing is connected yet.
 func New(cfg Config) (*Bridge, error) {
+	if f := cfg.Fleet; f != nil {
+		if cfg.Finder == nil {
+			cfg.Finder = f.Finder()
+		}
+		if cfg.Dial == nil {
+			cfg.Dial = f.Dial
+		}
+		if cfg.Simulated == nil {
+			cfg.Simulated = f.Simulated
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -83,11 +83,13 @@ func (s *Server) addExtensions() {
 			}
 		}
 	}
+	s.opMethods = map[string]bool{}
 	for name, fn := range mhp.OperatorExtensions(s.dev) {
 		if _, taken := s.methods[name]; taken {
 			continue
 		}
 		name, fn := name, fn
+		s.opMethods[name] = true
 		s.methods[name] = func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
 			if !isOperator(ctx) {
 				return nil, s.errorf(mhp.CodeServerError, "%s is an operator method: it needs the operator token (%s header), which agents do not hold", name, mhp.HeaderOperator).

@@ -53,8 +53,12 @@ func (a *app) deviceCmd(ctx context.Context, target string, args []string) int {
 		}
 		opToken = strings.TrimSpace(string(b))
 	}
+	ctls, err := a.clientTLS(p)
+	if err != nil {
+		return a.usageError("%v", err)
+	}
 	d, err := client.Dial(dctx, target, client.Options{ClientName: "mhp-cli", ClientID: a.clientID(), Token: token,
-		OperatorToken: opToken, Timeout: timeout, AllowStdio: true, // the operator typed the target
+		OperatorToken: opToken, TLS: ctls, Timeout: timeout, AllowStdio: true, // the operator typed the target
 		Stderr: a.stderr, Logger: a.quietLogger()})
 	if err != nil {
 		return a.fail(err, p.has("json"))

@@ -53,6 +53,9 @@ type Deviations struct {
 	SharedLease bool
 	// LimitsInData drops the limits from LimitViolation data (violates §7.1).
 	NoLimitsInData bool
+	// WrongParseError answers malformed JSON with -32600 Invalid Request
+	// instead of -32700 Parse error (violates §5, JSON-RPC 2.0).
+	WrongParseError bool
 }
 
 // Options configure the fake.
@@ -255,7 +258,11 @@ func (r *Reference) serveRPC(w http.ResponseWriter, req *http.Request) {
 		Params  map[string]any  `json:"params"`
 	}
 	if err := json.Unmarshal(body, &msg); err != nil {
-		writeJSON(w, 400, map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32700, "message": "parse error"}})
+		code := -32700
+		if r.opts.WrongParseError {
+			code = -32600
+		}
+		writeJSON(w, 400, map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": "parse error"}})
 		return
 	}
 	client := req.Header.Get("X-MHP-Client")
