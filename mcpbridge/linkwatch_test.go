@@ -24,7 +24,9 @@ func TestWaitEndsWhenTheLinkDrops(t *testing.T) {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); srv.Close() })
 	b2, err := mcpbridge.New(mcpbridge.Config{Finder: &mcpbridge.Named{Targets: map[string]string{"rig": hs.URL}, Simulated: map[string]bool{"rig": true}},
-		Dial: func(ctx context.Context, target string) (*client.Device, error) { return client.Dial(ctx, target, client.Options{}) }})
+		Dial: func(ctx context.Context, target string) (*client.Device, error) {
+			return client.Dial(ctx, target, client.Options{})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
