@@ -69,3 +69,28 @@ func leased(r *rig) bool {
 	r.drv.Release(ctx)
 	return false
 }
+
+// TestOpenStreamIsLife: a silent client that keeps its GET stream open (it
+// listens for notifications) keeps its lease.
+func TestOpenStreamIsLife(t *testing.T) {
+	r := newRig(t, "rig", true, "")
+	b := rigBridge(t, r, mcpbridge.Config{SessionIdle: 200 * time.Millisecond})
+	srv := httptest.NewServer(b.HTTPHandler(mcpbridge.HTTPOptions{}))
+	t.Cleanup(srv.Close)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "listener", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if res, body := mustCall(t, cs, "mhp_lab", map[string]any{"op": "acquire", "device": "rig", "ttl_s": 60}); res.IsError {
+		t.Fatalf("acquire: %v", body)
+	}
+	deadline := time.Now().Add(time.Second) // five idle windows without a request
+	for time.Now().Before(deadline) {
+		if !leased(r) {
+			t.Fatal("the lease of a session with an open stream was released")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
