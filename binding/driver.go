@@ -18,6 +18,7 @@ type Driver struct {
 	clk      clock.Clock
 	desc     mhp.Descriptor
 	signals  map[string]*Signal
+	required map[string]bool // signals a reset must read: Config.RecoverySignals
 	settings map[string]*Setting
 	actions  map[string]*Action
 	watchdog time.Duration
@@ -165,6 +166,7 @@ func New(cfg Config) (*Driver, error) {
 		listeners:  map[int]func(mhp.Notification){},
 		lastValues: map[string]any{},
 		watchdog:   time.Duration(cfg.Safety.WatchdogS * float64(time.Second)),
+		required:   cfg.RecoverySignals(),
 	}
 	d.desc = mhp.Descriptor{
 		MHP: mhp.ProtocolVersion, DeviceInfo: cfg.Device, Notes: cfg.Notes, Instructions: cfg.Instructions,

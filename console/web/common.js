@@ -4,6 +4,7 @@
 // over fetch (so the token and session travel in headers), and DOM helpers.
 const MHP = (() => {
   const TOKEN_KEY = 'mhp-token';
+  const OPERATOR_KEY = 'mhp-operator-token';
   const PROTOCOL = '2026-09-12';
   let session = '';
   let label = ''; // this page's public session label (holders and owners name it)
@@ -24,6 +25,10 @@ const MHP = (() => {
     const h = Object.assign({ 'Content-Type': 'application/json' }, extra || {});
     const t = token();
     if (t) h.Authorization = 'Bearer ' + t;
+    // The operator token, once the person gave it in this tab (operator
+    // answers), goes with every request: the tab's identity stays one.
+    const op = sessionStorage.getItem(OPERATOR_KEY);
+    if (op) h['Mhp-Operator'] = op;
     if (session) h['Mhp-Session'] = session;
     return h;
   }

@@ -298,7 +298,10 @@
     let msg = x.message || '';
     if (x.eta_s !== undefined && !isTerminal(j.state)) msg += (msg ? ' · ' : '') + 'ETA ' + Math.round(x.eta_s) + ' s';
     if (j.error) msg = describeError(new RPCError(j.error));
-    e.row.querySelector('.msg').textContent = msg;
+    if (j.state === 'waiting_operator' && x.instruction) msg = 'Operator: ' + x.instruction;
+    const cell = e.row.querySelector('.msg');
+    cell.textContent = msg;
+    if (j.state === 'waiting_operator') cell.append(el('div', { class: 'ack' }, ...answerControls(j)));
     const ops = e.row.querySelector('.ops');
     ops.replaceChildren();
     if (!isTerminal(j.state)) {
@@ -306,6 +309,50 @@
         try { upsertJob(await rpc('jobs/cancel', { id: j.id })); } catch (err) { notice('cancel ' + j.id + ': ' + describeError(err), 'error'); }
       } }, 'Cancel'));
     }
+  }
+
+  // ---- operator answers (driver: manual) ----
+  // The person at the instrument reports a waiting job done or failed, with
+  // a note; operator/answer is an operator method (Mhp-Operator header).
+  // The token is kept in this tab (common.js sends it with every request,
+  // so the tab's session is opened again under it).
+  const OP_KEY = 'mhp-operator-token';
+  function askOperator() {
+    const dlg = $('operator-dialog');
+    return new Promise((resolve) => {
+      dlg.addEventListener('close', () => {
+        const v = $('operator-input').value.trim();
+        if (v) sessionStorage.setItem(OP_KEY, v);
+        $('operator-input').value = '';
+        resolve(!!v);
+      }, { once: true });
+      dlg.showModal();
+    });
+  }
+  async function operatorCall(method, params) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await rpc(method, params);
+      } catch (err) {
+        if (attempt < 2 && err.data && err.data.reason === 'operator_required' && await askOperator()) {
+          await reinit();
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+  function answerControls(j) {
+    const note = el('input', { class: 'ack-note', placeholder: 'note (optional)', size: '14' });
+    const send = (outcome) => async () => {
+      try {
+        const r = await operatorCall('operator/answer', { job: j.id, outcome, note: note.value || undefined });
+        if (r && r.job) upsertJob(r.job);
+        notice(j.id + ': ' + outcome + ' reported' + (r && r.by && r.by.name ? ' by ' + r.by.name : ''), 'ok');
+      } catch (err) { notice('answer ' + j.id + ': ' + describeError(err), 'error'); }
+    };
+    return [note, el('button', { class: 'btn ack-done', onclick: send('done') }, 'Done'),
+      el('button', { class: 'btn ack-failed', onclick: send('failed') }, 'Failed')];
   }
 
   const isTerminal = (s) => s === 'done' || s === 'failed' || s === 'cancelled';
@@ -405,7 +452,7 @@
       case 'notifications/signals/update': signalValue(p.name, p.value); break;
       case 'notifications/settings/changed': {
         const s = st.settings.get(p.name);
-        if (s) s.row.querySelector('.cur').textContent = fmt(p.value, s.spec.unit);
+        if (s && p.value !== undefined) s.row.querySelector('.cur').textContent = fmt(p.value, s.spec.unit);
         break;
       }
       case 'notifications/safety/fault': st.faultReason = p.reason; renderBanner(p.reason); break;
