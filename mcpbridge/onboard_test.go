@@ -141,6 +141,10 @@ func TestOnboardingInterview(t *testing.T) {
 			t.Errorf("%s not written: %v", f, files)
 		}
 	}
+	if w := jsonOf(res["wrote"]); !strings.Contains(w, "setting speed_rpm: 100..15000 rpm, approval confirm") ||
+		!strings.Contains(w, "only when balanced is true") {
+		t.Fatalf("what it wrote: %s", w)
+	}
 	card, _ := res["safety_card"].([]any)
 	if len(card) < 3 {
 		t.Fatalf("safety card %v", card)

@@ -95,6 +95,9 @@ type Result struct {
 	// Problems are why the package does not validate (staged, nothing
 	// final written).
 	Problems []devicepkg.Problem `json:"problems,omitempty"`
+	// Wrote says, item by item, what the package lets the agent do and
+	// under which limits and approvals: read it back to the person.
+	Wrote []string `json:"wrote,omitempty"`
 	// Card is the safety card: dry-run probes past each limit.
 	Card []Probe `json:"safety_card,omitempty"`
 	Next string  `json:"next,omitempty"`
@@ -315,6 +318,7 @@ func (iv *Interview) finish(ctx context.Context, s *state, confirmed bool) (*Res
 	if err := s.save(); err != nil {
 		return nil, err
 	}
+	res.Wrote = s.summary()
 	res.Card = iv.safetyCard(ctx, s.dir)
 	res.Next = "Read the safety card back to the person. Then mhp_lab op=add target=" + s.ID + " adds it to the fleet (the person confirms)."
 	return res, nil
