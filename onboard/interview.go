@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -267,12 +268,14 @@ func (iv *Interview) adapterConfig(ctx context.Context, raw json.RawMessage, s *
 			return "", fmt.Errorf("config %s: %v", k.Config, err)
 		}
 		defer f.Close()
-		b := make([]byte, MaxFileBytes+1)
-		n, _ := f.Read(b)
-		if n > MaxFileBytes {
+		b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+		if err != nil {
+			return "", fmt.Errorf("config %s: %v", k.Config, err)
+		}
+		if len(b) > MaxFileBytes {
 			return "", fmt.Errorf("config %s is larger than %d bytes", k.Config, MaxFileBytes)
 		}
-		s.Discovered, s.Summary = string(b[:n]), "from "+k.Config
+		s.Discovered, s.Summary = string(b), "from "+k.Config
 		return "The adapter config was read from " + k.Config + ".", nil
 	}
 	if iv.cfg.Discover == nil {
