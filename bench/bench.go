@@ -161,6 +161,19 @@ func quantile(d []time.Duration, q float64) time.Duration {
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
+// cpuN is the process CPU time (user+system, every thread: the GC's work
+// included) of n calls of f: on a shared machine it counts what the path
+// costs, not what the other tenants took from it.
+func cpuN(n int, f func() error) (time.Duration, error) {
+	c0 := cpuNow()
+	for i := 0; i < n; i++ {
+		if err := f(); err != nil {
+			return 0, err
+		}
+	}
+	return cpuNow() - c0, nil
+}
+
 // timeN times n calls of f.
 func timeN(n int, f func() error) (time.Duration, error) {
 	start := time.Now()

@@ -60,11 +60,15 @@ type Driver struct {
 	lastSweep time.Time
 
 	// Writes in progress, cancelled by estop or at their deadline by one
-	// sweeper timer, armed while any is pending.
-	inflight    map[uint64]inflightWrite
-	inflightSeq uint64
-	sweeper     clock.Timer
-	sweepAt     time.Time
+	// sweeper timer (writeop.go): armed (sweepArmed) for sweepAt while any
+	// is pending; realClock: the clock is the real one (the timer is kept
+	// between writes); sweepFn is sweepWrites, made once.
+	writes     writeList // range over d.inflight to visit them
+	sweeper    clock.Timer
+	sweepArmed bool
+	sweepAt    time.Time
+	realClock  bool
+	sweepFn    func()
 
 	// Notifications: the listeners, and the queue delivered in order by one
 	// goroutine at a time.
@@ -108,38 +112,6 @@ type leaseRec struct {
 	wd       clock.Timer
 }
 
-// inflightWrite is a write talking to the backend.
-type inflightWrite struct {
-	cancel   context.CancelFunc
-	deadline time.Time
-}
-
-// sweepWrites cancels writes past their HookTimeout. One timer serves every
-// write: it is armed when a write starts and none is pending, and re-armed
-// for the earliest deadline left, so a quick write costs no timer of its own.
-func (d *Driver) sweepWrites() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.sweeper = nil
-	if d.closed {
-		return
-	}
-	now := d.now()
-	var next time.Time
-	for _, w := range d.inflight {
-		if !now.Before(w.deadline) {
-			w.cancel()
-			continue
-		}
-		if next.IsZero() || w.deadline.Before(next) {
-			next = w.deadline
-		}
-	}
-	if !next.IsZero() {
-		d.sweeper, d.sweepAt = d.clk.AfterFunc(next.Sub(now), d.sweepWrites), next
-	}
-}
-
 type sessionRec struct {
 	lastSeen time.Time
 	subs     map[string]bool
@@ -160,12 +132,13 @@ func New(cfg Config) (*Driver, error) {
 		writeSem:   make(chan struct{}, 1),
 		jobs:       map[string]*jobRec{},
 		sessions:   map[string]*sessionRec{},
-		inflight:   map[uint64]inflightWrite{},
 		calls:      map[*backendCall]struct{}{},
 		listeners:  map[int]func(mhp.Notification){},
 		lastValues: map[string]any{},
 		watchdog:   time.Duration(cfg.Safety.WatchdogS * float64(time.Second)),
 	}
+	d.sweepFn = d.sweepWrites
+	_, d.realClock = cfg.Clock.(clock.Real)
 	d.desc = mhp.Descriptor{
 		MHP: mhp.ProtocolVersion, DeviceInfo: cfg.Device, Notes: cfg.Notes, Instructions: cfg.Instructions,
 		Physical: cfg.Physical, Safety: cfg.Safety,
