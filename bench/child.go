@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +23,9 @@ import (
 	"github.com/openmhp/mhp-go/examples/sim"
 	"github.com/openmhp/mhp-go/transport"
 )
+
+// quiet is the logger of every server the rows start.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // childEnv names the environment variable that makes a process a bench
 // child; its value is the child's mode.
@@ -154,7 +158,7 @@ func simServer() (*transport.Server, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := transport.NewServer(drv, transport.Options{MaxSessions: 4096, MaxConns: 8192})
+	srv := transport.NewServer(drv, transport.Options{MaxSessions: 4096, MaxConns: 8192, Logger: quiet})
 	return srv, func() { srv.Close(); drv.Close() }, nil
 }
 

@@ -46,7 +46,7 @@ func childDevices(arg string) error {
 			if err != nil {
 				return err
 			}
-			srv := transport.NewServer(drv, transport.Options{})
+			srv := transport.NewServer(drv, transport.Options{Logger: quiet})
 			go func() { _ = transport.ServeHTTP(ctx, ln, srv) }()
 		default:
 			return fmt.Errorf("devices: unknown kind %q", kind)

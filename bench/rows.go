@@ -113,7 +113,7 @@ func serveDevices(devs []mhp.Device) ([]string, func(), error) {
 			stop()
 			return nil, nil, err
 		}
-		srv := transport.NewServer(d, transport.Options{})
+		srv := transport.NewServer(d, transport.Options{Logger: quiet})
 		srvs = append(srvs, srv)
 		go func() { _ = transport.ServeHTTP(ctx, ln, srv) }()
 		urls = append(urls, "http://"+ln.Addr().String())

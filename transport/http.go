@@ -172,6 +172,14 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			Error: s.errorf(mhp.CodeParseError, "reading the request body: %v", err)})
 		return
 	}
+	// Admission (admission.go): an estop is recognised in the raw frame and
+	// goes first; an ordinary request waits for a slot or is refused busy.
+	tk, aerr := s.adm.admitFrame(r.Context(), body)
+	if aerr != nil {
+		s.refuseBusy(w, body, aerr)
+		return
+	}
+	defer tk.release()
 	req, derr := decodeFrame(body)
 	if derr != nil {
 		id := nullID
@@ -179,6 +187,10 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			id = req.ID
 		}
 		s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: id, Error: derr.At(s.clk.Now())})
+		return
+	}
+	if aerr := tk.confirm(r.Context(), req.Method); aerr != nil {
+		s.refuseBusy(w, body, aerr)
 		return
 	}
 	header := r.Header.Get(mhp.HeaderClient)

@@ -68,6 +68,9 @@ type Options struct {
 	// MaxInFlight caps the ordinary requests one stdio stream runs at once;
 	// safety/estop and ping are never counted. Default 64.
 	MaxInFlight int
+	// Admission bounds the ordinary HTTP requests served at once, estop
+	// first (admission.go); the zero value has the defaults.
+	Admission Admission
 	// MaxConns caps the open HTTP connections ([ServeHTTP], [ListenHTTP]). At the
 	// cap, a new connection closes the connection idle the longest; with none
 	// idle it waits up to a second for one to end, then is closed. Default 512.
@@ -106,7 +109,7 @@ func (o Options) Validate() error {
 	case o.ReadTimeout < 0 || o.ReadHeaderTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0:
 		return fmt.Errorf("transport: HTTP timeouts must not be negative")
 	}
-	return nil
+	return o.Admission.validate()
 }
 
 // Defaults.
@@ -174,8 +177,9 @@ type Server struct {
 	log     *slog.Logger
 	clk     clock.Clock
 	methods map[string]method
-	token   [32]byte // sha256 of Options.Token
-	opToken [32]byte // sha256 of Options.OperatorToken
+	adm     *admission // HTTP admission control (admission.go)
+	token   [32]byte   // sha256 of Options.Token
+	opToken [32]byte   // sha256 of Options.OperatorToken
 	// methodsCapable: a saved-methods store is in the device chain.
 	methodsCapable bool
 
@@ -203,6 +207,7 @@ func NewServer(dev mhp.Device, opts Options) *Server {
 	s.token = sha256.Sum256([]byte(opts.Token))
 	s.opToken = sha256.Sum256([]byte(opts.OperatorToken))
 	s.methods = s.methodTable()
+	s.adm = newAdmission(opts.Admission)
 	s.addExtensions()
 	s.stop = dev.Listen(s.fanout)
 	s.mu.Lock()
