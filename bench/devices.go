@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -65,8 +67,22 @@ func childDevices(arg string) error {
 		}
 	}
 	tr.CloseIdleConnections()
+	// What stays: the garbage of the set-up collected and returned to the
+	// system (in both kinds alike), so RSS is the live footprint.
 	runtime.GC()
-	runtime.GC()
+	debug.FreeOSMemory()
+	if path := os.Getenv("MHP_BENCH_HEAPPROFILE"); path != "" {
+		// The heap profile of the devices (go tool pprof -sample_index=inuse_space).
+		f, err := os.Create(path + "." + kind)
+		if err != nil {
+			return err
+		}
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	fmt.Printf("mem %d %d %d %d %d\n", rss(), ms.Sys-ms.HeapReleased, ms.HeapInuse, ms.StackInuse, runtime.NumGoroutine())

@@ -17,9 +17,9 @@ type Driver struct {
 	cfg      Config
 	clk      clock.Clock
 	desc     mhp.Descriptor
-	signals  map[string]*Signal
-	settings map[string]*Setting
-	actions  map[string]*Action
+	signals  byName[Signal] // by name: the index is shared by drivers of one spec (frozen.go)
+	settings byName[Setting]
+	actions  byName[Action]
 	watchdog time.Duration
 
 	// writeSem is the request lock: one setting write talks to the backend at a time.
@@ -126,9 +126,6 @@ func New(cfg Config) (*Driver, error) {
 	d := &Driver{
 		cfg:        cfg,
 		clk:        cfg.Clock,
-		signals:    map[string]*Signal{},
-		settings:   map[string]*Setting{},
-		actions:    map[string]*Action{},
 		writeSem:   make(chan struct{}, 1),
 		jobs:       map[string]*jobRec{},
 		sessions:   map[string]*sessionRec{},
@@ -143,22 +140,28 @@ func New(cfg Config) (*Driver, error) {
 		MHP: mhp.ProtocolVersion, DeviceInfo: cfg.Device, Notes: cfg.Notes, Instructions: cfg.Instructions,
 		Physical: cfg.Physical, Safety: cfg.Safety,
 	}
+	var lists descLists
 	for i := range cfg.Signals {
 		s := &cfg.Signals[i]
-		d.signals[s.Spec.Name] = s
-		d.desc.Signals = append(d.desc.Signals, s.Spec)
+		lists.signals = append(lists.signals, s.Spec)
 	}
 	for i := range cfg.Settings {
 		s := &cfg.Settings[i]
 		s.shape = s.Spec.Shape()
-		d.settings[s.Spec.Name] = s
-		d.desc.Settings = append(d.desc.Settings, cloneSetting(s.Spec))
+		lists.settings = append(lists.settings, s.Spec)
 	}
 	for i := range cfg.Actions {
 		a := &cfg.Actions[i]
-		d.actions[a.Spec.Name] = a
-		d.desc.Actions = append(d.desc.Actions, cloneAction(a.Spec))
+		lists.actions = append(lists.actions, a.Spec)
 	}
+	// The descriptor's lists are frozen too: shared by the drivers of one
+	// spec, never changed (Descriptor hands out copies).
+	f := freezeLists(lists)
+	d.cfg.frozen = append(d.cfg.frozen, f)
+	d.desc.Signals, d.desc.Settings, d.desc.Actions = f.lists.signals, f.lists.settings, f.lists.actions
+	d.signals = byName[Signal]{idx: f.lists.signalIdx, items: d.cfg.Signals}
+	d.settings = byName[Setting]{idx: f.lists.settingIdx, items: d.cfg.Settings}
+	d.actions = byName[Action]{idx: f.lists.actionIdx, items: d.cfg.Actions}
 	return d, nil
 }
 

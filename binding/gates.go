@@ -71,7 +71,7 @@ func (d *Driver) interlockGate(ctx context.Context, locks []string, start time.T
 		return nil
 	}
 	for _, l := range locks {
-		s := d.signals[l]
+		s := d.signals.at(l)
 		v, err := d.readSignal(ctx, s)
 		if err != nil {
 			return d.errorf(mhp.CodeInterlockOpen, "interlock %s is open: unreadable (%v)", l, err).

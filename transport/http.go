@@ -57,14 +57,7 @@ const MaxClientHeader = 128
 // and so does one whose Host names a host that is not an IP literal,
 // localhost or in [Options.AllowedHosts] while no Token is set (DNS rebinding).
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /rpc", s.serveRPC)
-	mux.HandleFunc("GET /events", s.serveEvents)
-	mux.HandleFunc("DELETE /session", s.serveEndSession)
-	mux.HandleFunc("GET /mhp.json", s.serveDescriptor)
-	for pattern, h := range s.opts.Handlers {
-		mux.Handle(pattern, h)
-	}
+	mux := s.routes() // routes.go
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.opts.AllowedOrigins, origin) {
 			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
@@ -438,20 +431,31 @@ func ServeHTTP(ctx context.Context, ln net.Listener, srv *Server) error {
 func ServeHandler(ctx context.Context, ln net.Listener, srv *Server, h http.Handler) error {
 	hs := srv.HTTPServer(ctx)
 	hs.Handler = h
+	if hs.TLSConfig == nil && hs.Protocols == nil {
+		// A plain listener speaks HTTP/1.1 (no h2c): without this, each
+		// server sets up an HTTP/2 server it never uses (~1.5 KB apiece).
+		hs.Protocols = new(http.Protocols)
+		hs.Protocols.SetHTTP1(true)
+	}
 	lim := limitConns(ln, srv.opts.MaxConns, srv.log)
 	hs.ConnState = lim.connState
 	hs.ConnContext = withConn
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(lim) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	// Serve runs on the caller's goroutine (one goroutine per served
+	// listener, not two); the shutdown is registered on ctx and only runs
+	// once it ends.
+	shut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(shut)
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
-		return nil
+	})
+	err := hs.Serve(lim)
+	if stop() { // Serve failed on its own: no shutdown was started
+		return err
 	}
+	<-shut // ctx ended: return once the shutdown is done
+	return nil
 }
 
 // HTTPServer returns an [http.Server] for srv.Handler with the server's

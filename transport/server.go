@@ -178,8 +178,10 @@ type Server struct {
 	clk     clock.Clock
 	methods map[string]method
 	adm     *admission // HTTP admission control (admission.go)
-	token   [32]byte   // sha256 of Options.Token
-	opToken [32]byte   // sha256 of Options.OperatorToken
+	// resources serves resources/list and resources/read (nil: none).
+	resources mhp.ResourceProvider
+	token     [32]byte // sha256 of Options.Token
+	opToken   [32]byte // sha256 of Options.OperatorToken
 	// methodsCapable: a saved-methods store is in the device chain.
 	methodsCapable bool
 
@@ -206,7 +208,8 @@ func NewServer(dev mhp.Device, opts Options) *Server {
 		labels: map[string]*session{}, byHeader: map[string]*session{}, greeted: map[string]*session{}, done: make(chan struct{})}
 	s.token = sha256.Sum256([]byte(opts.Token))
 	s.opToken = sha256.Sum256([]byte(opts.OperatorToken))
-	s.methods = s.methodTable()
+	s.methods = builtinMethods()
+	s.resources, _ = mhp.Find[mhp.ResourceProvider](dev)
 	s.adm = newAdmission(opts.Admission)
 	s.addExtensions()
 	s.stop = dev.Listen(s.fanout)
@@ -563,7 +566,7 @@ func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init i
 	// The device's own hook timeouts bound them. The device sees the label,
 	// never the secret.
 	dctx := mhp.WithSession(context.WithoutCancel(ctx), label)
-	return m(dctx, ss, req.Params)
+	return m(s, dctx, ss, req.Params)
 }
 
 // initialize negotiates the version, opens (or, on a stream, reuses) the
