@@ -77,6 +77,10 @@ type Signal struct {
 	Type  string `json:"type,omitempty" yaml:"type,omitempty"`
 	Unit  string `json:"unit,omitempty" yaml:"unit,omitempty"`
 	Notes string `json:"notes,omitempty" yaml:"notes,omitempty"`
+	// RequiredForRecovery: safety/reset refuses while this signal is
+	// unreadable (interlock signals always are). Other signals that read
+	// unavailable are named in the reset answer without blocking it.
+	RequiredForRecovery bool `json:"required_for_recovery,omitempty" yaml:"required_for_recovery,omitempty"`
 }
 
 // Setting describes a writable value and the envelope the driver enforces on it.
@@ -104,6 +108,11 @@ type Action struct {
 	// Interlocks are signals that must read exactly true for an invoke.
 	Interlocks []string `json:"interlocks,omitempty" yaml:"interlocks,omitempty"`
 	Params     Params   `json:"params,omitempty" yaml:"params,omitempty"`
+	// Required names required parameters when a device lists them beside
+	// its params or instead of them (the reference's summary tier sends
+	// required: [steps, cycles] and no params). Read from the wire only; a
+	// package says it in params' shapes.
+	Required []string `json:"required,omitempty" yaml:"-"`
 	// Returns describes the job result, for the agent; it is not checked.
 	Returns  *Shape           `json:"returns,omitempty" yaml:"returns,omitempty"`
 	Examples []map[string]any `json:"examples,omitempty" yaml:"examples,omitempty"`

@@ -20,6 +20,10 @@ const (
 	NotifySafetyFault      = "notifications/safety/fault"
 	NotifySafetyReset      = "notifications/safety/reset"
 	NotifyOperatorInstruct = "notifications/operator/instruction"
+	// NotifyOperatorAnswer carries a person's answer to an operator-run
+	// device (a job, a setting, a stop, a recorded reading) with "by", the
+	// person's name or session label, and "person" {name, role, via, session}.
+	NotifyOperatorAnswer = "notifications/operator/answer"
 	// NotifyBackendLink carries {"backend": BackendLink} when a driver's link
 	// to its backend goes down or comes back.
 	NotifyBackendLink = "notifications/backend/link"

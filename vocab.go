@@ -84,6 +84,15 @@ const (
 
 	// MethodPermitsIssue issues a permit; it is an operator method.
 	MethodPermitsIssue = "permits/issue"
+
+	// MethodOperatorAnswer is a person's answer to an operator-run device
+	// (driver: manual): a waiting job done, failed, could_not or cancelled,
+	// a setting write confirmed, a stop confirmed. An operator method.
+	MethodOperatorAnswer = "operator/answer"
+	// MethodOperatorRecord records a reading a person took. An operator method.
+	MethodOperatorRecord = "operator/record"
+	// MethodOperatorPending lists what waits for the person. An operator method.
+	MethodOperatorPending = "operator/pending"
 )
 
 // The six gates of settings/write and actions/invoke, in the order the

@@ -13,7 +13,8 @@
 //	func Load(src adapters.Source) (Config, error)          // strict YAML, paths resolved, validated
 //	func (c Config) Validate() error                        // no I/O: what the file says is coherent
 //	func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error)
-//	func Register(r *adapters.Registry) error               // Kind -> Load, then New
+//	func Register(r *adapters.Registry) error               // Kind -> Load, then New; Discover
+//	func Discover(ctx context.Context, target string, opt DiscoverOptions) (Config, adapters.Report, error)
 //
 // New validates cfg again (a program may build it in Go), builds the
 // bindings and returns an unstarted [binding.Driver]; the caller Starts and
@@ -51,6 +52,33 @@
 // ([binding.Driver.SetLink]) and reconnects with bounded, jittered backoff
 // ([Link], [Backoff]); self-describing adapters serve a descriptor cache
 // while the backend is down and never adopt a description that changed.
+//
+// # Discovery
+//
+// Discover reads a live backend and proposes the config file the
+// integrator then edits (`mhp init KIND TARGET`). Its DiscoverOptions embed
+// [DiscoverOptions] (depth, include/exclude, listen window, device id,
+// logger) next to the adapter's own backend seam, so that a test passes
+// the fake it gives New. target is what the integrator types after the
+// kind: opc.tcp://HOST:PORT, ws://HOST:9090, mqtt://BROKER/PREFIX, a SiLA 2
+// server's HOST:PORT, a MADSci node's or a PyLabRobot bridge's URL.
+//
+// The Config returned is complete: [Render] writes it, with the
+// [Report]'s comments, into YAML that the adapter's Load accepts, Validate
+// passes and New builds unchanged; the report also says what was mapped,
+// what was skipped and why, and carries the files to write beside the
+// config (the descriptor snapshot of a self-describing backend). The
+// safety defaults are conservative and said in the file: every setting and
+// action `approval: confirm`; a writable number without a range gets no
+// limits and a loud comment ([NoLimitsNote]); estop and watchdog are left
+// to the integrator with TODOs ([TODOEStop], [TODOWatchdog]) that `mhp
+// validate` reports; interlock candidates ([InterlockCandidate]) are
+// proposed in comments, never applied.
+//
+// Register adds the discovery beside the factory
+// ([Registry.RegisterDiscovery], [NewDiscovery]); `mhp init` and the
+// onboarding interview's hook ([Registry.DiscoverConfig]) reach every
+// adapter through [Registry.Discover].
 package adapters
 
 import (
@@ -108,10 +136,11 @@ type Factory func(ctx context.Context, src Source) (*binding.Driver, error)
 type Registry struct {
 	mu sync.RWMutex
 	m  map[string]Factory
+	d  map[string]Discovery // see RegisterDiscovery (discover.go)
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{m: map[string]Factory{}} }
+func NewRegistry() *Registry { return &Registry{m: map[string]Factory{}, d: map[string]Discovery{}} }
 
 // Register adds a kind; registering a kind twice is an error.
 func (r *Registry) Register(kind string, f Factory) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/openmhp/mhp-go/opcua"
 	"github.com/openmhp/mhp-go/pylabrobot"
 	"github.com/openmhp/mhp-go/ros2"
+	"github.com/openmhp/mhp-go/serial"
 	"github.com/openmhp/mhp-go/sila2"
 )
 
@@ -59,9 +60,39 @@ func (s shapeOf[C, O]) check(t *testing.T) {
 	}
 }
 
-// TestEveryAdapterHasTheShape: the six adapter packages share one public
+// discoverShape is the discovery part of the shape (package doc of
+// adapters, discover.go): Discover with DiscoverOptions embedding
+// adapters.DiscoverOptions, registered by Register.
+type discoverShape[C any, DO any] struct {
+	kind     string
+	discover func(context.Context, string, DO) (C, adapters.Report, error)
+	register func(*adapters.Registry) error
+}
+
+func (s discoverShape[C, DO]) check(t *testing.T) {
+	t.Helper()
+	f, ok := reflect.TypeFor[DO]().FieldByName("DiscoverOptions")
+	if !ok || !f.Anonymous || f.Type != reflect.TypeFor[adapters.DiscoverOptions]() {
+		t.Errorf("%s: DiscoverOptions does not embed adapters.DiscoverOptions", s.kind)
+	}
+	r := adapters.NewRegistry()
+	if err := s.register(r); err != nil {
+		t.Fatalf("%s: Register: %v", s.kind, err)
+	}
+	if got := r.Discoverable(); len(got) != 1 || got[0] != s.kind {
+		t.Errorf("%s: Register added the discoveries %v", s.kind, got)
+	}
+	// An empty target is refused before any I/O.
+	var opt DO
+	if _, _, err := s.discover(context.Background(), "", opt); err == nil {
+		t.Errorf("%s: Discover of an empty target succeeded", s.kind)
+	}
+}
+
+// TestEveryAdapterHasTheShape: the adapter packages share one public
 // face (package doc of adapters): Kind, Load, Config.Validate, New with
-// Options embedding adapters.Options, and Register.
+// Options embedding adapters.Options, Register, and Discover with
+// DiscoverOptions embedding adapters.DiscoverOptions.
 func TestEveryAdapterHasTheShape(t *testing.T) {
 	shapeOf[opcua.Config, opcua.Options]{opcua.Kind, opcua.Load, opcua.Config.Validate, opcua.New, opcua.Register}.check(t)
 	shapeOf[sila2.Config, sila2.Options]{sila2.Kind, sila2.Load, sila2.Config.Validate, sila2.New, sila2.Register}.check(t)
@@ -69,4 +100,10 @@ func TestEveryAdapterHasTheShape(t *testing.T) {
 	shapeOf[madsci.Config, madsci.Options]{madsci.Kind, madsci.Load, madsci.Config.Validate, madsci.New, madsci.Register}.check(t)
 	shapeOf[pylabrobot.Config, pylabrobot.Options]{pylabrobot.Kind, pylabrobot.Load, pylabrobot.Config.Validate, pylabrobot.New, pylabrobot.Register}.check(t)
 	shapeOf[mqtt.Config, mqtt.Options]{mqtt.Kind, mqtt.Load, mqtt.Config.Validate, mqtt.New, mqtt.Register}.check(t)
+	shapeOf[serial.Config, serial.Options]{serial.Kind, serial.Load, serial.Config.Validate, serial.New, serial.Register}.check(t)
+
+	discoverShape[opcua.Config, opcua.DiscoverOptions]{opcua.Kind, opcua.Discover, opcua.Register}.check(t)
+	discoverShape[madsci.Config, madsci.DiscoverOptions]{madsci.Kind, madsci.Discover, madsci.Register}.check(t)
+	discoverShape[pylabrobot.Config, pylabrobot.DiscoverOptions]{pylabrobot.Kind, pylabrobot.Discover, pylabrobot.Register}.check(t)
+	discoverShape[sila2.Config, sila2.DiscoverOptions]{sila2.Kind, sila2.Discover, sila2.Register}.check(t)
 }

@@ -30,8 +30,12 @@ type Config struct {
 	OnFault func(ctx context.Context, reason string) error
 	// Setup runs once in Start (connect, home, read types).
 	Setup func(ctx context.Context) error
-	// Verify checks the device is safe to resume before a reset; default:
-	// every signal reads without error.
+	// Verify is the adapter's own recovery check before a reset (a LADS
+	// unit Stopped, a PLR machine set up, a node ready). After it passes the
+	// driver reads every signal: an unreadable interlock signal or one
+	// marked RequiredForRecovery refuses the reset, any other is named in
+	// the answer (ResetResult.Unavailable). Without Verify the backend link
+	// must be up.
 	Verify func(ctx context.Context) error
 	// Close releases the backend in [Driver.Close].
 	Close func() error

@@ -17,7 +17,8 @@ type Driver struct {
 	cfg      Config
 	clk      clock.Clock
 	desc     mhp.Descriptor
-	signals  byName[Signal] // by name: the index is shared by drivers of one spec (frozen.go)
+	signals  byName[Signal]  // by name: the index is shared by drivers of one spec (frozen.go)
+	required map[string]bool // signals a reset must read: Config.RecoverySignals
 	settings byName[Setting]
 	actions  byName[Action]
 	watchdog time.Duration
@@ -133,6 +134,7 @@ func New(cfg Config) (*Driver, error) {
 		listeners:  map[int]func(mhp.Notification){},
 		lastValues: map[string]any{},
 		watchdog:   time.Duration(cfg.Safety.WatchdogS * float64(time.Second)),
+		required:   cfg.RecoverySignals(),
 	}
 	d.sweepFn = d.sweepWrites
 	_, d.realClock = cfg.Clock.(clock.Real)

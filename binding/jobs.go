@@ -41,7 +41,7 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 		return nil, e
 	}
 	if req.DryRun {
-		res := &mhp.InvokeResult{DryRun: true, WouldRun: params}
+		res := &mhp.InvokeResult{DryRun: true, WouldRun: params, Action: req.Name}
 		if !notes.Empty() {
 			res.Notes = notes
 		}

@@ -234,8 +234,13 @@ func (d *Driver) tripLocked(reason string) {
 	go d.estopFinish(context.Background(), "watchdog", reason, cancelled)
 }
 
-// Renew implements [mhp.Device]: session/renew, holder only.
+// Renew implements [mhp.Device]: session/renew, holder only. A ttl in ctx
+// ([mhp.WithRenewTTL], at most an hour) replaces the lease's ttl.
 func (d *Driver) Renew(ctx context.Context) (*mhp.Lease, error) {
+	ttl, withTTL := mhp.RenewTTLFrom(ctx)
+	if withTTL && ttl > time.Hour {
+		return nil, d.errorf(mhp.CodeInvalidParams, "ttl %gs is outside 0 < ttl <= 3600", ttl.Seconds()).With(mhp.DataField, "ttl")
+	}
 	s := d.touch(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -246,6 +251,9 @@ func (d *Driver) Renew(ctx context.Context) (*mhp.Lease, error) {
 			e = e.With(mhp.DataHolder, holder)
 		}
 		return nil, e
+	}
+	if withTTL {
+		d.lease.ttl = ttl
 	}
 	d.lease.expires = d.now().Add(d.lease.ttl)
 	return d.leaseInfoLocked(), nil

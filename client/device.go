@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 )
 
 // Options configure a client connection. Zero values take the defaults.
@@ -53,6 +54,11 @@ type Options struct {
 	// EStopTimeout is [Lab.EStopAll]'s per-device deadline, dialling included;
 	// default 5s.
 	EStopTimeout time.Duration
+	// TLS is how an https:// server is checked and how this client shows
+	// itself to a server that requires mutual TLS: the CAs to trust (a file
+	// or a pool), a pinned SHA-256 of the server's certificate, a client
+	// certificate. Zero: the system's roots. Ignored with HTTPClient.
+	TLS auth.ClientTLS
 	// HTTPClient replaces the default HTTP client.
 	HTTPClient *http.Client
 	// Stderr receives a stdio driver process's stderr; default [os.Stderr].
@@ -128,6 +134,13 @@ func Dial(ctx context.Context, target string, opts Options) (*Device, error) {
 	opts = opts.withDefaults()
 	switch {
 	case strings.HasPrefix(target, "http://"), strings.HasPrefix(target, "https://"):
+		if opts.HTTPClient == nil && !opts.TLS.IsZero() {
+			hc, err := tlsHTTPClient(opts.TLS)
+			if err != nil {
+				return nil, err
+			}
+			opts.HTTPClient = hc
+		}
 		ls := &listeners{}
 		hc := newHTTPConn(target, opts, ls)
 		d := &Device{conn: hc, opts: opts, log: opts.Logger, close: hc.close}

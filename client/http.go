@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 )
 
 // httpConn speaks JSON-RPC over POST /rpc and receives notifications on a
@@ -44,12 +45,7 @@ type httpConn struct {
 func newHTTPConn(base string, opts Options, ls *listeners) *httpConn {
 	hc := opts.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			MaxIdleConns:        256,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-		}}
+		hc = &http.Client{Transport: newTransport(nil)}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &httpConn{base: strings.TrimRight(base, "/"), hc: hc, token: opts.Token, opTok: opts.OperatorToken, name: opts.ClientID, ls: ls,
@@ -117,6 +113,10 @@ func (c *httpConn) post(ctx context.Context, method string, params, out any) err
 	c.headers(req.Header)
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		var he *auth.HandshakeError
+		if errors.As(auth.ExplainTLS(err), &he) { // refused in the handshake: nothing was sent
+			return transportError(method, false, "%s: %v", c.base, he)
+		}
 		return transportError(method, true, "%v", err)
 	}
 	defer resp.Body.Close()

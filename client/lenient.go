@@ -109,8 +109,10 @@ func normalize(method string, v any) any {
 			delete(m, "cancelled")
 		}
 	case mhp.MethodSafetyReset:
+		// A textual verified (the reference's) is a boolean here; its text
+		// goes to verifiedText, which mhp.ResetResult keeps.
 		if s, ok := m["verified"].(string); ok {
-			m["verified"] = verifiedString(s)
+			m["verified"], m["verifiedText"] = mhp.VerifiedText(s), s
 		}
 	case mhp.MethodSettingsWrite:
 		liftNotes(m)
@@ -141,16 +143,6 @@ func normalize(method string, v any) any {
 		}
 	}
 	return m
-}
-
-// verifiedString reads a "verified" string: false for "false", "no", "0",
-// ""; true otherwise (the reference sends its verification detail).
-func verifiedString(s string) bool {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "false", "no", "0", "", "unverified", "not verified":
-		return false
-	}
-	return true
 }
 
 // liftDevice copies identity from a "device" object to the top level.

@@ -131,8 +131,12 @@ func (w *wire) Acquire(ctx context.Context, ttl time.Duration) (*mhp.Lease, erro
 }
 
 func (w *wire) Renew(ctx context.Context) (*mhp.Lease, error) {
+	var params any
+	if ttl, ok := mhp.RenewTTLFrom(ctx); ok {
+		params = map[string]any{"ttl": ttl.Seconds()}
+	}
 	var out mhp.Lease
-	if err := w.call(ctx, mhp.MethodSessionRenew, nil, &out); err != nil {
+	if err := w.call(ctx, mhp.MethodSessionRenew, params, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -92,7 +92,7 @@ func WaitJob(t testing.TB, dev mhp.Device, id string, within time.Duration, ok f
 // expect fails unless err carries the code.
 func (c *C) expect(err error, code mhp.Code) *mhp.Error {
 	c.Helper()
-	return ExpectCode(c.T, err, code)
+	return ExpectCode(c.TB, err, code)
 }
 
 // ok fails on an error.
@@ -105,7 +105,7 @@ func (c *C) ok(err error, what string) {
 
 func (c *C) eventually(what string, cond func() bool) {
 	c.Helper()
-	Eventually(c.T, what, cond)
+	Eventually(c.TB, what, cond)
 }
 
 func (c *C) call() (context.Context, context.CancelFunc) {

@@ -87,11 +87,19 @@ func Run(t *testing.T, h Harness) {
 			if reason, ok := skipReason(f.Skip, ck.name); ok {
 				t.Skip(reason)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), CallTimeout+WaitTimeout)
-			defer cancel()
-			ck.run(&C{T: t, F: f, Ctx: ctx, Dev: f.Device, Other: f.Other, B: f.Backend, opt: opt})
+			runCheck(t, ck, opt, f)
 		})
 	}
+}
+
+// runCheck runs one check on the fixture f, reporting to t: the check's
+// subtest in Run, or in the suite's own tests a recorder that notes a
+// failure without failing the test that runs it (so a check can be shown
+// to fail against a device that commits its fault on purpose).
+func runCheck(t testing.TB, ck check, opt Options, f *Fixture) {
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout+WaitTimeout)
+	defer cancel()
+	ck.run(&C{TB: t, F: f, Ctx: ctx, Dev: f.Device, Other: f.Other, B: f.Backend, opt: opt})
 }
 
 // WireSkips is the Skip map for a harness whose Device is a client over a
@@ -122,7 +130,7 @@ func skipReason(skip map[string]string, name string) (string, bool) {
 
 // C is the context of one check: the test, the fixture and helpers.
 type C struct {
-	*testing.T
+	testing.TB
 	F   *Fixture
 	Ctx context.Context
 	// Dev is the first session, Other the second; B is the fake backend.

@@ -16,18 +16,20 @@
 // still refused by the transport.
 //
 // The page holds no secret: GET / and the assets are public; every call it
-// makes needs the server's bearer token when there is one (the page asks
-// once and keeps it in sessionStorage, never in a URL). GET /metrics is
-// served only through the handler given, which checks the token itself.
+// makes needs a credential when the server requires one: the browser's
+// client certificate (mutual TLS), or a bearer token the page asks for only
+// when GET /whoami says nobody is signed in (kept in sessionStorage, never
+// in a URL). Every route, the page and /metrics included, is behind the
+// server's guard (Config.Guard): the Host check, then authentication.
 package console
 
 import (
 	"embed"
 	"errors"
 	"io/fs"
-	"net"
 	"net/http"
-	"strings"
+
+	"github.com/openmhp/mhp-go/auth"
 )
 
 //go:embed web
@@ -44,6 +46,11 @@ type Config struct {
 	// which the console's page may call the server (e.g. the name a lab PC
 	// is reached by on the LAN when serving on 0.0.0.0).
 	Hosts []string
+	// Guard is the server's front door (transport.Server.Guard): every
+	// route, the page and /metrics included, is behind its Host check and
+	// authentication; the page and its assets are public. Zero: the Host
+	// check with Hosts and no credentials.
+	Guard auth.Guard
 }
 
 // Validate reports a missing transport.
@@ -67,7 +74,27 @@ func Device(cfg Config) (http.Handler, error) {
 		mux.Handle("GET /metrics", cfg.Metrics)
 	}
 	mux.Handle("/", sameOrigin(cfg.Hosts, cfg.Transport))
-	return mux, nil
+	return guarded(cfg.Guard, cfg.Hosts, mux), nil
+}
+
+// guarded puts the whole console behind g (the page and assets public,
+// /whoami answered to whoever signed in).
+func guarded(g auth.Guard, hosts []string, next http.Handler) http.Handler {
+	if g.Auth == nil && g.Hosts == nil {
+		g.Hosts = hosts
+	}
+	g.Public = isPage
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /whoami", whoami)
+	mux.Handle("/", next)
+	return g.Wrap(mux)
+}
+
+// isPage reports the console's public routes: the page and its assets, and
+// /whoami (which says "nobody" to a request without a credential).
+func isPage(r *http.Request) bool {
+	p := r.URL.Path
+	return r.Method == http.MethodGet && (p == "/" || p == "/whoami" || len(p) > len("/console/") && p[:len("/console/")] == "/console/")
 }
 
 // mountPages serves page at GET / (exactly) and the assets under /console/.
@@ -134,24 +161,8 @@ func SameOrigin(r *http.Request, hosts []string) bool {
 
 // TrustedHost reports whether a Host header is an IP address, localhost, or
 // one of hosts: a name a rebinding attacker cannot have chosen.
+// It is auth.HostAllowed, the one rule every server applies, except that an
+// empty Host is not trusted here.
 func TrustedHost(hostport string, hosts []string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	if net.ParseIP(host) != nil {
-		// An address, never a name: DNS rebinding needs a name it controls,
-		// and Origin == Host on an address is a page of this very server.
-		return true
-	}
-	for _, h := range hosts {
-		if h != "" && strings.EqualFold(host, h) {
-			return true
-		}
-	}
-	return false
+	return hostport != "" && auth.HostAllowed(hostport, hosts)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/console"
 )
 
@@ -73,7 +74,7 @@ func TestLabEStopAllGuards(t *testing.T) {
 			}
 			return []console.EStopAnswer{{Target: "http://x", ID: "x", State: "estop", Stopped: true}}
 		},
-		Token: "tok",
+		Guard: tokenGuard(t, "tok"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,4 +126,17 @@ func TestTrustedHost(t *testing.T) {
 			t.Errorf("TrustedHost(%q) = %v, want %v", host, got, want)
 		}
 	}
+}
+
+// tokenGuard is the front door of a server with one bearer token ("" for none).
+func tokenGuard(t *testing.T, token string) auth.Guard {
+	t.Helper()
+	if token == "" {
+		return auth.Guard{}
+	}
+	a, err := auth.New(auth.Config{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auth.Guard{Auth: a}
 }

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/openmhp/mhp-go/metrics"
+	"github.com/openmhp/mhp-go/auth"
 )
 
 // EStopAnswer is one device's answer to the lab's estop-all.
@@ -35,9 +35,11 @@ type LabConfig struct {
 	// EStopAll stops every device the directory knows, in parallel, and
 	// returns each device's answer; it must return within ctx. Required.
 	EStopAll func(ctx context.Context, reason string) []EStopAnswer
-	// Token, when set, is needed ("Authorization: Bearer") on POST /rpc and
-	// POST /lab/estop-all. The page and its assets are public.
-	Token string
+	// Guard is the directory server's front door: every route behind its
+	// Host check and authentication, the page and its assets public, POST
+	// /lab/estop-all to any authenticated identity (viewer included, like
+	// safety/estop). Zero: the Host check with Hosts and no credentials.
+	Guard auth.Guard
 	// Metrics, when set, serves GET /metrics (it checks the token itself).
 	Metrics http.Handler
 	// Hosts are extra trusted host names (see Config.Hosts).
@@ -75,7 +77,7 @@ func Lab(cfg LabConfig) (http.Handler, error) {
 	if cfg.Metrics != nil {
 		mux.Handle("GET /metrics", cfg.Metrics)
 	}
-	mux.Handle("POST /lab/estop-all", metrics.RequireToken(cfg.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /lab/estop-all", auth.Require(auth.RoleViewer, "lab/estop-all", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var p struct {
 			Reason string `json:"reason"`
 		}
@@ -99,8 +101,8 @@ func Lab(cfg LabConfig) (http.Handler, error) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"answers": answers})
 	})))
-	mux.Handle("/", metrics.RequireToken(cfg.Token, cfg.Directory))
-	return foreignOrigin(cfg.Hosts, mux), nil
+	mux.Handle("/", cfg.Directory)
+	return foreignOrigin(cfg.Hosts, guarded(cfg.Guard, cfg.Hosts, mux)), nil
 }
 
 // foreignOrigin refuses (403) a browser request from any origin but the

@@ -87,7 +87,7 @@ func labServer(t *testing.T, devices map[string]mhp.Device, token string) *httpt
 			}
 			return out
 		},
-		Token: token,
+		Guard: tokenGuard(t, token),
 	})
 	if err != nil {
 		t.Fatal(err)

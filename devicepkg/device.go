@@ -17,7 +17,8 @@ import (
 // descriptor.
 type Device struct {
 	*binding.Driver
-	pkg *Package
+	pkg      *Package
+	operator mhp.OperatorExtension
 }
 
 var _ mhp.Device = (*Device)(nil)
@@ -37,6 +38,19 @@ func Build(pkg *Package, cfg binding.Config) (*Device, error) {
 		return nil, fmt.Errorf("device package %s: %w", pkg.Card.ID, err)
 	}
 	return NewDevice(drv, pkg), nil
+}
+
+// WithOperator attaches operator-only wire methods to the device (the
+// operator/answer methods of a `driver: manual` package) and returns it.
+func (d *Device) WithOperator(x mhp.OperatorExtension) *Device { d.operator = x; return d }
+
+// OperatorWireMethods implements [mhp.OperatorExtension]: those of the
+// attached operator, if any.
+func (d *Device) OperatorWireMethods() map[string]mhp.WireMethod {
+	if d.operator == nil {
+		return nil
+	}
+	return d.operator.OperatorWireMethods()
 }
 
 // Package is the device's package.

@@ -137,7 +137,7 @@ func (p *Package) DriverFile() (string, error) {
 	d := p.Card.Driver
 	clean := strings.TrimPrefix(d, "./")
 	if p.Dir == "" || d == "" || strings.ContainsRune(clean, '\\') || !fs.ValidPath(clean) || clean == "." {
-		return "", fmt.Errorf("%s: driver %q: want sim:thermocycler, sim:arm or an adapter config file inside the package",
+		return "", fmt.Errorf("%s: driver %q: want sim:thermocycler, sim:arm, manual or an adapter config file inside the package",
 			filepath.Join(p.Dir, CardFile), d)
 	}
 	info, err := fs.Stat(p.fsys, clean)

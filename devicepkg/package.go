@@ -47,8 +47,10 @@ const MaxDescription = 1024
 type Card struct {
 	MHP            string `yaml:"mhp,omitempty"`
 	mhp.DeviceInfo `yaml:",inline"`
-	// Driver names the bindings: "sim:thermocycler", "sim:arm", or an
-	// adapter config file relative to the package.
+	// Driver names the bindings: "sim:thermocycler", "sim:arm", "manual"
+	// (operated by a person: package manual generates the bindings from
+	// descriptor.yaml and the optional manual.yaml), or an adapter config
+	// file relative to the package.
 	Driver string `yaml:"driver,omitempty"`
 }
 
@@ -74,6 +76,9 @@ type SignalRef struct {
 	Type  string `yaml:"type,omitempty"`
 	Unit  string `yaml:"unit,omitempty"`
 	Notes string `yaml:"notes,omitempty"`
+	// RequiredForRecovery: safety/reset refuses while the signal is
+	// unreadable. A package may only turn it on.
+	RequiredForRecovery *bool `yaml:"required_for_recovery,omitempty"`
 }
 
 // SettingRef refines a bound setting.

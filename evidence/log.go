@@ -3,19 +3,29 @@
 // a directory, each entry carrying the hash of the one before, computed over
 // its RFC 8785 canonical JSON. A third party recomputes the chain with Verify
 // (or `mhp evidence verify DIR`); with an ed25519 key the head of the chain is
-// signed at each rotation and at shutdown, so a truncated or rewritten chain
-// is caught too. A contiguous range of the chain (one run) exports as a
+// signed on a cadence (every [Config.HeadEvery] entries, within
+// [Config.HeadInterval] of an unsigned entry, after every estop, fault, reset
+// and repair receipt), at each rotation and at shutdown, so a truncated or
+// rewritten chain is caught too, and verifying with the public key fails when
+// entries after the last signed head exceed what the verifier accepts. A head
+// obtained earlier (evidence/head, an export) checks a chain whose heads were
+// all replaced. A contiguous range of the chain (one run) exports as a
 // self-contained bundle verified the same way on another machine.
 //
 // Layout of the directory:
 //
 //	chain-000001.jsonl   entries 1..SegmentEntries, one canonical JSON object a line
 //	chain-000002.jsonl   the next segment, and so on
-//	heads.jsonl          signed heads, one a line (rotation, shutdown, export)
+//	heads.jsonl          signed heads, one a line (cadence, safety, rotation, shutdown)
 //
 // Durability: with [SyncAlways] (the default) Append returns only after the
 // entry is on stable storage (fsync), so an answer that went out has its
-// receipt on disk. Concurrent appends share one fsync (group commit). With
+// receipt on disk; a failed write or fsync stops the log (every later Append
+// fails, [Log.Err] says why), so the caller refuses the next actuation before
+// it reaches the device. A last line torn by a crash or a full disk is cut
+// when the log is opened again, and the cut is itself a receipt
+// ([MethodRepair]: what was cut, where, when) that Verify reports.
+// Concurrent appends share one fsync (group commit). With
 // [SyncNever] the operating system decides when to write; receipts may be lost
 // on a power failure but never reordered.
 package evidence
@@ -35,6 +45,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/clock"
@@ -212,65 +223,24 @@ func (e *Entry) canonicalParts() (head, tail []byte, err error) {
 	return head, b.Bytes(), nil
 }
 
-// Head is the newest entry's seq and hash, signed when the log has a key.
-type Head struct {
-	Device string  `json:"device"`
-	Seq    uint64  `json:"seq"`
-	Hash   string  `json:"hash"`
-	TS     float64 `json:"ts"`
-	// Reason is why the head was signed: rotation, shutdown, export.
-	Reason string `json:"reason,omitempty"`
-	// First is the first seq the head covers (bundles: the range's start).
-	First uint64 `json:"first,omitempty"`
-	// PublicKey (hex) and Signature (hex, ed25519 over the canonical JSON of
-	// the head without Signature).
-	PublicKey string `json:"public_key,omitempty"`
-	Signature string `json:"signature,omitempty"`
-}
-
-func (h Head) signedBytes() ([]byte, error) {
-	h.Signature = ""
-	return Canonical(h)
-}
-
-// Sign signs h with key.
-func (h *Head) Sign(key ed25519.PrivateKey) error {
-	h.PublicKey = hex.EncodeToString(key.Public().(ed25519.PublicKey))
-	b, err := h.signedBytes()
-	if err != nil {
-		return err
-	}
-	h.Signature = hex.EncodeToString(ed25519.Sign(key, b))
-	return nil
-}
-
-// VerifySignature checks h's signature against pub.
-func (h Head) VerifySignature(pub ed25519.PublicKey) error {
-	if h.Signature == "" {
-		return errors.New("head is not signed")
-	}
-	sig, err := hex.DecodeString(h.Signature)
-	if err != nil {
-		return fmt.Errorf("head signature: %v", err)
-	}
-	b, err := h.signedBytes()
-	if err != nil {
-		return err
-	}
-	if !ed25519.Verify(pub, b, sig) {
-		return errors.New("head signature does not verify with the given public key")
-	}
-	return nil
-}
-
 // Config configures a Log.
 type Config struct {
 	// Dir holds the chain; it is created if missing.
 	Dir string
 	// Device is the device id every entry names.
 	Device string
-	// Key, when set, signs the head at each rotation, at Close and on export.
+	// Key, when set, signs the head on the cadence below, after every estop,
+	// fault, reset and repair receipt, at each rotation, at Close and on export.
 	Key ed25519.PrivateKey
+	// HeadEvery signs a head once this many entries are unsigned
+	// ([DefaultHeadEvery]; only with Key).
+	HeadEvery int
+	// HeadInterval signs a head at most this long after an entry was
+	// appended unsigned ([DefaultHeadInterval]; only with Key).
+	HeadInterval time.Duration
+	// WrapFile, when set, wraps each chain file as it is opened for
+	// appending (tests inject a full disk: failing or short writes).
+	WrapFile func(File) File
 	// Sync is the durability policy ([SyncAlways] by default).
 	Sync SyncPolicy
 	// SegmentEntries is the number of entries per chain file ([DefaultSegmentEntries]).
@@ -287,6 +257,9 @@ func (c Config) Validate() error {
 	if c.SegmentEntries < 0 {
 		return fmt.Errorf("evidence: SegmentEntries %d is negative", c.SegmentEntries)
 	}
+	if c.HeadEvery < 0 || c.HeadInterval < 0 {
+		return fmt.Errorf("evidence: HeadEvery %d and HeadInterval %v must not be negative", c.HeadEvery, c.HeadInterval)
+	}
 	if c.Key != nil && len(c.Key) != ed25519.PrivateKeySize {
 		return fmt.Errorf("evidence: Key is %d bytes, want an ed25519 private key (%d)", len(c.Key), ed25519.PrivateKeySize)
 	}
@@ -299,16 +272,19 @@ type Log struct {
 	cfg Config
 
 	mu      sync.Mutex
-	file    *os.File // the current segment
-	segment int      // its number
-	inSeg   int      // entries in it
-	seq     uint64   // last seq written
-	last    string   // last hash
-	off     int64    // bytes written to the current segment
+	file    File   // the current segment
+	segment int    // its number
+	inSeg   int    // entries in it
+	seq     uint64 // last seq written
+	last    string // last hash
+	off     int64  // bytes written to the current segment
 	closed  bool
 	recent  []Entry // ring of the newest entries, for cheap listing (at most recentCap)
 	rnext   int     // where the next entry goes once the ring is full
 	lastErr error   // a write error: the log refuses appends after one
+
+	headSeq   uint64      // the seq the last signed head covers
+	headTimer clock.Timer // armed while entries are unsigned (HeadInterval)
 
 	syncMu    sync.Mutex
 	syncedSeg int
@@ -318,8 +294,9 @@ type Log struct {
 const recentCap = 256
 
 // Open opens (or creates) the chain in cfg.Dir and continues it. A final line
-// cut short by a crash (no answer went out for it: the append had not
-// returned) is removed; any other damage is an error: run Verify.
+// cut short by a crash or a full disk (no answer went out for it: the append
+// had not returned) is cut, and the cut is recorded as a [MethodRepair]
+// receipt naming what was cut; any other damage is an error: run Verify.
 func Open(cfg Config) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -329,6 +306,12 @@ func Open(cfg Config) (*Log, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
+	}
+	if cfg.HeadEvery == 0 {
+		cfg.HeadEvery = DefaultHeadEvery
+	}
+	if cfg.HeadInterval == 0 {
+		cfg.HeadInterval = DefaultHeadInterval
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("evidence: %w", err)
@@ -351,10 +334,9 @@ func Open(cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fi, statErr := os.Stat(path); statErr == nil && fi.Size() > good {
-		if err := os.Truncate(path, good); err != nil {
-			return nil, fmt.Errorf("evidence: removing the partial last line of %s: %w", path, err)
-		}
+	cut, err := cutTornLine(path, good)
+	if err != nil {
+		return nil, err
 	}
 	if len(entries) > 0 {
 		lastE := entries[len(entries)-1]
@@ -376,8 +358,15 @@ func Open(cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence: %w", err)
 	}
-	l.file, l.segment, l.inSeg, l.off = f, n, len(entries), good
+	l.file, l.segment, l.inSeg, l.off = l.wrap(f), n, len(entries), good
 	l.syncedSeg, l.syncedOff = n, good
+	l.headSeq = lastSignedSeq(cfg.Dir)
+	if cut != nil {
+		if _, err := l.Append(cut.receipt(filepath.Base(path), good)); err != nil {
+			l.file.Close()
+			return nil, fmt.Errorf("evidence: recording the repair of %s: %w", path, err)
+		}
+	}
 	return l, nil
 }
 
@@ -462,7 +451,7 @@ func (l *Log) openSegment(n int) error {
 	}
 	// syncTo treats a segment older than the current one as synced (rotation
 	// synced it before closing); it must not be locked here (lock order: syncMu, then mu).
-	l.file, l.segment, l.inSeg, l.off = f, n, 0, 0
+	l.file, l.segment, l.inSeg, l.off = l.wrap(f), n, 0, 0
 	return nil
 }
 
@@ -523,11 +512,15 @@ func (l *Log) Append(r Receipt) (Entry, error) {
 	l.off += int64(len(line))
 	l.remember(e)
 	seg, off := l.segment, l.off
+	l.armHeadTimerLocked()
 	l.mu.Unlock()
 	if l.cfg.Sync == SyncAlways {
 		if err := l.syncTo(seg, off); err != nil {
 			return e, err
 		}
+	}
+	if err := l.headAfter(e); err != nil {
+		return e, err
 	}
 	return e, nil
 }
@@ -547,7 +540,15 @@ func (l *Log) syncTo(seg int, off int64) error {
 		return nil // rotation synced and closed that segment
 	}
 	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
-		return fmt.Errorf("evidence: fsync: %w", err)
+		// The kernel may have dropped the dirty pages: the receipt is not
+		// durable and a later fsync could succeed over the loss. Stop.
+		l.mu.Lock()
+		if l.lastErr == nil {
+			l.lastErr = fmt.Errorf("evidence: fsync failed, log stopped: %w", err)
+		}
+		err = l.lastErr
+		l.mu.Unlock()
+		return err
 	}
 	l.syncedSeg, l.syncedOff = curSeg, curOff
 	return nil
@@ -564,30 +565,6 @@ func (l *Log) rotateLocked() error {
 		return err
 	}
 	return l.openSegment(l.segment + 1)
-}
-
-// writeHeadLocked appends a signed head to heads.jsonl (only with a key).
-func (l *Log) writeHeadLocked(reason string) error {
-	if l.cfg.Key == nil || l.seq == 0 {
-		return nil
-	}
-	h := Head{Device: l.cfg.Device, Seq: l.seq, Hash: l.last, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Reason: reason}
-	if err := h.Sign(l.cfg.Key); err != nil {
-		return err
-	}
-	b, err := Canonical(h)
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(filepath.Join(l.cfg.Dir, "heads.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
-	if err != nil {
-		return fmt.Errorf("evidence: %w", err)
-	}
-	defer f.Close()
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("evidence: %w", err)
-	}
-	return f.Sync()
 }
 
 // remember keeps e in the ring of recent entries.
@@ -639,9 +616,13 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	if l.headTimer != nil {
+		l.headTimer.Stop()
+		l.headTimer = nil
+	}
 	err := l.file.Sync()
-	if herr := l.writeHeadLocked("shutdown"); err == nil {
-		err = herr
+	if err == nil && l.lastErr == nil {
+		err = l.writeHeadLocked("shutdown")
 	}
 	if cerr := l.file.Close(); err == nil {
 		err = cerr

@@ -213,8 +213,11 @@ func TestPartialLastLineRepairedOnOpen(t *testing.T) {
 	appendN(t, l, 1, "b")
 	l.Close()
 	r, err := Verify(dir, nil)
-	if err != nil || !r.OK || r.Entries != 4 {
-		t.Fatalf("after repair: %+v %v, want 4 intact entries", r, err)
+	if err != nil || !r.OK || r.Entries != 5 {
+		t.Fatalf("after repair: %+v %v, want 5 intact entries (3, the repair, 1)", r, err)
+	}
+	if len(r.Repairs) != 1 || r.Repairs[0].Seq != 4 || r.Repairs[0].CutBytes != 20 || !strings.HasPrefix(r.Repairs[0].CutStart, `{"seq":4`) {
+		t.Fatalf("repairs = %+v, want the cut of 20 bytes recorded at seq 4", r.Repairs)
 	}
 }
 

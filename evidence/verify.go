@@ -21,6 +21,11 @@ type Report struct {
 	Hash    string `json:"hash,omitempty"`
 	// Heads is how many signed heads were checked against the public key.
 	Heads int `json:"heads"`
+	// Unsigned is how many entries at the end of the chain no signed head
+	// covers (checked with a public key: over VerifyOptions.AllowUnsignedTail fails).
+	Unsigned int `json:"unsigned"`
+	// Repairs lists the torn last lines the log cut when it reopened.
+	Repairs []Repair `json:"repairs,omitempty"`
 	// Bad names the first entry or head that failed, and why.
 	Bad *Bad `json:"bad,omitempty"`
 	// Warnings are facts that do not fail the check (no public key given, ...).
@@ -71,6 +76,10 @@ func (c *chainChecker) check(e Entry, file string, line int) bool {
 		}
 	}
 	c.prev, c.seq = e.Hash, e.Seq
+	if rep, ok := repairOf(e); ok {
+		c.r.Repairs = append(c.r.Repairs, rep)
+		c.r.Warnings = append(c.r.Warnings, rep.String())
+	}
 	c.r.Entries++
 	c.r.Last, c.r.Hash = e.Seq, e.Hash
 	if c.hashes != nil {
@@ -79,12 +88,33 @@ func (c *chainChecker) check(e Entry, file string, line int) bool {
 	return true
 }
 
+// VerifyOptions says what Verify checks beyond the chain's own links.
+type VerifyOptions struct {
+	// Pub checks every signed head's signature; with it the chain's last
+	// entry must be covered by a signed head (see AllowUnsignedTail).
+	Pub ed25519.PublicKey
+	// AllowUnsignedTail accepts at most this many entries after the last
+	// signed head (a device still running, or killed since its last head).
+	AllowUnsignedTail int
+	// Head is a head obtained earlier (evidence/head, an export): the chain
+	// must still hold its seq with its hash, and with Pub its signature must
+	// verify, so a rewrite that replaced every head in heads.jsonl is caught.
+	Head *Head
+}
+
 // Verify recomputes the chain in dir from its first entry to its last, and
 // checks every signed head in heads.jsonl against pub (when pub is nil the
-// heads are checked for consistency only, and the report says so). It
-// returns an error only when dir cannot be read; a broken chain is a Report
-// with OK false naming the first bad entry.
+// heads are checked for consistency only, and the report says so); with pub
+// the last entry must be covered by a signed head. It returns an error only
+// when dir cannot be read; a broken chain is a Report with OK false naming
+// the first bad entry. [VerifyWith] takes more options.
 func Verify(dir string, pub ed25519.PublicKey) (Report, error) {
+	return VerifyWith(dir, VerifyOptions{Pub: pub})
+}
+
+// VerifyWith is Verify with options.
+func VerifyWith(dir string, opt VerifyOptions) (Report, error) {
+	pub := opt.Pub
 	r := Report{}
 	segs, err := segments(dir)
 	if err != nil {
@@ -123,22 +153,51 @@ func Verify(dir string, pub ed25519.PublicKey) (Report, error) {
 			return r, nil
 		}
 	}
-	if err := verifyHeads(dir, pub, &r, c.hashes); err != nil {
+	if err := verifyHeads(dir, opt, &r, c.hashes); err != nil {
 		return r, err
+	}
+	if r.Bad == nil && opt.Head != nil {
+		checkEarlierHead(*opt.Head, pub, &r, c.hashes, c.device)
 	}
 	r.OK = r.Bad == nil
 	return r, nil
 }
 
-func verifyHeads(dir string, pub ed25519.PublicKey, r *Report, hashes map[uint64]string) error {
+// checkEarlierHead checks the chain against a head obtained before.
+func checkEarlierHead(h Head, pub ed25519.PublicKey, r *Report, hashes map[uint64]string, device string) {
+	if h.Device != "" && h.Device != device {
+		r.Bad = &Bad{File: "--head", Seq: h.Seq, Reason: fmt.Sprintf("the earlier head is of device %q, the chain of %q", h.Device, device)}
+		return
+	}
+	if h.Seq < r.First || h.Seq > r.Last {
+		r.Bad = &Bad{File: "--head", Seq: h.Seq, Reason: fmt.Sprintf("the earlier head names seq %d, which the chain (seq %d..%d) does not have (entries were removed)", h.Seq, r.First, r.Last)}
+		return
+	}
+	if hashes[h.Seq] != h.Hash {
+		r.Bad = &Bad{File: "--head", Seq: h.Seq, Reason: "the chain's entry differs from the earlier head's hash (the chain was rewritten, its heads with it)"}
+		return
+	}
+	if pub != nil {
+		if err := h.VerifySignature(pub); err != nil {
+			r.Bad = &Bad{File: "--head", Seq: h.Seq, Reason: "the earlier head: " + err.Error()}
+		}
+	}
+}
+
+func verifyHeads(dir string, opt VerifyOptions, r *Report, hashes map[uint64]string) error {
+	pub := opt.Pub
 	path := filepath.Join(dir, "heads.jsonl")
-	f, err := openRegular(path)
-	if errors.Is(err, os.ErrNotExist) || (err != nil && isNotExist(path)) {
+	noHeads := func() {
+		r.Unsigned = r.Entries
 		if pub != nil {
-			r.Bad = &Bad{File: "heads.jsonl", Reason: "a public key was given but the chain has no signed heads"}
+			r.Bad = &Bad{File: "heads.jsonl", Reason: fmt.Sprintf("a public key was given but the chain has no signed heads: all %d entries are unsigned", r.Entries)}
 		} else {
 			r.Warnings = append(r.Warnings, "no signed heads: the chain is intact but a cut at its end would not show")
 		}
+	}
+	f, err := openRegular(path)
+	if errors.Is(err, os.ErrNotExist) || (err != nil && isNotExist(path)) {
+		noHeads()
 		return nil
 	}
 	if err != nil {
@@ -146,7 +205,9 @@ func verifyHeads(dir string, pub ed25519.PublicKey, r *Report, hashes map[uint64
 	}
 	defer f.Close()
 	var lastSigned uint64
+	lines := 0
 	scanLines(f, func(b []byte, line int) bool {
+		lines++
 		var h Head
 		if err := json.Unmarshal(b, &h); err != nil {
 			r.Bad = &Bad{File: "heads.jsonl", Line: line, Reason: "not a JSON head: " + err.Error()}
@@ -160,11 +221,25 @@ func verifyHeads(dir string, pub ed25519.PublicKey, r *Report, hashes map[uint64
 	}, func(line int) {
 		r.Bad = &Bad{File: "heads.jsonl", Line: line, Reason: "the last line is incomplete"}
 	})
+	if r.Bad != nil {
+		return nil
+	}
+	if lines == 0 { // an emptied heads file is no heads at all
+		noHeads()
+		return nil
+	}
 	if pub == nil {
 		r.Warnings = append(r.Warnings, "no public key given: head signatures were not checked")
 	}
-	if r.Bad == nil && lastSigned < r.Last {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("entries %d..%d come after the last signed head (the device is running, or stopped without a clean shutdown)", lastSigned+1, r.Last))
+	if lastSigned < r.Last {
+		r.Unsigned = int(r.Last - lastSigned)
+		switch {
+		case pub != nil && r.Unsigned > opt.AllowUnsignedTail:
+			r.Bad = &Bad{File: "heads.jsonl", Seq: lastSigned + 1, Reason: fmt.Sprintf("%d entries (seq %d..%d) are not covered by a signed head: they could have been rewritten or cut (accept at most %d with --allow-unsigned-tail)",
+				r.Unsigned, lastSigned+1, r.Last, opt.AllowUnsignedTail)}
+		default:
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%d entries (seq %d..%d) come after the last signed head (the device is running, or stopped without a clean shutdown)", r.Unsigned, lastSigned+1, r.Last))
+		}
 	}
 	return nil
 }
@@ -282,6 +357,13 @@ func Export(dir, session string, key ed25519.PrivateKey, w io.Writer) error {
 // VerifyBundle checks a bundle read from r: every entry's hash, the links
 // between them, and the head (its signature against pub when pub is set).
 func VerifyBundle(rd io.Reader, pub ed25519.PublicKey) (Report, error) {
+	return VerifyBundleWith(rd, VerifyOptions{Pub: pub})
+}
+
+// VerifyBundleWith is VerifyBundle with options (Head: an earlier head
+// within the bundle's range must match it).
+func VerifyBundleWith(rd io.Reader, opt VerifyOptions) (Report, error) {
+	pub := opt.Pub
 	var b Bundle
 	dec := json.NewDecoder(io.LimitReader(rd, 1<<30))
 	if err := dec.Decode(&b); err != nil {
@@ -307,6 +389,11 @@ func VerifyBundle(rd io.Reader, pub ed25519.PublicKey) (Report, error) {
 	}
 	if !checkHead(b.Head, pub, &r, c.hashes, "bundle head", 0) {
 		return r, nil
+	}
+	if opt.Head != nil {
+		if checkEarlierHead(*opt.Head, pub, &r, c.hashes, c.device); r.Bad != nil {
+			return r, nil
+		}
 	}
 	if pub == nil {
 		r.Warnings = append(r.Warnings, "no public key given: the head signature was not checked")

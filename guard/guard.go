@@ -13,7 +13,13 @@
 //     passes the approval gate. With RequirePermits a boolean approved is
 //     ignored: only permits approve.
 //   - evidence: every write, invoke, job end, estop, reset, lease change and
-//     every refusal of those is a receipt in an [evidence.Log].
+//     every refusal of those is a receipt in an [evidence.Log]. A write,
+//     invoke or reset is answered only once its receipt is written (durable
+//     with [evidence.SyncAlways]); while the log is stopped (a full disk, a
+//     failed fsync) they are refused before they reach the device, and one
+//     whose receipt fails after the device acted is answered DeviceFault
+//     (data.reason "receipt_lost", data.outcome and data.result saying what
+//     the device did) and the device is latched in fault ([Faulter]).
 //
 // The wrapped device keeps the gate order: a permit only stands in for
 // approved:true, so the state gate still answers first; nothing here sends
@@ -354,20 +360,56 @@ func (g *Device) actuate(ctx context.Context, method, name string, params any, c
 		cmd = c
 	}
 	res, err := g.actuateOnce(ctx, method, name, params, permitID, approved, call)
+	res, err = g.recordActed(ctx, method, name, params, commandID, res, err)
 	if cmd != nil {
 		g.finish(cmd, res, err)
 	}
-	g.record(ctx, method, name, params, commandID, res, err, "")
 	return res, err
+}
+
+// Faulter is implemented by devices the guard can latch in fault (the
+// binding driver) when an actuation's receipt could not be written.
+type Faulter interface {
+	Fault(reason string)
+}
+
+// reasonReceiptLost is data.reason of an answer whose receipt was not written.
+const reasonReceiptLost = "receipt_lost"
+
+// recordActed writes the receipt of an actuation and returns the answer to
+// give: the device's, once its receipt is written; when the receipt fails
+// after the device may have acted, DeviceFault saying what it did, with the
+// device latched in fault. A refusal before acting stays the answer.
+func (g *Device) recordActed(ctx context.Context, method, name string, params any, commandID string, res any, err error) (any, error) {
+	werr := g.record(ctx, method, name, params, commandID, res, err, "")
+	if werr == nil || (err != nil && refusedBeforeActing(err)) {
+		return res, err
+	}
+	outcome := outcomeOf(err)
+	why := "settings/write " + name
+	if method != mhp.MethodSettingsWrite {
+		why = method + " " + name
+	}
+	reason := "evidence receipt of " + why + " could not be written: " + werr.Error()
+	if f, ok := mhp.Find[Faulter](g.dev); ok {
+		f.Fault(mhp.Truncate(reason, 512))
+	}
+	fe := mhp.Errorf(mhp.CodeDeviceFault, "%s reached the device (outcome %s) but its evidence receipt could not be written (%v): the device is latched in fault; fix the evidence disk and reset",
+		why, outcome, mhp.Truncate(werr.Error(), 256)).With(mhp.DataReason, reasonReceiptLost).With(mhp.DataOutcome, outcome)
+	if err != nil {
+		if e, ok := mhp.AsError(err); ok {
+			fe = fe.With("error", e)
+		}
+	} else if res != nil {
+		fe = fe.With("result", res)
+	}
+	return nil, fe
 }
 
 func (g *Device) actuateOnce(ctx context.Context, method, name string, params any, permitID string, approved bool,
 	call func(ctx context.Context, approved bool) (any, error)) (any, error) {
-	if g.cfg.Evidence != nil {
-		if err := g.cfg.Evidence.Err(); err != nil {
-			return nil, mhp.Errorf(mhp.CodeServerError, "evidence log unavailable, actuation refused: %v", err).
-				With(mhp.DataReason, "evidence_unavailable").With(mhp.DataOutcome, mhp.OutcomeNotStarted)
-		}
+	if err := g.evidenceUsable(); err != nil {
+		return nil, err
 	}
 	ok, err := g.permitApproves(ctx, method, name, params, permitID, approved, true)
 	if err != nil {
@@ -382,6 +424,19 @@ func (g *Device) actuateOnce(ctx context.Context, method, name string, params an
 		}
 	}
 	return res, err
+}
+
+// evidenceUsable refuses an actuation before it reaches the device while the
+// evidence log cannot take its receipt.
+func (g *Device) evidenceUsable() error {
+	if g.cfg.Evidence == nil {
+		return nil
+	}
+	if err := g.cfg.Evidence.Err(); err != nil {
+		return mhp.Errorf(mhp.CodeServerError, "evidence log unavailable, actuation refused before it reached the device: %v", err).
+			With(mhp.DataReason, "evidence_unavailable").With(mhp.DataOutcome, mhp.OutcomeNotStarted)
+	}
+	return nil
 }
 
 // permitApproves decides the approved flag the device sees. With a permit
@@ -421,6 +476,9 @@ func refusedBeforeActing(err error) bool {
 	if o, _ := e.Data[mhp.DataOutcome].(string); o == mhp.OutcomeUnknown {
 		return false
 	}
+	if r, _ := e.Data[mhp.DataReason].(string); r == reasonReceiptLost {
+		return false // the device acted; only the receipt is missing
+	}
 	switch e.Code {
 	case mhp.CodeEStopActive, mhp.CodeDeviceFault, mhp.CodeApprovalRequired, mhp.CodeForbidden, mhp.CodeInterlockOpen,
 		mhp.CodeLimitViolation, mhp.CodeInvalidValue, mhp.CodeInvalidParams, mhp.CodeNotLeased, mhp.CodeDeviceBusy,
@@ -447,9 +505,10 @@ func outcomeOf(err error) string {
 	return evidence.OutcomeRefused
 }
 
-func (g *Device) record(ctx context.Context, method, name string, params any, commandID string, res any, err error, outcome string) {
+// record writes a receipt; the error is the log's when it was not written.
+func (g *Device) record(ctx context.Context, method, name string, params any, commandID string, res any, err error, outcome string) error {
 	if g.cfg.Evidence == nil {
-		return
+		return nil
 	}
 	if outcome == "" {
 		outcome = outcomeOf(err)
@@ -470,13 +529,15 @@ func (g *Device) record(ctx context.Context, method, name string, params any, co
 			r.Job = ir.Job.ID
 		}
 	}
-	g.append(r)
+	return g.append(r)
 }
 
-func (g *Device) append(r evidence.Receipt) {
-	if _, err := g.cfg.Evidence.Append(r); err != nil {
+func (g *Device) append(r evidence.Receipt) error {
+	_, err := g.cfg.Evidence.Append(r)
+	if err != nil {
 		g.cfg.Log.Error("evidence: receipt not written", "method", r.Method, "name", r.Name, "err", err)
 	}
+	return err
 }
 
 // onNotification records what the device does by itself or later: job ends
@@ -484,7 +545,8 @@ func (g *Device) append(r evidence.Receipt) {
 // reports them).
 func (g *Device) onNotification(n mhp.Notification) {
 	switch n.Method {
-	case mhp.NotifyJobsFinished, mhp.NotifySafetyEStop, mhp.NotifySafetyFault, mhp.NotifySafetyReset:
+	case mhp.NotifyJobsFinished, mhp.NotifySafetyEStop, mhp.NotifySafetyFault, mhp.NotifySafetyReset,
+		mhp.NotifyOperatorAnswer: // a person's answer to an operator-run device, with "by"
 	default:
 		return
 	}
@@ -515,11 +577,18 @@ func (g *Device) EStop(ctx context.Context, reason string) (*mhp.EStopResult, er
 	return res, err
 }
 
-// Reset implements [mhp.Device].
+// Reset implements [mhp.Device]: like a write, refused while the evidence
+// log is stopped and answered once its receipt is written.
 func (g *Device) Reset(ctx context.Context) (*mhp.ResetResult, error) {
+	if err := g.evidenceUsable(); err != nil {
+		return nil, err
+	}
 	res, err := g.dev.Reset(ctx)
-	g.record(ctx, mhp.MethodSafetyReset, "", nil, "", res, err, "")
-	return res, err
+	out, err := g.recordActed(ctx, mhp.MethodSafetyReset, "", nil, "", res, err)
+	if err != nil {
+		return nil, err
+	}
+	return out.(*mhp.ResetResult), nil
 }
 
 // Acquire implements [mhp.Device].

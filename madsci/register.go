@@ -11,6 +11,9 @@ import (
 // loaded with [Load] and built with [New], its [adapters.Source.Refine]
 // as the Refine of [Options].
 func Register(r *adapters.Registry) error {
+	if err := r.RegisterDiscovery(Kind, discoveryEntry); err != nil { // mhp init (discover.go)
+		return err
+	}
 	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 		cfg, err := Load(src)
 		if err != nil {

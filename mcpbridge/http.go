@@ -1,21 +1,25 @@
 package mcpbridge
 
 import (
-	"crypto/subtle"
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 )
 
 // HTTPOptions guard the Streamable HTTP endpoint.
 type HTTPOptions struct {
-	// Token, when set, must come as "Authorization: Bearer <token>" (the
-	// scheme in any case, RFC 9110 section 11.1); 401 otherwise.
+	// Guard is the endpoint's front door (package auth): the Host check and
+	// authentication (client certificate, bearer token), the same as every
+	// other server's. Zero: built from Token.
+	Guard auth.Guard
+	// Token, when set and Guard has no authenticator, must come as
+	// "Authorization: Bearer <token>" (the scheme in any case, RFC 9110
+	// section 11.1); 401 otherwise.
 	Token string
 	// AllowedOrigins lists the browser origins allowed to call (403 for any
 	// other Origin header); requests without an Origin (non-browser clients)
@@ -52,44 +56,20 @@ func guard(opts HTTPOptions, next http.Handler) http.Handler {
 	for _, o := range opts.AllowedOrigins {
 		allowed[normOrigin(o)] = true
 	}
+	g := opts.Guard
+	if g.Auth == nil && opts.Token != "" {
+		a, err := auth.New(auth.Config{Token: opts.Token})
+		if err == nil {
+			g.Auth = a
+		}
+	}
+	inner := g.Wrap(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !allowed[normOrigin(origin)] {
-			http.Error(w, "origin "+origin+" is not allowed (see --allow-origin)", http.StatusForbidden)
+			auth.WriteRefusal(w, r, http.StatusForbidden, mhp.Errorf(mhp.CodeServerError,
+				"origin %s is not allowed (see --allow-origin)", mhp.Truncate(origin, 200)).With(mhp.DataReason, "origin_forbidden"))
 			return
 		}
-		if opts.Token != "" {
-			scheme, presented, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-			presented = strings.TrimSpace(presented)
-			if !strings.EqualFold(scheme, "bearer") || subtle.ConstantTimeCompare([]byte(presented), []byte(opts.Token)) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="mhp-mcp"`)
-				http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
+		inner.ServeHTTP(w, r)
 	})
-}
-
-// CheckExposure is the rule for serving HTTP: an address that is not
-// loopback needs a token, unless insecure says the operator knows (the same
-// rule as the device server). A host name other than localhost counts as
-// not loopback.
-func CheckExposure(addr, token string, insecure bool) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("address %q: %w", addr, err)
-	}
-	if token != "" || insecure || isLoopback(host) {
-		return nil
-	}
-	return errors.New("refusing to serve " + addr + " without a token: it is not a loopback address " +
-		"(give --token-file, bind 127.0.0.1, or pass --insecure to serve it unauthenticated)")
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -24,8 +24,11 @@ const Kind = "opcua"
 
 // Register adds the [Kind] "opcua" to r: its factory runs [Load], reads
 // units and ranges from the server when it is up ([Probe]), then [New] with
-// the source's Refine.
+// the source's Refine; its discovery is [Discover].
 func Register(r *adapters.Registry) error {
+	if err := r.RegisterDiscovery(Kind, discoveryEntry); err != nil { // mhp init opcua (discover.go)
+		return err
+	}
 	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 		cfg, err := Load(src)
 		if err != nil {

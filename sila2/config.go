@@ -205,7 +205,9 @@ type PropertyEntry struct {
 	Signal   string `yaml:"signal,omitempty"`
 	Unit     string `yaml:"unit,omitempty"`
 	Notes    string `yaml:"notes,omitempty"`
-	Hide     bool   `yaml:"hide,omitempty"`
+	Hide     bool   `yaml:"hide,omitempty"` // RequiredForRecovery: safety/reset refuses while this signal is
+	// unreadable (interlock signals always are).
+	RequiredForRecovery bool `yaml:"required_for_recovery,omitempty"`
 }
 
 // ParamEntry narrows one action parameter.
@@ -380,6 +382,9 @@ func (t TLSFileConfig) client() TLSConfig {
 // Register registers the [Kind] of SiLA 2 config files with r: [Load],
 // then [New] with the file's Refine (`mhp serve instrument.yaml`).
 func Register(r *adapters.Registry) error {
+	if err := r.RegisterDiscovery(Kind, discoveryEntry); err != nil { // mhp init (discoverconfig.go)
+		return err
+	}
 	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 		cfg, err := Load(src)
 		if err != nil {

@@ -33,8 +33,8 @@ type DiscoveredServer struct {
 	CAPEM string `json:"ca_pem,omitempty"`
 }
 
-// DiscoverOptions narrow a browse.
-type DiscoverOptions struct {
+// BrowseOptions narrow a browse.
+type BrowseOptions struct {
 	// Timeout is how long to listen for answers; default 2s.
 	Timeout time.Duration
 	// Interface names the network interface to multicast on ("eth0");
@@ -42,10 +42,11 @@ type DiscoverOptions struct {
 	Interface string
 }
 
-// Discover browses mDNS for _sila._tcp for the given time and returns the
-// servers found, sorted by name then UUID.
-func Discover(ctx context.Context, timeout time.Duration) ([]DiscoveredServer, error) {
-	return DiscoverWith(ctx, DiscoverOptions{Timeout: timeout})
+// Browse browses mDNS for _sila._tcp for the given time and returns the
+// servers found, sorted by name then UUID. (Discover reads one server's
+// features into a config: discoverconfig.go.)
+func Browse(ctx context.Context, timeout time.Duration) ([]DiscoveredServer, error) {
+	return BrowseWith(ctx, BrowseOptions{Timeout: timeout})
 }
 
 // Interface returns the named network interface, or an error listing the
@@ -70,8 +71,8 @@ func Interface(name string) (*net.Interface, error) {
 	return nil, fmt.Errorf("sila2: no network interface %q (have: %s)", name, strings.Join(names, ", "))
 }
 
-// DiscoverWith is Discover on one interface (o.Interface) or all.
-func DiscoverWith(ctx context.Context, o DiscoverOptions) ([]DiscoveredServer, error) {
+// BrowseWith is Browse on one interface (o.Interface) or all.
+func BrowseWith(ctx context.Context, o BrowseOptions) ([]DiscoveredServer, error) {
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = 2 * time.Second

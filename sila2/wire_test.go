@@ -230,7 +230,7 @@ func TestDiscoverLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Shutdown()
-	found, err := sila2.Discover(ctxT(t), 2*time.Second)
+	found, err := sila2.Browse(ctxT(t), 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

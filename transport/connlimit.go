@@ -136,6 +136,9 @@ func (l *connLimiter) admit(c *limitedConn) bool {
 
 // connState is the http.Server hook that tracks which connections are idle.
 func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
+	if fc, ok := c.(*frontConn); ok {
+		c = fc.limited()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ci, ok := l.conns[c]
@@ -163,8 +166,13 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 // served (phaseServing) or streams events (phaseStream). A request not
 // served through ServeHTTP has no limiter: nothing to do.
 func markPhase(r *http.Request, p connPhase) {
-	lc, ok := r.Context().Value(connKey{}).(*limitedConn)
-	if !ok {
+	var lc *limitedConn
+	switch c := r.Context().Value(connKey{}).(type) {
+	case *frontConn:
+		lc = c.limited()
+	case *limitedConn:
+		lc = c
+	default:
 		return
 	}
 	l := lc.l

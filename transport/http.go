@@ -2,15 +2,14 @@ package transport
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 )
 
 // MaxClientHeader caps the X-MHP-Client value ([mhp.HeaderClient]) that keys a
@@ -51,13 +51,29 @@ const MaxClientHeader = 128
 //   - GET /mhp.json: the full descriptor, no handshake.
 //   - [Options.Handlers]: extra routes, behind the same checks.
 //
-// With [Options.Token] every path needs "Authorization: Bearer <token>" (401
-// otherwise), /mhp.json included unless [Options.PublicDescriptor]. A request
-// with an Origin header not in [Options.AllowedOrigins] gets 403 (browsers),
-// and so does one whose Host names a host that is not an IP literal,
-// localhost or in [Options.AllowedHosts] while no Token is set (DNS rebinding).
+// Every path is behind the server's [Server.Guard]: with credentials
+// configured ([Options.Auth], or [Options.Token]) a request needs a verified
+// client certificate or bearer token naming an identity (401 otherwise),
+// /mhp.json included unless [Options.PublicDescriptor]; while none is
+// required, a Host that is not an IP literal, localhost or in
+// [Options.AllowedHosts] gets 403 (DNS rebinding). A request with an Origin
+// header not in [Options.AllowedOrigins] gets 403 (browsers). The identity
+// goes into the context of every device call (auth.FromContext); a method
+// above its role is refused (auth.Authorize) before the device is called;
+// sessions belong to the identity that opened them (their label starts with
+// its name, "alice/<client>#8hex", and another identity presenting the
+// secret, or the same X-MHP-Client header, does not find them).
 func (s *Server) Handler() http.Handler {
 	mux := s.routes() // routes.go
+	guard := s.Guard(func(r *http.Request) bool { return s.opts.PublicDescriptor && r.URL.Path == "/mhp.json" })
+	inner := guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/rpc" {
+			// Requests other than POST /rpc (whose body is read by its
+			// handler) are in once their headers are: no longer evictable.
+			markPhase(r, phaseServing)
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.opts.AllowedOrigins, origin) {
 			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
@@ -65,78 +81,31 @@ func (s *Server) Handler() http.Handler {
 			s.log.Warn("mhp http request from a foreign origin refused", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
 		}
-		if !s.hostAllowed(r.Host) {
-			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
-				Error: s.errorf(mhp.CodeServerError, "host %q is not allowed: use an IP address or localhost, or list the name in the server's allowed hosts (DNS rebinding guard)", mhp.Truncate(r.Host, 256)).
-					With(mhp.DataReason, "host_forbidden")})
-			s.log.Warn("mhp http request for a foreign host refused", "host", mhp.Truncate(r.Host, 256), "path", r.URL.Path, "remote", r.RemoteAddr)
-			return
-		}
-		public := s.opts.PublicDescriptor && r.URL.Path == "/mhp.json"
-		if !public && !s.checkToken(bearer(r)) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mhp"`)
-			writeJSON(w, http.StatusUnauthorized, &Response{JSONRPC: Version, ID: nullID,
-				Error: s.errorf(mhp.CodeServerError, "unauthorized: a valid bearer token is required").With(mhp.DataReason, "unauthorized")})
-			s.log.Info("mhp http unauthorized", "path", r.URL.Path, "remote", r.RemoteAddr)
-			return
-		}
-		if r.URL.Path != "/rpc" {
-			// Requests other than POST /rpc (whose body is read by its
-			// handler) are in once their headers are: no longer evictable.
-			markPhase(r, phaseServing)
-		}
-		mux.ServeHTTP(w, r)
+		inner.ServeHTTP(w, r)
 	})
 }
 
-// hostAllowed is the DNS rebinding guard: a Host that is an IP literal,
-// localhost (or *.localhost) or listed in AllowedHosts passes; with a Token
-// any host passes (a rebinding page cannot present the token); an empty
-// Host (HTTP/1.0) passes.
-func (s *Server) hostAllowed(hostport string) bool {
-	if hostport == "" || s.opts.Token != "" {
-		return true
-	}
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if _, err := netip.ParseAddr(host); err == nil {
-		return true
-	}
-	lower := strings.ToLower(strings.TrimSuffix(host, "."))
-	if lower == "localhost" || strings.HasSuffix(lower, ".localhost") {
-		return true
-	}
-	for _, a := range s.opts.AllowedHosts {
-		if strings.EqualFold(a, hostport) || strings.EqualFold(a, host) {
-			return true
-		}
-	}
-	return false
+// Guard returns the server's front door (package auth): the Host check with
+// Options.AllowedHosts, then the server's authenticator, refusals written
+// as JSON-RPC errors on the server clock. public names routes served
+// without a credential (nil: none). Consoles and metrics mounted beside the
+// transport use the same guard, so every route has the same checks.
+func (s *Server) Guard(public func(*http.Request) bool) auth.Guard {
+	return auth.Guard{Auth: s.auth, Hosts: s.opts.AllowedHosts, Public: public, Logger: s.log,
+		Refuse: func(w http.ResponseWriter, _ *http.Request, status int, e *mhp.Error) {
+			writeJSON(w, status, &Response{JSONRPC: Version, ID: nullID, Error: e.At(s.clk.Now())})
+		}}
 }
 
-// operatorRequest reports whether r carries the operator token.
-func (s *Server) operatorRequest(r *http.Request) bool {
-	if s.opts.OperatorToken == "" {
-		return false
+// identityOf returns the identity a guard put in r's context, and the
+// session owner it stands for ("" for the anonymous identity of a server
+// without credentials).
+func identityOf(r *http.Request) (auth.Identity, string) {
+	id, ok := auth.FromContext(r.Context())
+	if !ok || id.Via == "none" {
+		return id, ""
 	}
-	got := r.Header.Get(mhp.HeaderOperator)
-	if got == "" {
-		return false
-	}
-	sum := sha256.Sum256([]byte(got))
-	return subtle.ConstantTimeCompare(sum[:], s.opToken[:]) == 1
-}
-
-func bearer(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	const p = "bearer "
-	if len(h) > len(p) && strings.EqualFold(h[:len(p)], p) {
-		return strings.TrimSpace(h[len(p):])
-	}
-	return ""
+	return id, id.Name
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -199,7 +168,8 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	var ss *session
 	var resp *Response
 	ctx := r.Context()
-	if s.operatorRequest(r) {
+	id, owner := identityOf(r)
+	if id.Role.Allows(auth.RoleOperator) {
 		ctx = withOperator(ctx)
 	}
 	switch {
@@ -216,14 +186,14 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 				greet = header
 			}
 			var err *mhp.Error
-			ss, err = s.openSession(kindIssued, name, greet)
+			ss, err = s.openOwned(kindIssued, owner, name, greet)
 			return ss, err
 		})
 		if ss != nil && resp != nil && resp.Error == nil {
 			w.Header().Set(mhp.HeaderSession, ss.secret)
 		}
 	case sid != "":
-		if found, ok := s.lookup(sid); ok {
+		if found, ok := s.lookup(owner, sid); ok {
 			resp = s.handle(ctx, found, req, nil)
 		} else if _, known := s.methods[req.Method]; known && req.Method != mhp.MethodSafetyEStop {
 			resp = &Response{JSONRPC: Version, ID: req.ID, Error: s.errUnknownSession(req.Method)}
@@ -234,7 +204,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			resp = s.handle(ctx, nil, req, nil)
 		}
 	case header != "":
-		hs, err := s.headerSession(header)
+		hs, err := s.headerSession(owner, header)
 		if err != nil && req.Method != mhp.MethodSafetyEStop {
 			resp = &Response{JSONRPC: Version, ID: req.ID, Error: err}
 			if req.IsNotification() {
@@ -262,19 +232,20 @@ func (s *Server) writeAnswer(w http.ResponseWriter, status int, resp *Response) 
 
 // sessionOf finds the session of an events or session request.
 func (s *Server) sessionOf(r *http.Request) (*session, *mhp.Error) {
+	_, owner := identityOf(r)
 	sid := r.Header.Get(mhp.HeaderSession)
 	if sid == "" {
 		sid = r.URL.Query().Get("session")
 	}
 	if sid == "" {
 		if h := r.Header.Get(mhp.HeaderClient); h != "" {
-			if ss, _ := s.headerSession(h); ss != nil {
+			if ss, _ := s.headerSession(owner, h); ss != nil {
 				return ss, nil
 			}
 		}
 		return nil, s.errNotInitialized(r.Method + " " + r.URL.Path)
 	}
-	ss, ok := s.lookup(sid)
+	ss, ok := s.lookup(owner, sid)
 	if !ok {
 		return nil, s.errUnknownSession(r.Method + " " + r.URL.Path)
 	}
@@ -431,15 +402,17 @@ func ServeHTTP(ctx context.Context, ln net.Listener, srv *Server) error {
 func ServeHandler(ctx context.Context, ln net.Listener, srv *Server, h http.Handler) error {
 	hs := srv.HTTPServer(ctx)
 	hs.Handler = h
-	if hs.TLSConfig == nil && hs.Protocols == nil {
-		// A plain listener speaks HTTP/1.1 (no h2c): without this, each
-		// server sets up an HTTP/2 server it never uses (~1.5 KB apiece).
-		hs.Protocols = new(http.Protocols)
-		hs.Protocols.SetHTTP1(true)
-	}
-	lim := limitConns(ln, srv.opts.MaxConns, srv.log)
+	return serveFront(ctx, ln, hs, srv.opts.MaxConns, srv.opts.TLS, srv.log)
+}
+
+// serveFront serves hs on ln behind the connection limit, TLS when tlsCfg
+// is set, and the front door (request smuggling refused), until ctx ends.
+func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns int, tlsCfg *tls.Config, log *slog.Logger) error {
+	lim := limitConns(ln, maxConns, log)
+	hs.Handler = frontDoor(log, hs.Handler)
 	hs.ConnState = lim.connState
 	hs.ConnContext = withConn
+	hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // TLS is terminated by the front listener: HTTP/1.1
 	// Serve runs on the caller's goroutine (one goroutine per served
 	// listener, not two); the shutdown is registered on ctx and only runs
 	// once it ends.
@@ -448,9 +421,13 @@ func ServeHandler(ctx context.Context, ln net.Listener, srv *Server, h http.Hand
 		defer close(shut)
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		// net/http waits up to 5s for a connection that never sent a
+		// request (a client's spare keep-alive dial, a TLS handshake that
+		// stalled): those carry nothing, close them now.
+		lim.closeIdle()
 		_ = hs.Shutdown(sctx)
 	})
-	err := hs.Serve(lim)
+	err := hs.Serve(&frontListener{connLimiter: lim, tls: tlsCfg, log: log})
 	if stop() { // Serve failed on its own: no shutdown was started
 		return err
 	}

@@ -97,6 +97,10 @@ func (s *Server) addExtensions() {
 			continue
 		}
 		name, fn := name, fn
+		if s.opMethods == nil {
+			s.opMethods = map[string]bool{}
+		}
+		s.opMethods[name] = true
 		s.methods[name] = func(s *Server, ctx context.Context, _ *session, p json.RawMessage) (any, error) {
 			if !isOperator(ctx) {
 				return nil, s.errorf(mhp.CodeServerError, "%s is an operator method: it needs the operator token (%s header), which agents do not hold", name, mhp.HeaderOperator).
@@ -287,19 +291,37 @@ type acquireParams struct {
 func (s *Server) acquire(ctx context.Context, ss *session, req acquireParams) (*mhp.Lease, error) {
 	ttl := DefaultLeaseTTL
 	if req.TTL != nil {
-		lo, hi := MinLeaseTTL.Seconds(), MaxLeaseTTL.Seconds()
-		if math.IsNaN(*req.TTL) || *req.TTL < lo || *req.TTL > hi {
-			return nil, s.errorf(mhp.CodeInvalidParams, "session/acquire: ttl %v is not in [%v, %v] seconds", *req.TTL, lo, hi).
-				With(mhp.DataField, "ttl").With(mhp.DataMin, lo).With(mhp.DataMax, hi)
+		var err error
+		if ttl, err = s.leaseTTL(mhp.MethodSessionAcquire, *req.TTL); err != nil {
+			return nil, err
 		}
-		ttl = time.Duration(*req.TTL * float64(time.Second))
 	}
 	l, err := s.dev.Acquire(ctx, ttl)
 	s.noteLease(ss, l, err)
 	return l, err
 }
 
-func (s *Server) renew(ctx context.Context, ss *session, _ struct{}) (*mhp.Lease, error) {
+// leaseTTL bounds a ttl of session/acquire or session/renew.
+func (s *Server) leaseTTL(method string, v float64) (time.Duration, error) {
+	lo, hi := MinLeaseTTL.Seconds(), MaxLeaseTTL.Seconds()
+	if math.IsNaN(v) || v < lo || v > hi {
+		return 0, s.errorf(mhp.CodeInvalidParams, "%s: ttl %v is not in [%v, %v] seconds", method, v, lo, hi).
+			With(mhp.DataField, "ttl").With(mhp.DataMin, lo).With(mhp.DataMax, hi)
+	}
+	return time.Duration(v * float64(time.Second)), nil
+}
+
+// renew extends the caller's lease; a ttl (as the reference SDK's heartbeat
+// sends, bounded as for acquire) becomes the lease's ttl. The answer names
+// the new expiry.
+func (s *Server) renew(ctx context.Context, ss *session, req acquireParams) (*mhp.Lease, error) {
+	if req.TTL != nil {
+		ttl, err := s.leaseTTL(mhp.MethodSessionRenew, *req.TTL)
+		if err != nil {
+			return nil, err
+		}
+		ctx = mhp.WithRenewTTL(ctx, ttl)
+	}
 	l, err := s.dev.Renew(ctx)
 	s.noteLease(ss, l, err)
 	return l, err

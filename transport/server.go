@@ -2,8 +2,7 @@ package transport
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -12,15 +11,24 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/clock"
 )
 
 // Options configure a Server. Zero values take the documented defaults.
 type Options struct {
-	// Token, when set, is the bearer token every HTTP request must carry
-	// ("Authorization: Bearer <token>"); it is compared in constant time. The
-	// stdio transport is not token-checked: whoever holds the pipe started the
-	// process.
+	// Auth decides who an HTTP request is (client certificate, bearer
+	// token) and so what its role allows; see package auth. Nil: one is
+	// built from Token and OperatorToken (the legacy agent and operator
+	// identities). The stdio transport is not authenticated: whoever holds
+	// the pipe started the process.
+	Auth *auth.Authenticator
+	// TLS, when set, serves HTTPS ([ServeHTTP], [ServeHandler]); build it
+	// with auth.ServerTLS so certificates reload without a restart.
+	TLS *tls.Config
+	// Token, when set (and Auth is nil), is the bearer token every HTTP
+	// request must carry ("Authorization: Bearer <token>"): the identity
+	// auth.LegacyAgent, role agent. It is compared in constant time.
 	Token string
 	// OperatorToken, when set, is the operator's own token: a request that
 	// carries it in the Mhp-Operator header (HTTP only) may call operator
@@ -39,9 +47,10 @@ type Options struct {
 	AllowedOrigins []string
 	// AllowedHosts lists the host names ("lab-pc.local", "lab-pc.local:18900")
 	// a request's Host header may carry besides IP literals and localhost.
-	// Without a Token any other name gets 403 (DNS rebinding: a page on
-	// attacker.example whose name now resolves to 127.0.0.1). With a Token
-	// every name is accepted: the rebinding page does not know the token.
+	// While no credential is required any other name gets 403 (DNS
+	// rebinding: a page on attacker.example whose name now resolves to
+	// 127.0.0.1). With credentials every name is accepted: the rebinding
+	// page holds none.
 	AllowedHosts []string
 	// StrictSessions refuses actuation (writes, invokes, job control, leases,
 	// reset) from sessions keyed only by the X-MHP-Client header; estop,
@@ -180,8 +189,10 @@ type Server struct {
 	adm     *admission // HTTP admission control (admission.go)
 	// resources serves resources/list and resources/read (nil: none).
 	resources mhp.ResourceProvider
-	token     [32]byte // sha256 of Options.Token
-	opToken   [32]byte // sha256 of Options.OperatorToken
+	auth      *auth.Authenticator
+	// opMethods are the operator extensions (mhp.OperatorExtension): they
+	// need role operator.
+	opMethods map[string]bool
 	// methodsCapable: a saved-methods store is in the device chain.
 	methodsCapable bool
 
@@ -206,8 +217,15 @@ func NewServer(dev mhp.Device, opts Options) *Server {
 	opts = opts.withDefaults()
 	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock, sessions: map[string]*session{},
 		labels: map[string]*session{}, byHeader: map[string]*session{}, greeted: map[string]*session{}, done: make(chan struct{})}
-	s.token = sha256.Sum256([]byte(opts.Token))
-	s.opToken = sha256.Sum256([]byte(opts.OperatorToken))
+	s.auth = opts.Auth
+	if s.auth == nil && (opts.Token != "" || opts.OperatorToken != "") {
+		a, err := auth.New(auth.Config{Token: opts.Token, OperatorToken: opts.OperatorToken, Logger: opts.Logger})
+		if err != nil { // the two tokens are the same: no operator
+			s.log.Error("mhp operator token ignored", "err", err)
+			a, _ = auth.New(auth.Config{Token: opts.Token, Logger: opts.Logger})
+		}
+		s.auth = a
+	}
 	s.methods = builtinMethods()
 	s.resources, _ = mhp.Find[mhp.ResourceProvider](dev)
 	s.adm = newAdmission(opts.Admission)
@@ -252,15 +270,8 @@ func (s *Server) Sessions() int {
 	return len(s.sessions)
 }
 
-// checkToken compares a presented bearer token with Options.Token in
-// constant time (hashes first, so the length does not leak either).
-func (s *Server) checkToken(presented string) bool {
-	if s.opts.Token == "" {
-		return true
-	}
-	h := sha256.Sum256([]byte(presented))
-	return subtle.ConstantTimeCompare(h[:], s.token[:]) == 1
-}
+// Authenticator returns the server's authenticator (nil: none required).
+func (s *Server) Authenticator() *auth.Authenticator { return s.auth }
 
 // openSession issues a new session of kind for a client named name. header
 // is the X-MHP-Client key of a kindHeader session, or, for a kindIssued
@@ -269,14 +280,35 @@ func (s *Server) checkToken(presented string) bool {
 // MaxSessions it evicts the least recently used HTTP session that holds no
 // lease.
 func (s *Server) openSession(kind sessionKind, name, header string) (*session, *mhp.Error) {
+	return s.openOwned(kind, "", name, header)
+}
+
+// ownedKey is the key of a header-keyed session (and of its greeting): the
+// X-MHP-Client value within the identity that sent it, so that a copied
+// header names nothing without the credential.
+func ownedKey(owner, header string) string {
+	if owner == "" {
+		return header
+	}
+	return owner + "\x00" + header
+}
+
+// openOwned is openSession for the identity named owner ("" for none): the
+// label starts with the owner's name ("alice/<client>#8hex"), header is
+// keyed within the owner, and only the owner finds the session again.
+func (s *Server) openOwned(kind sessionKind, owner, name, header string) (*session, *mhp.Error) {
 	now := s.clk.Now()
+	key := ""
+	if header != "" {
+		key = ownedKey(owner, header)
+	}
 	var evicted *session
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, s.errorf(mhp.CodeServerError, "server is shutting down")
 	}
-	if prev := s.byHeader[header]; kind == kindHeader && prev != nil {
+	if prev := s.byHeader[key]; kind == kindHeader && prev != nil {
 		s.mu.Unlock() // opened meanwhile by a concurrent request of the same client
 		return prev, nil
 	}
@@ -294,19 +326,22 @@ func (s *Server) openSession(kind sessionKind, name, header string) (*session, *
 		def = "stdio"
 	}
 	client := labelName(name, def)
+	if owner != "" {
+		client = labelName(owner, "id") + "/" + client
+	}
 	label := newLabel(client)
 	for s.labels[label] != nil { // labels contain "#": never AnonymousLabel
 		label = newLabel(client)
 	}
 	ss := newSession(kind, label, client, s.opts.SSEBuffer, s.opts.SSEBufferBytes, now)
-	ss.header = header
+	ss.header, ss.owner = key, owner
 	s.sessions[ss.secret] = ss
 	s.labels[label] = ss
 	switch {
 	case kind == kindHeader:
-		s.byHeader[header] = ss
-	case header != "":
-		s.greeted[header] = ss
+		s.byHeader[key] = ss
+	case key != "":
+		s.greeted[key] = ss
 	}
 	if kind != kindStream {
 		s.nHTTP++
@@ -323,10 +358,11 @@ func (s *Server) openSession(kind sessionKind, name, header string) (*session, *
 // opened on first use when an initialize carrying that header and no
 // Mhp-Session is still live (the reference client initializes, then never
 // echoes the session); otherwise it is nil (not initialized).
-func (s *Server) headerSession(header string) (*session, *mhp.Error) {
+func (s *Server) headerSession(owner, header string) (*session, *mhp.Error) {
+	key := ownedKey(owner, header)
 	s.mu.Lock()
-	ss, ok := s.byHeader[header]
-	greeted := s.greeted[header] != nil
+	ss, ok := s.byHeader[key]
+	greeted := s.greeted[key] != nil
 	s.mu.Unlock()
 	if ok {
 		ss.touch(s.clk.Now())
@@ -335,7 +371,7 @@ func (s *Server) headerSession(header string) (*session, *mhp.Error) {
 	if !greeted {
 		return nil, nil
 	}
-	return s.openSession(kindHeader, header, header)
+	return s.openOwned(kindHeader, owner, header, header)
 }
 
 // lruIdleLocked picks the HTTP session heard from longest ago that holds no
@@ -373,10 +409,15 @@ func (s *Server) removeLocked(ss *session) bool {
 	return true
 }
 
-// lookup returns a live session by its secret and records activity.
-func (s *Server) lookup(secret string) (*session, bool) {
+// lookup returns a live session by its secret and records activity. A
+// session opened by another identity than owner is unknown to it: a secret
+// replayed under another credential gains nothing.
+func (s *Server) lookup(owner, secret string) (*session, bool) {
 	s.mu.Lock()
 	ss, ok := s.sessions[secret]
+	if ok && ss.owner != owner {
+		ss, ok = nil, false
+	}
 	s.mu.Unlock()
 	if ok {
 		ss.touch(s.clk.Now())
@@ -545,6 +586,11 @@ func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init i
 	if !ok {
 		// The method is unknown whatever the session: say so first.
 		return nil, s.errorf(mhp.CodeMethodNotFound, "method %q not found", req.Method).With(mhp.DataMethod, req.Method)
+	}
+	if id, ok := auth.FromContext(ctx); ok {
+		if e := auth.Authorize(id, req.Method, auth.Need(req.Method, s.opMethods[req.Method])); e != nil {
+			return nil, e.At(s.clk.Now())
+		}
 	}
 	label := AnonymousLabel
 	switch {

@@ -48,7 +48,8 @@ type session struct {
 	label  string // public and unique: device context, refusals, notifications, logs
 	client string // display name from clientInfo or X-MHP-Client, sanitised and capped
 	kind   sessionKind
-	header string // the X-MHP-Client key of a kindHeader session
+	header string // the key (owner, X-MHP-Client) of a kindHeader session or of an issued session's greeting
+	owner  string // the identity that opened it ("" without credentials); only it finds the session
 
 	mu        sync.Mutex
 	subs      map[string]bool

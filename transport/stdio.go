@@ -23,7 +23,10 @@ import (
 // request (JSON-RPC matches them by id); safety/estop and ping are answered
 // at once even while other requests of the stream are blocked in the device
 // (at most MaxInFlight ordinary requests run at once; more are refused with
-// -32000 reason "too_many_requests"). Notifications are written as lines
+// -32000 reason "too_many_requests"). The stream's order still holds across
+// a safety/estop: a request read after an estop is handled only once that
+// estop is done, so a write sent after it is refused EStopActive however the
+// goroutines are scheduled. Notifications are written as lines
 // between responses; every line is written whole. A malformed line gets a
 // -32700 response and a line longer than MaxFrame a -32600 response (id null);
 // the stream goes on in both cases.
@@ -79,6 +82,10 @@ type streamConn struct {
 	// requests must not race the session into existence). Read and replaced
 	// only by the reading goroutine.
 	inited chan struct{}
+	// stopped is closed when the latest safety/estop read on the stream has
+	// been handled; every request read after it waits for it (the stream's
+	// order is the order). Read and replaced only by the reading goroutine.
+	stopped chan struct{}
 }
 
 func (c *streamConn) session() *session {
@@ -153,15 +160,32 @@ func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGr
 		done = make(chan struct{})
 		c.inited = done
 	}
+	// Order with estop: whatever is read after an estop runs after it.
+	afterStop := c.stopped
+	isStop := req.Method == mhp.MethodSafetyEStop
+	var stopDone chan struct{}
+	if isStop {
+		stopDone = make(chan struct{})
+		c.stopped = stopDone
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		if done != nil {
 			defer close(done)
 		}
+		if stopDone != nil {
+			defer close(stopDone)
+		}
 		if wait != nil && !isPriority(req.Method) {
 			select {
 			case <-wait:
+			case <-ctx.Done():
+			}
+		}
+		if afterStop != nil && !isStop {
+			select {
+			case <-afterStop:
 			case <-ctx.Done():
 			}
 		}

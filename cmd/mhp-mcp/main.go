@@ -5,10 +5,21 @@
 //	mhp-mcp --directory http://directory:18900
 //	mhp-mcp --directory http://directory:18900 --http 127.0.0.1:18800 --token-file token --allow-origin https://lab.example
 //	mhp-mcp --policy host-policy.json thermo=http://bench-pc:18921
+//	mhp-mcp                                   # the host's fleet ($MHP_HOME, default ~/.mhp)
+//
+// Without targets or --directory it serves the host's fleet: the devices of
+// $MHP_HOME/fleet.yaml (mhp lab add …), packages hosted in this process, and
+// mhp_lab's fleet ops (scan, add, remove, locate, onboard). Whether a fleet
+// device is simulated is the host's decision (a twin or a sim: package),
+// never the device's tags.
 //
 // Over stdio a line that is not JSON-RPC is answered with a JSON-RPC error
-// and the session goes on. --http on an address that is not loopback needs
-// --token-file unless --insecure. Without --policy the host policy is
+// and the session goes on. --http serves HTTPS with --tls-cert and
+// --tls-key, mutual TLS with --client-ca, named identities with
+// --credentials (package auth); an address that is not loopback needs TLS
+// and credentials unless --insecure. --ca, --pin, --client-cert and
+// --client-key (MHP_CA, MHP_CLIENT_CERT, MHP_CLIENT_KEY) are how the bridge
+// reaches https:// devices and the directory. Without --policy the host policy is
 // enabled with every other flag off: hardware devices (cards not tagged
 // "simulated") are refused for actuation, operator ops are not listed.
 // MHP_MCP_ENABLED=0|1 overrides the policy's enabled flag for one process.
@@ -21,6 +32,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,10 +47,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/client"
+	"github.com/openmhp/mhp-go/cmd/internal/linked"
 	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/mcpbridge"
 	"github.com/openmhp/mhp-go/metrics"
+	"github.com/openmhp/mhp-go/onboard"
 	"github.com/openmhp/mhp-go/transport"
 )
 
@@ -63,15 +80,24 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	dirURL := fs.String("directory", "", "directory server URL (directory/search finds devices)")
 	httpAddr := fs.String("http", "", "serve MCP Streamable HTTP on this address (default: stdio); a bare port binds 127.0.0.1")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token HTTP clients must send (and MHP devices are sent)")
-	insecure := fs.Bool("insecure", false, "allow --http on a non-loopback address without a token")
+	insecure := fs.Bool("insecure", false, "allow --http on a non-loopback address without TLS and credentials")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "the PEM key of --tls-cert")
+	clientCA := fs.String("client-ca", "", "mutual TLS: HTTP clients need a certificate signed by this CA (PEM)")
+	credentials := fs.String("credentials", "", "YAML credentials file of named identities {name, role, token_sha256 | client_cert}")
+	caFile := fs.String("ca", os.Getenv("MHP_CA"), "PEM CA file the devices' https:// certificates are checked against (MHP_CA)")
+	pin := fs.String("pin", "", "sha256:HEX pin of the devices' server certificate")
+	clientCert := fs.String("client-cert", os.Getenv("MHP_CLIENT_CERT"), "client certificate shown to devices that require mutual TLS (MHP_CLIENT_CERT)")
+	clientKey := fs.String("client-key", os.Getenv("MHP_CLIENT_KEY"), "the key of --client-cert (MHP_CLIENT_KEY)")
 	policyFile := fs.String("policy", "", "host policy JSON {enabled, allow_hardware, operator_tools, allow_external_sessions}; "+
 		"only a JSON true turns a flag on (default: enabled, the rest off)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json (for log collectors)")
 	opTokenFile := fs.String("operator-token-file", "", "file holding the devices' operator token; with operator_tools, mhp_permit issues permits")
+	home := fs.String("home", "", "the host's home with fleet.yaml and devices/ (default $MHP_HOME or ~/.mhp); used without targets")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mhp-mcp [--policy FILE] [--directory URL | name=target ...] [--http ADDR --token-file F --allow-origin O --insecure]")
+		fmt.Fprintln(stderr, "usage: mhp-mcp [--policy FILE] [--directory URL | name=target ... | --home DIR] [--http ADDR --token-file F --allow-origin O --insecure]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -91,9 +117,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		named[name] = target
 	}
-	if (*dirURL == "") == (len(named) == 0) {
+	if *dirURL != "" && len(named) > 0 {
 		fs.Usage()
-		return errors.New("give either --directory URL or name=target devices")
+		return errors.New("give either --directory URL or name=target devices, not both (neither: the host's fleet)")
 	}
 	token := ""
 	if *tokenFile != "" {
@@ -137,18 +163,66 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		return fmt.Errorf("MHP_MCP_ENABLED=%q: want 0 or 1", v)
 	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if *logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(stderr, nil))
+	}
 	var addr string
+	var st *auth.ServerTLS
+	var authn *auth.Authenticator
 	if *httpAddr != "" {
 		addr = transport.LoopbackDefault(*httpAddr)
-		if err := mcpbridge.CheckExposure(addr, token, *insecure); err != nil {
+		tc := auth.ServerTLSConfig{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *clientCA, Logger: log}
+		if err := tc.Validate(); err != nil {
 			return err
 		}
+		if tc.Enabled() {
+			var err error
+			if st, err = auth.NewServerTLS(tc); err != nil {
+				return err
+			}
+		}
+		if *credentials != "" || token != "" || st.MutualTLS() {
+			var err error
+			authn, err = auth.New(auth.Config{CredentialsFile: *credentials, Token: token, ClientCerts: st.MutualTLS(), Logger: log})
+			if err != nil {
+				return err
+			}
+		}
+		if err := auth.CheckExposure("mhp-mcp --http", addr, st != nil, authn.Required(), *insecure); err != nil {
+			return err
+		}
+	} else if *tlsCert != "" || *credentials != "" || *clientCA != "" {
+		return errors.New("--tls-cert, --client-ca and --credentials guard --http: give --http ADDR")
 	}
-	copts := client.Options{ClientName: "mhp-mcp", Token: token}
+	ctls := auth.ClientTLS{CAFile: *caFile, Pin: *pin, CertFile: *clientCert, KeyFile: *clientKey}
+	if _, err := ctls.Config(); err != nil {
+		return err
+	}
+	copts := client.Options{ClientName: "mhp-mcp", Token: token, TLS: ctls}
 	var finder directory.Finder
-	if *dirURL != "" {
-		finder = &directory.Remote{URL: strings.TrimRight(*dirURL, "/")}
-	} else {
+	var fleet *host.Fleet
+	var iv *onboard.Interview
+	switch {
+	case *dirURL != "":
+		hc, err := client.HTTPClient(ctls, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		finder = &directory.Remote{URL: strings.TrimRight(*dirURL, "/"), HTTP: hc}
+	case len(named) == 0:
+		// No targets: the host's fleet ($MHP_HOME or --home), its packages
+		// hosted in this process; mhp_lab gets the fleet ops.
+		f, err := linked.Fleet(*home, copts, sim.Options{}, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fleet = f
+		if iv, err = linked.Interview(f); err != nil {
+			return err
+		}
+	default:
 		// Named targets are the operator's own command line: stdio: may start
 		// their processes. A directory's targets never do (client default).
 		copts.AllowStdio = true
@@ -159,7 +233,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if opToken != "" && !policy.OperatorTools {
 		fmt.Fprintln(stderr, "mhp-mcp: --operator-token-file is unused: the host policy's operator_tools is off, so mhp_permit is not listed")
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Client: copts, Policy: &policy, OperatorToken: opToken})
+	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Fleet: fleet, Onboard: iv, Client: copts, Policy: &policy, OperatorToken: opToken})
 	if err != nil {
 		return err
 	}
@@ -172,30 +246,24 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	mx := metrics.New(metrics.Config{})
+	g := auth.Guard{Auth: authn, Logger: log} // every route: the Host check, then credentials
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", b.HTTPHandler(mcpbridge.HTTPOptions{Token: token, AllowedOrigins: allow, Middleware: []mcp.Middleware{mx.MCPMiddleware()}}))
-	mux.Handle("GET /metrics", mx.Handler(token))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	url := "http://" + ln.Addr().String() + "/mcp"
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if *logFormat == "json" {
-		log = slog.New(slog.NewJSONHandler(stderr, nil))
+	mux.Handle("/mcp", b.HTTPHandler(mcpbridge.HTTPOptions{Guard: g, AllowedOrigins: allow, Middleware: []mcp.Middleware{mx.MCPMiddleware()}}))
+	mux.Handle("GET /metrics", mx.Handler(""))
+	scheme := "http"
+	var tlsCfg *tls.Config
+	if st != nil {
+		scheme, tlsCfg = "https", st.Config()
 	}
-	if token == "" {
-		log.Warn("mhp-mcp serving HTTP without a token: anyone who reaches the address can drive the lab", "url", url)
+	base := scheme + "://" + ln.Addr().String()
+	url := base + "/mcp"
+	if !authn.Required() {
+		log.Warn("mhp-mcp serving HTTP without credentials: anyone who reaches the address can drive the lab", "url", url)
 	}
-	log.Info("mhp-mcp serving", "url", url, "metrics", "http://"+ln.Addr().String()+"/metrics", "token", token != "", "policy", fmt.Sprintf("%+v", policy))
+	log.Info("mhp-mcp serving", "url", url, "metrics", base+"/metrics", "credentials", authn.Required(), "tls", st != nil, "policy", fmt.Sprintf("%+v", policy))
+	auth.ReloadOnHangup(ctx, log, st, authn)
 	if ready != nil {
 		ready(url)
 	}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return transport.Serve(ctx, ln, g.Wrap(mux), transport.ServeOptions{TLS: tlsCfg, Logger: log})
 }

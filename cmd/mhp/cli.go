@@ -73,12 +73,31 @@ Talk to a device (TARGET is http://HOST:PORT or stdio:COMMAND):
   mhp TARGET permit write|invoke NAME [VALUE|JSON] --operator-token-file F [--ttl S]
                                               an operator's single-use approval of exactly that request;
                                               the agent then sends --permit ID (permitId)
+  mhp TARGET ack JOB|estop done|failed|could_not|cancelled [NOTE...] --operator-token-file F
+  mhp TARGET confirm SETTING [VALUE] | record SIGNAL VALUE | pending   (--operator-token-file F)
+                                              a person's answers to an operator-run (driver: manual) device
   VALUE is JSON if it parses (95, true, "x", [1,2]), else a string.
-  Common flags: --json (machine output), --token-file F (or MHP_TOKEN), --timeout D.
+  Common flags: --json (machine output), --token-file F (or MHP_TOKEN), --timeout D;
+      for https:// targets --ca FILE (MHP_CA), --pin sha256:HEX, --client-cert F --client-key F (MHP_CLIENT_CERT, MHP_CLIENT_KEY).
+  Servers (serve, serve-directory, demo): --tls-cert F --tls-key F (HTTPS), --client-ca F (mutual TLS),
+      --credentials F (named identities with roles); beyond loopback they need TLS and credentials unless --insecure.
+  mhp certs init DIR | issue DIR NAME --host H[,H] [--client]
+      a lab CA and the certificates it signs (see README, "Deploying on a lab network")
+
+Wrap a backend (OPC UA PLC, ROS 2 robot, MQTT, SiLA 2, MADSci node, PyLabRobot bridge):
+  mhp init KIND TARGET [-o FILE] [--include P,...] [--exclude P,...] [--depth N] [--listen D] [--root P]
+      reads the live backend and writes the adapter config (and its descriptor snapshot) to review,
+      then mhp validate FILE, mhp serve FILE; e.g. mhp init opcua opc.tcp://10.0.0.5:4840 -o plc.yaml
+
+The host's fleet (the devices mhp-mcp serves when given no targets; $MHP_HOME, default ~/.mhp):
+  mhp lab list | scan [HOST...] | add TARGET [--twin] [--yes] | remove ID | locate ID WHERE
+  mhp onboard                                  add an instrument with no MHP server by answering questions
+  mhp setup claude-desktop|claude-code|FILE [--dry-run]   register mhp-mcp with a harness
+  mhp skills install DIR [--force]             the three Agent Skills, where a harness reads skills
 
 Other:
   mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
-  mhp validate DIR                             check a device package
+  mhp validate DIR|FILE.yaml                   check a device package or an adapter config
   mhp conformance TARGET [--actuate]           wire checks citing the spec (MUST fails, SHOULD warns);
                                                --actuate adds estop checks (stop, then reset, the device)
   mhp run SCRIPT NAME=TARGET...                a Starlark script against a lab of devices
@@ -97,7 +116,8 @@ Exit status: 0 ok; 1 refused, job failed, problems found; 2 usage; 3 unreachable
 // flagSpec says which flags a command takes and whether they take a value.
 type flagSpec map[string]bool // name -> takes a value
 
-var commonFlags = flagSpec{"json": false, "token-file": true, "timeout": true, "help": false}
+var commonFlags = flagSpec{"json": false, "token-file": true, "timeout": true, "help": false,
+	"ca": true, "pin": true, "client-cert": true, "client-key": true} // client TLS: every command that dials
 
 // parsed is a command line split into positionals and flags.
 type parsed struct {
@@ -173,10 +193,14 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.demoCmd(ctx, args[1:])
 	case cmd == "validate":
 		return a.validateCmd(ctx, args[1:])
+	case cmd == "init":
+		return a.initCmd(ctx, args[1:])
 	case cmd == "conformance":
 		return a.conformanceCmd(ctx, args[1:])
 	case cmd == "run":
 		return a.runCmd(ctx, args[1:])
+	case cmd == "certs":
+		return a.certsCmd(ctx, args[1:])
 	case cmd == "serve-directory":
 		return a.serveDirectoryCmd(ctx, args[1:])
 	case cmd == "sila":
@@ -185,6 +209,14 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.watchCmd(ctx, args[1:])
 	case cmd == "evidence":
 		return a.evidenceCmd(ctx, args[1:])
+	case cmd == "lab":
+		return a.labCmd(ctx, args[1:])
+	case cmd == "onboard":
+		return a.onboardCmd(ctx, args[1:])
+	case cmd == "skills":
+		return a.skillsCmd(ctx, args[1:])
+	case cmd == "setup":
+		return a.setupCmd(ctx, args[1:])
 	case isTarget(cmd):
 		return a.deviceCmd(ctx, cmd, args[1:])
 	default:

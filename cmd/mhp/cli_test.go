@@ -538,7 +538,7 @@ func TestDemoFallsBackWhenDefaultPortsAreTaken(t *testing.T) {
 	defer taken.Close()
 	port := taken.Addr().(*net.TCPAddr).Port
 	log := (&app{stderr: io.Discard}).quietLogger()
-	lab, err := startDemoLab(context.Background(), "127.0.0.1", port, false, 100, log)
+	lab, err := startDemoLab(context.Background(), "127.0.0.1", port, false, 100, log, serverTrust{})
 	if err != nil {
 		t.Fatalf("default ports taken: %v", err)
 	}
@@ -547,14 +547,14 @@ func TestDemoFallsBackWhenDefaultPortsAreTaken(t *testing.T) {
 		t.Fatalf("no fallback: %+v", lab)
 	}
 	// An explicitly asked port that is taken is an error.
-	if _, err := startDemoLab(context.Background(), "127.0.0.1", port, true, 100, log); err == nil {
+	if _, err := startDemoLab(context.Background(), "127.0.0.1", port, true, 100, log, serverTrust{}); err == nil {
 		t.Fatal("a taken explicit port was not reported")
 	}
 }
 
 func TestRunScriptAgainstTheDemoLab(t *testing.T) {
 	log := (&app{stderr: io.Discard}).quietLogger()
-	lab, err := startDemoLab(context.Background(), "127.0.0.1", 0, true, 20000, log)
+	lab, err := startDemoLab(context.Background(), "127.0.0.1", 0, true, 20000, log, serverTrust{})
 	if err != nil {
 		t.Fatal(err)
 	}

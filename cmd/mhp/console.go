@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/console"
 	"github.com/openmhp/mhp-go/directory"
@@ -52,12 +53,14 @@ func consoleHosts(addr, extra string) []string {
 }
 
 // serveDeviceConsole serves the transport with the device console (GET /)
-// and the metrics (GET /metrics, behind the token) mounted next to it.
-func serveDeviceConsole(ctx context.Context, ln net.Listener, srv *transport.Server, mx *metrics.Metrics, token, addr, hosts string) error {
+// and the metrics (GET /metrics) mounted next to it, all behind the
+// transport's guard (Host check, credentials).
+func serveDeviceConsole(ctx context.Context, ln net.Listener, srv *transport.Server, mx *metrics.Metrics, addr, hosts string) error {
 	h, err := console.Device(console.Config{
 		Transport: mx.Middleware(srv.Handler(), srv.Methods()),
-		Metrics:   mx.Handler(token),
+		Metrics:   mx.Handler(""), // behind the guard
 		Hosts:     consoleHosts(addr, hosts),
+		Guard:     srv.Guard(nil),
 	})
 	if err != nil {
 		return err
@@ -66,16 +69,18 @@ func serveDeviceConsole(ctx context.Context, ln net.Listener, srv *transport.Ser
 }
 
 // labHandler is the directory's HTTP face: the lab page, estop-all, the
-// metrics and the directory's JSON-RPC, behind the token.
-func labHandler(dir *directory.Directory, pool *connPool, mx *metrics.Metrics, token, addr, hosts string, log *slog.Logger) (http.Handler, error) {
+// metrics and the directory's JSON-RPC, behind the guard (Host check,
+// credentials).
+func labHandler(dir *directory.Directory, pool *connPool, mx *metrics.Metrics, a *auth.Authenticator, addr, hosts string, log *slog.Logger) (http.Handler, error) {
+	chosts := consoleHosts(addr, hosts)
 	return console.Lab(console.LabConfig{
 		Directory: mx.Middleware(dir.Handler(), []string{mhp.MethodInitialize, mhp.MethodPing, "directory/search", "directory/get"}),
 		EStopAll: func(ctx context.Context, reason string) []console.EStopAnswer {
 			return pool.estopAll(ctx, dir.Index(), reason, log)
 		},
-		Token:   token,
-		Metrics: mx.Handler(token),
-		Hosts:   consoleHosts(addr, hosts),
+		Guard:   auth.Guard{Auth: a, Hosts: chosts, Logger: log},
+		Metrics: mx.Handler(""), // behind the guard
+		Hosts:   chosts,
 	})
 }
 

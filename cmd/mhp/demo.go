@@ -32,7 +32,7 @@ const (
 	demoLeaseTime = 10 * time.Minute
 )
 
-var demoFlags = flagSpec{"http": true, "speed": true, "once": false}
+var demoFlags = mergeFlags(flagSpec{"http": true, "speed": true, "once": false}, trustFlags)
 
 // demoCmd runs `mhp demo`: the simulated lab over HTTP, a PCR workflow
 // through the client SDK, then serving until Ctrl-C (or exit with --once).
@@ -60,7 +60,25 @@ func (a *app) demoCmd(ctx context.Context, args []string) int {
 		}
 		port, explicit = n, true
 	}
-	lab, err := startDemoLab(ctx, host, port, explicit, speed, a.quietLogger())
+	token, err := a.token(p)
+	if err != nil {
+		return a.usageError("demo: %v", err)
+	}
+	trust, err := serverTrustOf(p, token, "", a.quietLogger())
+	if err != nil {
+		return a.usageError("demo: %v", err)
+	}
+	if err := trust.check("demo --http", net.JoinHostPort(host, strconv.Itoa(port)), p.has("insecure"), a.quietLogger()); err != nil {
+		return a.usageError("%v", err)
+	}
+	ctls, err := a.clientTLS(p)
+	if err != nil {
+		return a.usageError("demo: %v", err)
+	}
+	if trust.tls != nil && ctls.IsZero() {
+		return a.usageError("demo: with --tls-cert the demo's own workflow needs to trust it: give --ca FILE (the lab CA) or --pin sha256:HEX")
+	}
+	lab, err := startDemoLab(ctx, host, port, explicit, speed, a.quietLogger(), trust)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp demo: %v\n", err)
 		return exitNoPeer
@@ -78,7 +96,7 @@ func (a *app) demoCmd(ctx context.Context, args []string) int {
 		a.ready([]string{lab.urls[demoTC], lab.urls[demoArm]})
 	}
 	fmt.Fprintln(a.stdout)
-	if err := a.workflow(ctx, lab.urls[demoTC], lab.urls[demoArm]); err != nil {
+	if err := a.workflow(ctx, lab.urls[demoTC], lab.urls[demoArm], client.Options{Token: token, TLS: ctls}); err != nil {
 		if ctx.Err() != nil {
 			return exitOK
 		}
@@ -111,7 +129,7 @@ type demoLab struct {
 // startDemoLab builds both packages (embedded) on one simulated cell and
 // serves each over HTTP. Default ports that are taken fall back to free
 // ones; explicitly asked ports do not.
-func startDemoLab(ctx context.Context, host string, port int, explicit bool, speed float64, log *slog.Logger) (*demoLab, error) {
+func startDemoLab(ctx context.Context, host string, port int, explicit bool, speed float64, log *slog.Logger, trust serverTrust) (*demoLab, error) {
 	cell := sim.NewCell(sim.Options{Speed: speed})
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -167,7 +185,7 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 		mx := metrics.New(metrics.Config{})
 		mx.EvidenceLength(func() float64 { return float64(wrapped.Log.Head().Seq) })
 		mdev, stopMx := mx.Device(wrapped.Device, "sim")
-		srv := transport.NewServer(mdev, transport.Options{Logger: log})
+		srv := transport.NewServer(mdev, transport.Options{Logger: log, Auth: trust.auth, TLS: trust.tlsConfig()})
 		mx.SessionsFrom(srv.Sessions)
 		closers = append(closers, func() { srv.Close(); stopMx(); wrapped.Close(); dev.Close() })
 		p := 0
@@ -183,11 +201,11 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 			lab.stop()
 			return nil, err
 		}
-		lab.urls[name] = "http://" + ln.Addr().String()
+		lab.urls[name] = trust.scheme() + "://" + ln.Addr().String()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = serveDeviceConsole(sctx, ln, srv, mx, "", host, "")
+			_ = serveDeviceConsole(sctx, ln, srv, mx, host, "")
 		}()
 	}
 	return lab, nil
@@ -196,8 +214,9 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 // workflow is the demo's PCR run, through the client SDK as any program
 // would: lease both devices, plate to the cycler, close the lid, heat the
 // lid, cycle, open, plate back.
-func (a *app) workflow(ctx context.Context, tcURL, armURL string) error {
-	opts := client.Options{ClientName: "mhp-demo", Stderr: a.stderr, PollEvery: 200 * time.Millisecond, Logger: a.quietLogger()}
+func (a *app) workflow(ctx context.Context, tcURL, armURL string, creds client.Options) error {
+	opts := client.Options{ClientName: "mhp-demo", Stderr: a.stderr, PollEvery: 200 * time.Millisecond, Logger: a.quietLogger(),
+		Token: creds.Token, TLS: creds.TLS}
 	lab := client.NewLab(map[string]string{demoTC: tcURL, demoArm: armURL}, opts)
 	defer lab.Close()
 	tc, err := lab.Device(ctx, demoTC)

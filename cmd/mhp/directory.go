@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,7 +20,7 @@ import (
 // DefaultDirectoryAddr is where `mhp serve-directory` listens without --http.
 const DefaultDirectoryAddr = "127.0.0.1:18900"
 
-var directoryFlags = flagSpec{"http": true, "probe": true, "browse": false, "log-format": true, "allow-host": true}
+var directoryFlags = mergeFlags(flagSpec{"http": true, "probe": true, "browse": false, "log-format": true, "allow-host": true}, trustFlags)
 
 // serveDirectoryCmd runs `mhp serve-directory MANIFEST [--http ADDR] [--probe HOST,...] [--browse]`.
 func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
@@ -36,7 +35,27 @@ func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.usageError("serve-directory: %v", err)
 	}
-	pool := &connPool{opts: client.Options{ClientName: "mhp-directory", Token: token, Logger: a.quietLogger()}, conns: map[string]*client.Device{}}
+	log, err := newLogger(a.stderr, p, slog.LevelInfo)
+	if err != nil {
+		return a.usageError("serve-directory: %v", err)
+	}
+	trust, err := serverTrustOf(p, token, "", log)
+	if err != nil {
+		return a.usageError("serve-directory: %v", err)
+	}
+	addr := DefaultDirectoryAddr
+	if v := p.flags["http"]; v != "" {
+		addr = v
+	}
+	// The same rule as serve: estop-all stops every device the directory knows.
+	if err := trust.check("serve-directory --http", addr, p.has("insecure"), log); err != nil {
+		return a.usageError("%v", err)
+	}
+	ctls, err := a.clientTLS(p) // how the directory reaches the devices it indexes, pings and stops
+	if err != nil {
+		return a.usageError("serve-directory: %v", err)
+	}
+	pool := &connPool{opts: client.Options{ClientName: "mhp-directory", Token: token, TLS: ctls, Logger: a.quietLogger()}, conns: map[string]*client.Device{}}
 	defer pool.close()
 	idx := directory.NewIndex(nil)
 	var targets []string
@@ -86,52 +105,27 @@ func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
 		return exitUsage
 	}
-	addr := DefaultDirectoryAddr
-	if v := p.flags["http"]; v != "" {
-		addr = v
-	}
 	ln, err := transport.Listen(addr)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
 		return exitNoPeer
 	}
-	url := "http://" + ln.Addr().String()
+	trust.reloadOnHangup(ctx, log)
+	url := trust.scheme() + "://" + ln.Addr().String()
 	fmt.Fprintf(a.stderr, "mhp: directory of %d devices on %s (POST /rpc: directory/search, directory/get); %d manifest targets being crawled\n", idx.Len(), url, pending)
 	if a.ready != nil {
 		a.ready([]string{url})
 	}
-	log, err := newLogger(a.stderr, p, slog.LevelInfo)
-	if err != nil {
-		return a.usageError("serve-directory: %v", err)
-	}
-	h, err := labHandler(dir, pool, metrics.New(metrics.Config{}), token, addr, p.flags["allow-host"], log)
+	h, err := labHandler(dir, pool, metrics.New(metrics.Config{}), trust.auth, addr, p.flags["allow-host"], log)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
 		return exitUsage
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := transport.Serve(ctx, ln, h, transport.ServeOptions{TLS: trust.tlsConfig(), Logger: log}); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintf(a.stderr, "mhp serve-directory: %v\n", err)
 		return exitNoPeer
 	}
 	return exitOK
-}
-
-func requireToken(token string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // connPool keeps one client connection per device target for the

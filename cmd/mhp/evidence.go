@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/openmhp/mhp-go/evidence"
 )
 
 const evidenceUsage = `usage:
-  mhp evidence verify DIR|BUNDLE [--pub FILE]    recompute the chain (exit 0 intact, 1 naming the first bad entry)
+  mhp evidence verify DIR|BUNDLE [--pub FILE] [--allow-unsigned-tail N] [--head FILE]
+                                                  recompute the chain (exit 0 intact, 1 naming the first bad entry);
+                                                  with --pub the last entry must be covered by a signed head (or at
+                                                  most N entries unsigned); --head checks against a head obtained
+                                                  earlier (evidence/head's answer or an export bundle)
   mhp evidence export DIR [--session LABEL] [--key FILE] [--out FILE]
                                                   one run's range as a bundle, signed with the key
   mhp evidence keygen PRIVATE.pem PUBLIC.pem      a new ed25519 key pair for --evidence-key`
@@ -21,7 +26,7 @@ func (a *app) evidenceCmd(ctx context.Context, args []string) int {
 	if len(args) == 0 {
 		return a.usageError("evidence: give a subcommand\n%s", evidenceUsage)
 	}
-	p, err := parseArgs(args[1:], flagSpec{"pub": true, "key": true, "session": true, "out": true})
+	p, err := parseArgs(args[1:], flagSpec{"pub": true, "key": true, "session": true, "out": true, "allow-unsigned-tail": true, "head": true})
 	if err != nil {
 		return a.usageError("evidence: %v", err)
 	}
@@ -30,14 +35,32 @@ func (a *app) evidenceCmd(ctx context.Context, args []string) int {
 		if len(p.args) != 1 {
 			return a.usageError("evidence verify: give one directory or bundle file\n%s", evidenceUsage)
 		}
-		var pub ed25519.PublicKey
+		var opt evidence.VerifyOptions
 		if f, ok := p.flags["pub"]; ok {
-			if pub, err = evidence.LoadPublicKey(f); err != nil {
+			if opt.Pub, err = evidence.LoadPublicKey(f); err != nil {
 				fmt.Fprintf(a.stderr, "mhp: %v\n", err)
 				return exitUsage
 			}
 		}
-		return a.evidenceVerify(p.args[0], pub, p.has("json"))
+		if v, ok := p.flags["allow-unsigned-tail"]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return a.usageError("evidence verify: --allow-unsigned-tail is a count of entries (0 or more), not %q", v)
+			}
+			if opt.Pub == nil {
+				return a.usageError("evidence verify: --allow-unsigned-tail needs --pub (without the key no head is checked)")
+			}
+			opt.AllowUnsignedTail = n
+		}
+		if f, ok := p.flags["head"]; ok {
+			h, err := evidence.LoadHead(f)
+			if err != nil {
+				fmt.Fprintf(a.stderr, "mhp: %v\n", err)
+				return exitUsage
+			}
+			opt.Head = &h
+		}
+		return a.evidenceVerify(p.args[0], opt, p.has("json"))
 	case "export":
 		if len(p.args) != 1 {
 			return a.usageError("evidence export: give the evidence directory\n%s", evidenceUsage)
@@ -78,7 +101,7 @@ func (a *app) evidenceCmd(ctx context.Context, args []string) int {
 	return a.usageError("evidence: unknown subcommand %q\n%s", args[0], evidenceUsage)
 }
 
-func (a *app) evidenceVerify(target string, pub ed25519.PublicKey, asJSON bool) int {
+func (a *app) evidenceVerify(target string, opt evidence.VerifyOptions, asJSON bool) int {
 	var rep evidence.Report
 	fi, err := os.Stat(target)
 	if err != nil {
@@ -86,7 +109,7 @@ func (a *app) evidenceVerify(target string, pub ed25519.PublicKey, asJSON bool) 
 		return exitUsage
 	}
 	if fi.IsDir() {
-		rep, err = evidence.Verify(target, pub)
+		rep, err = evidence.VerifyWith(target, opt)
 	} else {
 		var f *os.File
 		if !fi.Mode().IsRegular() {
@@ -94,7 +117,7 @@ func (a *app) evidenceVerify(target string, pub ed25519.PublicKey, asJSON bool) 
 			return exitUsage
 		}
 		if f, err = os.Open(target); err == nil {
-			rep, err = evidence.VerifyBundle(f, pub)
+			rep, err = evidence.VerifyBundleWith(f, opt)
 			f.Close()
 		}
 	}
@@ -106,6 +129,9 @@ func (a *app) evidenceVerify(target string, pub ed25519.PublicKey, asJSON bool) 
 		a.printJSON(rep)
 	} else if rep.OK {
 		fmt.Fprintf(a.stdout, "intact: %d entries (seq %d..%d), head %s, %d signed heads checked\n", rep.Entries, rep.First, rep.Last, rep.Hash, rep.Heads)
+		if opt.Head != nil {
+			fmt.Fprintf(a.stdout, "matches the earlier head at seq %d\n", opt.Head.Seq)
+		}
 		for _, w := range rep.Warnings {
 			fmt.Fprintf(a.stdout, "note: %s\n", w)
 		}

@@ -60,3 +60,67 @@ func TestEvidenceVerb(t *testing.T) {
 		t.Fatalf("verify without a target exits %d", code)
 	}
 }
+
+// TestEvidenceVerifyTailAndEarlierHead: with --pub an unsigned tail fails,
+// naming how many entries are unsigned, unless --allow-unsigned-tail accepts
+// them; an emptied heads file fails like a missing one; --head catches a
+// chain whose heads were all replaced.
+func TestEvidenceVerifyTailAndEarlierHead(t *testing.T) {
+	dir := t.TempDir()
+	priv, pub := filepath.Join(dir, "k.pem"), filepath.Join(dir, "k.pub")
+	run := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		a := &app{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+		return a.run(context.Background(), args), out.String(), errb.String()
+	}
+	run("evidence", "keygen", priv, pub)
+	key, _ := evidence.LoadPrivateKey(priv)
+	chain := filepath.Join(dir, "chain")
+	lg, err := evidence.Open(evidence.Config{Dir: chain, Device: "tc-01", Key: key, HeadEvery: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 6; i++ { // a head at 4; 5 and 6 unsigned, as after kill -9
+		lg.Append(evidence.Receipt{Method: "settings/write", Name: "sp", Outcome: evidence.OutcomeOK})
+	}
+	earlier := lg.Head()
+	headFile := filepath.Join(dir, "head.json")
+	hb, _ := json.Marshal(earlier)
+	os.WriteFile(headFile, hb, 0o640)
+	if code, out, _ := run("evidence", "verify", chain, "--pub", pub); code != exitRefused || !strings.Contains(out, "2 entries (seq 5..6) are not covered by a signed head") {
+		t.Fatalf("verify with 2 unsigned entries: %d %q, want exit 1 naming 2 entries", code, out)
+	}
+	if code, out, e := run("evidence", "verify", chain, "--pub", pub, "--allow-unsigned-tail", "2"); code != exitOK {
+		t.Fatalf("verify allowing 2: %d %q %q", code, out, e)
+	}
+	lg.Close()
+	if code, out, e := run("evidence", "verify", chain, "--pub", pub, "--head", headFile); code != exitOK || !strings.Contains(out, "earlier head at seq 6") {
+		t.Fatalf("verify against the earlier head: %d %q %q", code, out, e)
+	}
+	heads := filepath.Join(chain, "heads.jsonl")
+	saved, _ := os.ReadFile(heads)
+	os.WriteFile(heads, nil, 0o640) // `: > heads.jsonl`
+	if code, out, _ := run("evidence", "verify", chain, "--pub", pub); code != exitRefused || !strings.Contains(out, "no signed heads") {
+		t.Fatalf("verify with an emptied heads file: %d %q, want exit 1", code, out)
+	}
+	os.WriteFile(heads, saved, 0o640)
+	// Cut the last entry and replace the heads by one over the cut chain, signed with the key.
+	seg := filepath.Join(chain, "chain-000001.jsonl")
+	b, _ := os.ReadFile(seg)
+	lines := strings.SplitAfter(string(b), "\n")
+	os.WriteFile(seg, []byte(strings.Join(lines[:5], "")), 0o640)
+	rep, _ := evidence.Verify(chain, nil)
+	h := evidence.Head{Device: "tc-01", Seq: rep.Last, Hash: rep.Hash, Reason: "shutdown"}
+	h.Sign(key)
+	c, _ := evidence.Canonical(h)
+	os.WriteFile(heads, append(c, '\n'), 0o640)
+	if code, _, _ := run("evidence", "verify", chain, "--pub", pub); code != exitOK {
+		t.Fatalf("setup: the re-signed cut chain should pass without --head (exit %d)", code)
+	}
+	if code, out, _ := run("evidence", "verify", chain, "--pub", pub, "--head", headFile); code != exitRefused || !strings.Contains(out, "seq 6") {
+		t.Fatalf("verify --head of a cut, re-signed chain: %d %q, want exit 1 naming seq 6", code, out)
+	}
+	if code, _, _ := run("evidence", "verify", chain, "--allow-unsigned-tail", "x", "--pub", pub); code != exitUsage {
+		t.Fatalf("a bad --allow-unsigned-tail exits %d", code)
+	}
+}

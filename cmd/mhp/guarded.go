@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/evidence"
@@ -18,13 +20,17 @@ import (
 
 // guardFlags are serve's flags for evidence, permits and saved methods.
 var guardFlags = flagSpec{"evidence": true, "evidence-key": true, "evidence-sync": true, "operator-token-file": true,
+	"evidence-head-every": true, "evidence-head-interval": true,
 	"require-permits": false}
 
 // guardOptions is what serve and demo put around a device.
 type guardOptions struct {
-	EvidenceDir   string
-	EvidenceKey   ed25519.PrivateKey
-	Sync          evidence.SyncPolicy
+	EvidenceDir string
+	EvidenceKey ed25519.PrivateKey
+	Sync        evidence.SyncPolicy
+	// HeadEvery and HeadInterval are the signed-head cadence (0: the defaults).
+	HeadEvery     int
+	HeadInterval  time.Duration
 	OperatorToken string
 	Require       bool
 	// Methods is the device's saved-methods store (nil: none).
@@ -32,7 +38,8 @@ type guardOptions struct {
 }
 
 // parseGuardFlags reads --evidence DIR, --evidence-key FILE,
-// --evidence-sync always|never, --operator-token-file FILE and
+// --evidence-sync always|never, --evidence-head-every N,
+// --evidence-head-interval DURATION, --operator-token-file FILE and
 // --require-permits.
 func parseGuardFlags(p parsed) (guardOptions, error) {
 	var g guardOptions
@@ -46,6 +53,23 @@ func parseGuardFlags(p parsed) (guardOptions, error) {
 			return g, err
 		}
 		g.EvidenceKey = k
+	}
+	if v, ok := p.flags["evidence-head-every"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return g, fmt.Errorf("--evidence-head-every is a count of entries between signed heads (1..1000000), not %q", v)
+		}
+		g.HeadEvery = n
+	}
+	if v, ok := p.flags["evidence-head-interval"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond || d > time.Hour {
+			return g, fmt.Errorf("--evidence-head-interval is a duration between 100ms and 1h (e.g. 10s), not %q", v)
+		}
+		g.HeadInterval = d
+	}
+	if (g.HeadEvery != 0 || g.HeadInterval != 0) && g.EvidenceKey == nil {
+		return g, fmt.Errorf("--evidence-head-every and --evidence-head-interval need --evidence-key: heads are signed")
 	}
 	switch p.flags["evidence-sync"] {
 	case "", "always":
@@ -124,7 +148,8 @@ func wrapDevice(ctx context.Context, dev mhp.Device, g guardOptions, log *slog.L
 	var lg *evidence.Log
 	if g.EvidenceDir != "" {
 		var err error
-		lg, err = evidence.Open(evidence.Config{Dir: g.EvidenceDir, Device: id, Key: g.EvidenceKey, Sync: g.Sync})
+		lg, err = evidence.Open(evidence.Config{Dir: g.EvidenceDir, Device: id, Key: g.EvidenceKey, Sync: g.Sync,
+			HeadEvery: g.HeadEvery, HeadInterval: g.HeadInterval})
 		if err != nil {
 			return nil, err
 		}

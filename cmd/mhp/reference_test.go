@@ -32,6 +32,9 @@ func TestVerbsAgainstReferenceShapes(t *testing.T) {
 		{[]string{"describe", "full", "--json"}, 0, `"block_temperature"`},
 		{[]string{"describe"}, 0, `thermocycler-ref \(thermocycler\) SimBio TC-96: idle`},
 		{[]string{"describe", "card"}, 0, `settings: target_temperature, lid_heater`},
+		{[]string{"describe"}, 0, `run_protocol +\(steps, cycles\)`}, // the summary sends required, not params
+		{[]string{"write", "target_temperature", "40"}, 0, `target_temperature = 40 \(applied\)`},
+		{[]string{"write", "target_temperature", "41", "--json"}, 0, `"applied": true`},
 		{[]string{"describe", "everything"}, 0, `thermocycler-ref`},
 		{[]string{"read"}, 0, `block_temperature = 22`},
 		{[]string{"read", "no_such"}, 1, ``},
@@ -75,7 +78,7 @@ func TestVerbsAgainstReferenceShapes(t *testing.T) {
 			}
 		})
 	}
-	if got := ref.Written(); len(got) != 1 || got[0] != "target_temperature=50" {
+	if got := ref.Written(); len(got) != 3 || got[2] != "target_temperature=50" {
 		t.Errorf("writes reaching the device: %v (dry runs and refusals must not)", got)
 	}
 }
@@ -102,6 +105,11 @@ func TestResetVerified(t *testing.T) {
 		if r.code != k.code || !strings.Contains(r.stdout, k.out) {
 			t.Errorf("verified %#v state %s: exit %d %q %q", k.verified, k.state, r.code, r.stdout, r.stderr)
 		}
+	}
+	// --json keeps the reference's text, not a boolean made of it.
+	u, _ := refServer(t, wiretest.Options{})
+	if r := runCLI(t, u, "reset", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"verified": "all signals readable"`) {
+		t.Errorf("reset --json: exit %d %q, want the textual verified kept", r.code, r.stdout)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -96,7 +97,7 @@ func describeText(d *mhp.Description) string {
 					extra = append(extra, f.name)
 				}
 			}
-			fmt.Fprintf(&b, "  %-22s (%s) %s\n", a.Name, strings.Join(a.Params.Names(), ", "), strings.Join(extra, "; "))
+			fmt.Fprintf(&b, "  %-22s (%s) %s\n", a.Name, strings.Join(actionParamNames(a), ", "), strings.Join(extra, "; "))
 		}
 	}
 	s := d.Safety
@@ -264,4 +265,17 @@ func progressDetail(extra map[string]any) string {
 		parts = append(parts, k+"="+compact(extra[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// actionParamNames lists an action's parameters: its params in declared
+// order, then required names the params do not list (a summary that sends
+// only required, as the reference's does).
+func actionParamNames(a mhp.Action) []string {
+	names := a.Params.Names()
+	for _, r := range a.Required {
+		if !slices.Contains(names, r) {
+			names = append(names, r)
+		}
+	}
+	return names
 }

@@ -45,7 +45,11 @@ func (a *app) runCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.usageError("run: %v", err)
 	}
-	lab := client.NewLab(targets, client.Options{ClientName: "mhp-run", Token: token, Stderr: a.stderr, Logger: a.quietLogger(),
+	ctls, err := a.clientTLS(p)
+	if err != nil {
+		return a.usageError("run: %v", err)
+	}
+	lab := client.NewLab(targets, client.Options{ClientName: "mhp-run", Token: token, TLS: ctls, Stderr: a.stderr, Logger: a.quietLogger(),
 		AllowStdio: true}) // the operator gave the targets on the command line
 	defer lab.Close()
 	res, err := script.Run(ctx, string(src), scriptLab{lab}, script.Options{Filename: p.args[0], Timeout: timeout})

@@ -11,10 +11,12 @@ import (
 	"strings"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/metrics"
 	"github.com/openmhp/mhp-go/mqtt/fleet"
 	"github.com/openmhp/mhp-go/transport"
@@ -23,8 +25,8 @@ import (
 // DefaultAddr is where `mhp serve` listens without --http.
 const DefaultAddr = "127.0.0.1:18921"
 
-var serveFlags = mergeFlags(flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true,
-	"advertise": false, "insecure": false, "strict-sessions": false, "allow-host": true, "log-format": true}, guardFlags)
+var serveFlags = mergeFlags(mergeFlags(flagSpec{"http": true, "stdio": false, "speed": true, "public-descriptor": false, "publish": true,
+	"advertise": false, "strict-sessions": false, "allow-host": true, "log-format": true}, guardFlags), trustFlags)
 
 func mergeFlags(a, b flagSpec) flagSpec {
 	out := flagSpec{}
@@ -39,8 +41,9 @@ func mergeFlags(a, b flagSpec) flagSpec {
 
 // serveCmd runs `mhp serve TARGET [--http ADDR | --stdio]`.
 //
-// Safety flags: a --http address that is not loopback needs a token
-// (--token-file or MHP_TOKEN) unless --insecure is given; --strict-sessions
+// Safety flags: a --http address that is not loopback needs TLS
+// (--tls-cert, --tls-key) and credentials (--credentials, --token-file or
+// MHP_TOKEN, or --client-ca) unless --insecure is given; --strict-sessions
 // refuses actuation from clients that send only X-MHP-Client (no
 // Mhp-Session); --allow-host NAME[,NAME] lists the Host names served
 // besides IP addresses and localhost when no token is set (DNS rebinding).
@@ -76,6 +79,19 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.usageError("serve: %v", err)
 	}
+	trust, err := serverTrustOf(p, token, gopts.OperatorToken, log)
+	if err != nil {
+		return a.usageError("serve: %v", err)
+	}
+	addr := DefaultAddr
+	if v := p.flags["http"]; v != "" {
+		addr = v
+	}
+	if !p.has("stdio") {
+		if err := trust.check("serve --http", addr, p.has("insecure"), log); err != nil {
+			return a.usageError("%v", err)
+		}
+	}
 	dev, closeDev, err := openTarget(ctx, p.args[0], sim.Options{Speed: speed}, log)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
@@ -95,7 +111,7 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if wrapped.Log != nil {
 		mx.EvidenceLength(func() float64 { return float64(wrapped.Log.Head().Seq) })
 	}
-	opts := transport.Options{Token: token, PublicDescriptor: p.has("public-descriptor"), Logger: log,
+	opts := transport.Options{Token: token, Auth: trust.auth, TLS: trust.tlsConfig(), PublicDescriptor: p.has("public-descriptor"), Logger: log,
 		StrictSessions: p.has("strict-sessions"), AllowedHosts: splitList(p.flags["allow-host"]), OperatorToken: gopts.OperatorToken}
 	srv := transport.NewServer(dev, opts)
 	defer srv.Close()
@@ -105,7 +121,11 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 		// Fleet notifications: nothing in the safety path waits on the broker;
 		// an outage is logged and the device works on.
 		host, _ := os.Hostname()
-		pub, err := fleet.New(dev, fleet.Config{URL: url, Host: host, Logger: log})
+		ctls, err := a.clientTLS(p) // an mqtts:// broker: the same --ca, --pin, --client-cert as every client
+		if err != nil {
+			return a.usageError("serve: --publish: %v", err)
+		}
+		pub, err := fleet.New(dev, fleet.Config{URL: url, Host: host, Logger: log, TLS: ctls})
 		if err != nil {
 			return a.usageError("serve: --publish: %v", err)
 		}
@@ -123,23 +143,13 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 		}
 		return exitOK
 	}
-	addr := DefaultAddr
-	if v := p.flags["http"]; v != "" {
-		addr = v
-	}
-	if beyondLoopback(addr) && token == "" {
-		if !p.has("insecure") {
-			return a.usageError("serve: --http %s listens beyond this machine without a token: anyone who can reach it could "+
-				"drive the device. Give --token-file FILE (or MHP_TOKEN), bind 127.0.0.1, or pass --insecure on a network you trust", addr)
-		}
-		log.Warn("serving beyond this machine without a token (--insecure): anyone who can reach it can drive the device", "addr", addr)
-	}
 	ln, err := transport.Listen(addr)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitNoPeer
 	}
-	url := "http://" + ln.Addr().String()
+	trust.reloadOnHangup(ctx, log)
+	url := trust.scheme() + "://" + ln.Addr().String()
 	fmt.Fprintf(a.stderr, "mhp: serving %s on %s (descriptor: %s/mhp.json)\n", id, url, url)
 	if p.has("advertise") {
 		info := mhp.DeviceInfo{ID: id}
@@ -156,7 +166,7 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 	if a.ready != nil {
 		a.ready([]string{url})
 	}
-	if err := serveDeviceConsole(ctx, ln, srv, mx, token, addr, p.flags["allow-host"]); err != nil && !errors.Is(err, context.Canceled) {
+	if err := serveDeviceConsole(ctx, ln, srv, mx, addr, p.flags["allow-host"]); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(a.stderr, "mhp serve: %v\n", err)
 		return exitNoPeer
 	}
@@ -166,17 +176,7 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 // beyondLoopback reports whether an --http address may be reached from
 // another machine: any host but a loopback IP or localhost (an address
 // without a host binds 127.0.0.1; a name is assumed to reach beyond).
-func beyondLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(transport.LoopbackDefault(addr))
-	if err != nil {
-		return true
-	}
-	if strings.EqualFold(host, "localhost") {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip == nil || !ip.IsLoopback()
-}
+func beyondLoopback(addr string) bool { return auth.BeyondLoopback(transport.LoopbackDefault(addr)) }
 
 // splitList splits a comma-separated flag value, dropping empty entries.
 func splitList(v string) []string {
@@ -262,31 +262,11 @@ func openTarget(ctx context.Context, target string, simOpts sim.Options, log *sl
 // (relative to the package folder), with the package merged over the
 // bindings either way.
 func buildPackage(ctx context.Context, pkg *devicepkg.Package, simOpts sim.Options, log *slog.Logger) (*devicepkg.Device, error) {
-	d := pkg.Card.Driver
-	if sim.IsDriver(d) {
-		cfg, err := sim.Config(d, simOpts)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Logger = log
-		return devicepkg.Build(pkg, cfg)
-	}
-	file, err := pkg.DriverFile() // inside the package, no symlink out
-	if err != nil {
-		return nil, err
-	}
 	reg, err := newRegistry()
 	if err != nil {
 		return nil, err
 	}
-	drv, err := reg.OpenRefined(ctx, file, func(cfg *binding.Config) error {
-		cfg.Logger = log
-		return pkg.Apply(cfg)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return devicepkg.NewDevice(drv, pkg), nil
+	return host.BuildPackage(ctx, pkg, host.Config{Registry: reg, Sim: simOpts, Logger: log})
 }
 
 func startDriver(ctx context.Context, cfg binding.Config) (mhp.Device, func() error, error) {

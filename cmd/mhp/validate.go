@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/examples/sim"
@@ -18,7 +19,10 @@ func (a *app) validateCmd(ctx context.Context, args []string) int {
 		return a.usageError("validate: %v", err)
 	}
 	if len(p.args) != 1 {
-		return a.usageError("validate: usage: mhp validate DIR")
+		return a.usageError("validate: usage: mhp validate DIR | FILE.yaml")
+	}
+	if fi, err := os.Stat(p.args[0]); err == nil && !fi.IsDir() {
+		return a.validateConfigFile(p) // an adapter config (validateconfig.go)
 	}
 	probs, merged := validatePackage(p.args[0])
 	if p.has("json") {

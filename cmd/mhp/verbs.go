@@ -53,8 +53,12 @@ func (a *app) deviceCmd(ctx context.Context, target string, args []string) int {
 		}
 		opToken = strings.TrimSpace(string(b))
 	}
+	ctls, err := a.clientTLS(p)
+	if err != nil {
+		return a.usageError("%v", err)
+	}
 	d, err := client.Dial(dctx, target, client.Options{ClientName: "mhp-cli", ClientID: a.clientID(), Token: token,
-		OperatorToken: opToken, Timeout: timeout, AllowStdio: true, // the operator typed the target
+		OperatorToken: opToken, TLS: ctls, Timeout: timeout, AllowStdio: true, // the operator typed the target
 		Stderr: a.stderr, Logger: a.quietLogger()})
 	if err != nil {
 		return a.fail(err, p.has("json"))
@@ -491,7 +495,11 @@ func resetVerb(ctx context.Context, v *verbCtx) int {
 			return code
 		}
 	} else {
-		fmt.Fprintf(v.stdout, "reset: state %s, verified %v\n", res.State, res.Verified)
+		verified := fmt.Sprint(res.Verified)
+		if res.VerifiedText != "" {
+			verified = fmt.Sprintf("%v (%s)", res.Verified, res.VerifiedText)
+		}
+		fmt.Fprintf(v.stdout, "reset: state %s, verified %s\n", res.State, verified)
 	}
 	if !ok {
 		fmt.Fprintf(v.stderr, "mhp: reset not confirmed: the device reports state %q and no verified recovery\n", res.State)

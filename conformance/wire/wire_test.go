@@ -125,6 +125,7 @@ func TestPlantedDeviationsFail(t *testing.T) {
 		{"lets forbid items through", wiretest.Deviations{AcceptForbidden: true}, "gates/forbid"},
 		{"shares a held lease", wiretest.Deviations{SharedLease: true}, "lease/exclusive"},
 		{"no limits in LimitViolation data", wiretest.Deviations{NoLimitsInData: true}, "gates/limits"},
+		{"answers malformed JSON with another code", wiretest.Deviations{WrongParseError: true}, "jsonrpc/parse_error"},
 	}
 	for _, k := range cases {
 		t.Run(k.name, func(t *testing.T) {

@@ -152,6 +152,11 @@ type Options struct {
 	// higher index (a server whose namespace indexes moved on a restart).
 	// The LADS extension objects decode only without them.
 	ExtraNamespaces []string
+	// Plant adds the nested address space discovery is tested on (see
+	// plant.go): folders Plant/Line1/Oven and Plant/Line2/Oven, methods
+	// with Input/OutputArguments, EURange, a custom DataType, a program
+	// template set.
+	Plant bool
 }
 
 // Start starts a fake on 127.0.0.1 with a free port.
@@ -204,6 +209,9 @@ func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
 	s.ns = server.NewNodeNameSpace(s.srv, Namespace)
 	s.lads = server.NewNodeNameSpace(s.srv, LADSNamespace)
 	s.build()
+	if o.Plant {
+		s.buildPlant()
+	}
 	s.srv.RegisterHandler(id.WriteRequest_Encoding_DefaultBinary, s.handleWrite)
 	s.srv.RegisterHandler(id.CallRequest_Encoding_DefaultBinary, s.handleCall)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -53,6 +53,9 @@ type Deviations struct {
 	SharedLease bool
 	// LimitsInData drops the limits from LimitViolation data (violates §7.1).
 	NoLimitsInData bool
+	// WrongParseError answers malformed JSON with -32600 Invalid Request
+	// instead of -32700 Parse error (violates §5, JSON-RPC 2.0).
+	WrongParseError bool
 }
 
 // Options configure the fake.
@@ -171,7 +174,7 @@ func Descriptor() map[string]any {
 		"actions": []any{
 			map[string]any{"name": "run_protocol", "duration": "long", "approval": "auto", "interlocks": []any{"lid_closed"},
 				"params":   map[string]any{"steps": map[string]any{"type": "array"}, "cycles": map[string]any{"type": "integer"}},
-				"required": []any{"cycles"}, "limits": map[string]any{"cycles": map[string]any{"min": 1.0, "max": 99.0}}},
+				"required": []any{"steps", "cycles"}, "limits": map[string]any{"cycles": map[string]any{"min": 1.0, "max": 99.0}}},
 			map[string]any{"name": "open_lid", "duration": "short", "approval": "confirm"},
 			map[string]any{"name": "home", "duration": "short", "approval": "auto",
 				"params": map[string]any{"speed": map[string]any{"type": "number"}}},
@@ -250,7 +253,11 @@ func (r *Reference) serveRPC(w http.ResponseWriter, req *http.Request) {
 		Params  map[string]any  `json:"params"`
 	}
 	if err := json.Unmarshal(body, &msg); err != nil {
-		writeJSON(w, 400, map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": -32700, "message": "parse error"}})
+		code := -32700
+		if r.opts.WrongParseError {
+			code = -32600
+		}
+		writeJSON(w, 400, map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": "parse error"}})
 		return
 	}
 	client := req.Header.Get("X-MHP-Client")

@@ -1,0 +1,4 @@
+package serial
+
+// FormatValue exposes formatValue to the tests.
+var FormatValue = formatValue
