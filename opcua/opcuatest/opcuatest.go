@@ -157,6 +157,10 @@ type Options struct {
 	// with Input/OutputArguments, EURange, a custom DataType, a program
 	// template set.
 	Plant bool
+	// MinPublishingInterval makes the server revise a subscription's
+	// publishing interval up to at least this (open62541 1.4 grants
+	// nothing below 100 ms); zero grants what is asked.
+	MinPublishingInterval time.Duration
 }
 
 // Start starts a fake on 127.0.0.1 with a free port.
@@ -214,6 +218,20 @@ func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
 	}
 	s.srv.RegisterHandler(id.WriteRequest_Encoding_DefaultBinary, s.handleWrite)
 	s.srv.RegisterHandler(id.CallRequest_Encoding_DefaultBinary, s.handleCall)
+	if min := float64(o.MinPublishingInterval.Milliseconds()); min > 0 {
+		s.srv.RegisterHandler(id.CreateSubscriptionRequest_Encoding_DefaultBinary, func(sc *uasc.SecureChannel, r ua.Request, reqID uint32) (ua.Response, error) {
+			if req, ok := r.(*ua.CreateSubscriptionRequest); ok && req.RequestedPublishingInterval < min {
+				req.RequestedPublishingInterval = min // gopcua's server grants what the request says
+			}
+			return s.srv.SubscriptionService.CreateSubscription(sc, r, reqID) // set up by Start
+		})
+		s.srv.RegisterHandler(id.ModifySubscriptionRequest_Encoding_DefaultBinary, func(sc *uasc.SecureChannel, r ua.Request, reqID uint32) (ua.Response, error) {
+			if req, ok := r.(*ua.ModifySubscriptionRequest); ok && req.RequestedPublishingInterval < min {
+				req.RequestedPublishingInterval = min
+			}
+			return s.srv.SubscriptionService.ModifySubscription(sc, r, reqID)
+		})
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if err := s.srv.Start(ctx); err != nil {
