@@ -482,6 +482,11 @@ func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 	for _, it := range a.cfg.Actions {
 		if it.LADS != nil {
 			u, err := resolveLADS(ctx, cl, a.node(it.LADS.FunctionalUnit))
+			var kind errUnsupportedKind
+			if errors.As(err, &kind) {
+				a.log.Error("opcua: action "+it.Name+" cannot run: its invokes are refused NotSupported", "node", it.LADS.FunctionalUnit, "err", err)
+				continue
+			}
 			if err != nil {
 				a.log.Warn("opcua: LADS functional unit not resolved", "action", it.Name, "node", it.LADS.FunctionalUnit, "err", err)
 				continue

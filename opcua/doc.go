@@ -1,7 +1,9 @@
 // Package opcua wraps an OPC UA server (a PLC, a LADS instrument) as an MHP
 // device with no Go code: a config file ([Config]) lists the variables that
-// become signals and settings, the methods, LADS programs/functions and Part
-// 10 programs that become actions, and the estop; [New] turns it into a
+// become signals and settings, the methods, LADS functional units (their
+// programs or Start; LADS control functions are not actions: map their
+// TargetValue and CurrentValue as a setting and a signal) and Part 10
+// programs that become actions, and the estop; [New] turns it into a
 // [binding.Driver], and [Register] adds the "opcua" kind to an adapter registry
 // so that `mhp serve plc.yaml` serves it.
 //

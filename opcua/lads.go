@@ -62,6 +62,15 @@ func children(ctx context.Context, cl Client, n *ua.NodeID) (map[string]*ua.Node
 	return out, nil
 }
 
+// errUnsupportedKind: a lads action's node is of a kind the adapter cannot
+// run (a LADS control function): the action is refused NotSupported,
+// nothing sent, rather than as a server refusal.
+type errUnsupportedKind struct{ kind string }
+
+func (e errUnsupportedKind) Error() string {
+	return "the node is " + e.kind + "; lads actions run functional units only (map a control function's TargetValue as a setting and its CurrentValue as a signal)"
+}
+
 // resolveLADS browses a functional unit for the nodes a job needs.
 func resolveLADS(ctx context.Context, cl Client, unit *ua.NodeID) (*ladsUnit, error) {
 	u := &ladsUnit{unit: unit, methods: map[string]*ua.NodeID{}, startArgs: map[string][]*ua.Argument{}}
@@ -71,6 +80,9 @@ func resolveLADS(ctx context.Context, cl Client, unit *ua.NodeID) (*ladsUnit, er
 	}
 	sm, ok := top["FunctionalUnitState"]
 	if !ok {
+		if _, fn := top["ControlFunctionState"]; fn {
+			return nil, errUnsupportedKind{"a LADS control function (it has ControlFunctionState, not FunctionalUnitState)"}
+		}
 		return nil, errors.New("no FunctionalUnitState")
 	}
 	u.stateMach = sm
@@ -302,6 +314,11 @@ func (a *adapter) runLADS(item ActionItem) func(context.Context, *binding.Job) (
 		if u == nil {
 			var err error
 			if u, err = resolveLADS(ctx, cl, a.node(spec.FunctionalUnit)); err != nil {
+				var kind errUnsupportedKind
+				if errors.As(err, &kind) {
+					return nil, mhp.Errorf(mhp.CodeNotSupported, "%s: lads.functional_unit %s: %v; nothing was sent", what, spec.FunctionalUnit, err).
+						With("reason", "unsupported_kind")
+				}
 				return nil, refusalError(fmt.Sprintf("%s: functional unit %s: %v", what, spec.FunctionalUnit, err), ua.StatusBadNodeIDUnknown)
 			}
 			a.mu.Lock()

@@ -17,7 +17,9 @@
 //   - LADS-style functional units FU_run and FU_monitor (FunctionalUnitState
 //     with CurrentState/Id in the LADS namespace, Start/Stop/Abort/Clear,
 //     and RunningStateMachine/CurrentState/Id); an estop during a run
-//     leaves the unit Aborted until Clear, as LADS devices do.
+//     leaves the unit Aborted until Clear, as LADS devices do;
+//   - TempControl: a LADS control function (ControlFunctionState,
+//     TargetValue), not a functional unit.
 //
 // Freeze/Thaw hang the server with its sockets open; SetValueLag delays
 // value notifications as a real server's sampling does; the server's
@@ -414,6 +416,11 @@ func (s *Server) build() {
 	for _, action := range []string{conformance.ActionRun, conformance.ActionMonitor} {
 		s.buildUnit(root, action)
 	}
+	// A LADS control function (ControlFunctionState, TargetValue), as a
+	// LADS device lists under a unit's FunctionSet: not a functional unit.
+	cf := s.object(root, "TempControl", "TempControl")
+	s.object(cf, "ControlFunctionState", "TempControl.ControlFunctionState")
+	s.variable(cf, "TargetValue", "TempControl.TargetValue", id.Double, 3, func() *ua.DataValue { return good(37.0) })
 	s.buildProgram(root)
 }
 
