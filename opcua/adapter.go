@@ -720,6 +720,14 @@ func (a *adapter) estop(ctx context.Context) error {
 		}
 		if err == nil {
 			_, err = a.call(ctx, "estop: call "+m.Method, a.node(m.Object), a.node(m.Method), in)
+			if e, ok := mhp.AsError(err); ok && e.Data["opcua_status"] == StatusName(ua.StatusBadInvalidState) {
+				// A LADS unit answers Abort/Stop with BadInvalidState when
+				// it is already Stopped or Aborted: it is stopped.
+				if st, isUnit := a.unitStateOf(ctx, a.node(m.Object)); isUnit && haltedLADS(st) {
+					a.log.Info("opcua: estop: the functional unit is already "+st+"; nothing to stop", "method", m.Method)
+					err = nil
+				}
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)

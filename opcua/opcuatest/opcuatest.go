@@ -35,6 +35,7 @@ package opcuatest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -42,6 +43,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gopcua/opcua/id"
@@ -168,8 +170,21 @@ type Options struct {
 // Start starts a fake on 127.0.0.1 with a free port.
 func Start(in *conformance.Instrument) (*Server, error) { return StartWith(in, Options{}) }
 
-// StartWith starts a fake with options.
+// StartWith starts a fake with options. The gopcua server binds its own
+// port (it takes no listener), so the free port picked for it may be taken
+// by another process before it binds: a start that lost that race is tried
+// again on a fresh port.
 func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := startWith(in, o)
+		inUse := err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
+		if !inUse || attempt == 5 {
+			return s, err
+		}
+	}
+}
+
+func startWith(in *conformance.Instrument, o Options) (*Server, error) {
 	registerOnce.Do(func() {
 		// LADS is namespace 2 in the fake: StartProgram's Properties decode.
 		ua.RegisterExtensionObject(ua.NewNumericNodeID(2, 5045), new(KeyValue))
@@ -712,7 +727,12 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 			w, running := u.work, u.state == 5099
 			s.mu.Unlock()
 			if !running || w == nil {
-				return status(ua.StatusBadInvalidState), nil
+				return status(ua.StatusBadInvalidState), nil // already Stopped or Aborted, as LADS units answer
+			}
+			if key == prefix+"Abort" {
+				s.mu.Lock()
+				u.estopped = true // Abort ends Aborting -> Aborted, until Clear
+				s.mu.Unlock()
 			}
 			w.Cancel()
 			return status(ua.StatusOK), nil
