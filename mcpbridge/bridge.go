@@ -72,6 +72,8 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/host"
+	"github.com/openmhp/mhp-go/onboard"
 	"github.com/openmhp/mhp-go/script"
 )
 
@@ -111,6 +113,19 @@ type Config struct {
 	// OperatorDial connects to a target for mhp_permit; default client.Dial
 	// with Client options and OperatorToken.
 	OperatorDial func(ctx context.Context, target string) (*client.Device, error)
+
+	// Fleet is the host's fleet: with it, mhp_lab has the fleet ops (scan,
+	// add, remove, locate), and it is the finder, the dial and the
+	// simulated decision when those are not given.
+	Fleet *host.Fleet
+	// Simulated is the host's decision whether the device with an id is
+	// simulated (the hardware policy lets the model actuate it without
+	// allow_hardware). When nil, a device is simulated when its card is
+	// tagged so (until the host decides for every finder).
+	Simulated func(id string) bool
+	// Onboard is the onboarding interview: with it, mhp_lab has onboard,
+	// new, write and validate (needs Fleet).
+	Onboard *onboard.Interview
 }
 
 // Validate reports a missing finder.
@@ -138,6 +153,17 @@ type Bridge struct {
 
 // New validates cfg and makes a bridge; nothing is connected yet.
 func New(cfg Config) (*Bridge, error) {
+	if f := cfg.Fleet; f != nil {
+		if cfg.Finder == nil {
+			cfg.Finder = f.Finder()
+		}
+		if cfg.Dial == nil {
+			cfg.Dial = f.Dial
+		}
+		if cfg.Simulated == nil {
+			cfg.Simulated = f.Simulated
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

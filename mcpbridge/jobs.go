@@ -246,8 +246,14 @@ func (b *Bridge) run(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 	return res, nil
 }
 
-func (b *Bridge) lab(ctx context.Context, s *session, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
+func (b *Bridge) lab(ctx context.Context, s *session, req *mcp.CallToolRequest, args map[string]any) (any, error) {
 	op := argString(args, "op")
+	if out, ok, err := b.fleetOp(ctx, req, op, args); ok {
+		return out, err
+	}
+	if out, ok, err := b.onboardOp(ctx, req, op, args); ok {
+		return out, err
+	}
 	switch op {
 	case "list":
 		conns := s.connected()
@@ -269,7 +275,18 @@ func (b *Bridge) lab(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 			cancel()
 			out = append(out, entry)
 		}
-		return map[string]any{"devices": out, "policy": b.policy}, nil
+		res := map[string]any{"devices": out, "policy": b.policy}
+		if b.cfg.Fleet != nil {
+			fl, err := b.fleetList()
+			if err != nil {
+				return nil, err
+			}
+			res["fleet"] = fl
+			if note := fleetNote(len(fl.([]map[string]any))); note != "" {
+				res["note"] = note
+			}
+		}
+		return res, nil
 	case "updates":
 		ups, more, dropped := s.takeUpdates(ResultBudget - 256)
 		out := map[string]any{"updates": ups, "dropped": dropped, "more": more}

@@ -171,7 +171,11 @@ func (s *session) gated(ctx context.Context, id string) (*client.Device, error) 
 	sim := s.sim[id]
 	s.mu.Unlock()
 	if !s.b.policy.AllowHardware && !sim {
-		return nil, forbidden("allow_hardware", fmt.Sprintf("using hardware device %q (its card is not tagged simulated)", id)).
+		why := "its card is not tagged simulated"
+		if s.b.cfg.Simulated != nil {
+			why = "the host counts it as hardware"
+		}
+		return nil, forbidden("allow_hardware", fmt.Sprintf("using hardware device %q (%s)", id, why)).
 			With("device", id)
 	}
 	return d, nil
@@ -205,7 +209,9 @@ func (s *session) device(ctx context.Context, id string) (*client.Device, error)
 		return nil, fmt.Errorf("connecting to %s at %s: %w", mhp.Truncate(id, 120), mhp.Truncate(res.Target, 120), err)
 	}
 	sim := simulated(d.Info().Device)
-	if !sim && len(d.Info().Device.Tags) == 0 {
+	if s.b.cfg.Simulated != nil {
+		sim = s.b.cfg.Simulated(id) // the host decides, never the device's tags
+	} else if !sim && len(d.Info().Device.Tags) == 0 {
 		// The initialize answer may carry no tags (in process): read the card.
 		if desc, err := d.Describe(ctx, mhp.DescribeRequest{Detail: mhp.DetailCard}); err == nil {
 			sim = simulated(desc.DeviceInfo)

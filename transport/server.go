@@ -47,9 +47,10 @@ type Options struct {
 	AllowedOrigins []string
 	// AllowedHosts lists the host names ("lab-pc.local", "lab-pc.local:18900")
 	// a request's Host header may carry besides IP literals and localhost.
-	// Without a Token any other name gets 403 (DNS rebinding: a page on
-	// attacker.example whose name now resolves to 127.0.0.1). With a Token
-	// every name is accepted: the rebinding page does not know the token.
+	// While no credential is required any other name gets 403 (DNS
+	// rebinding: a page on attacker.example whose name now resolves to
+	// 127.0.0.1). With credentials every name is accepted: the rebinding
+	// page holds none.
 	AllowedHosts []string
 	// StrictSessions refuses actuation (writes, invokes, job control, leases,
 	// reset) from sessions keyed only by the X-MHP-Client header; estop,

@@ -5,10 +5,21 @@
 //	mhp-mcp --directory http://directory:18900
 //	mhp-mcp --directory http://directory:18900 --http 127.0.0.1:18800 --token-file token --allow-origin https://lab.example
 //	mhp-mcp --policy host-policy.json thermo=http://bench-pc:18921
+//	mhp-mcp                                   # the host's fleet ($MHP_HOME, default ~/.mhp)
+//
+// Without targets or --directory it serves the host's fleet: the devices of
+// $MHP_HOME/fleet.yaml (mhp lab add …), packages hosted in this process, and
+// mhp_lab's fleet ops (scan, add, remove, locate, onboard). Whether a fleet
+// device is simulated is the host's decision (a twin or a sim: package),
+// never the device's tags.
 //
 // Over stdio a line that is not JSON-RPC is answered with a JSON-RPC error
-// and the session goes on. --http on an address that is not loopback needs
-// --token-file unless --insecure. Without --policy the host policy is
+// and the session goes on. --http serves HTTPS with --tls-cert and
+// --tls-key, mutual TLS with --client-ca, named identities with
+// --credentials (package auth); an address that is not loopback needs TLS
+// and credentials unless --insecure. --ca, --pin, --client-cert and
+// --client-key (MHP_CA, MHP_CLIENT_CERT, MHP_CLIENT_KEY) are how the bridge
+// reaches https:// devices and the directory. Without --policy the host policy is
 // enabled with every other flag off: hardware devices (cards not tagged
 // "simulated") are refused for actuation, operator ops are not listed.
 // MHP_MCP_ENABLED=0|1 overrides the policy's enabled flag for one process.
@@ -38,9 +49,13 @@ import (
 
 	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/client"
+	"github.com/openmhp/mhp-go/cmd/internal/linked"
 	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/mcpbridge"
 	"github.com/openmhp/mhp-go/metrics"
+	"github.com/openmhp/mhp-go/onboard"
 	"github.com/openmhp/mhp-go/transport"
 )
 
@@ -78,10 +93,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"only a JSON true turns a flag on (default: enabled, the rest off)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json (for log collectors)")
 	opTokenFile := fs.String("operator-token-file", "", "file holding the devices' operator token; with operator_tools, mhp_permit issues permits")
+	home := fs.String("home", "", "the host's home with fleet.yaml and devices/ (default $MHP_HOME or ~/.mhp); used without targets")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mhp-mcp [--policy FILE] [--directory URL | name=target ...] [--http ADDR --token-file F --allow-origin O --insecure]")
+		fmt.Fprintln(stderr, "usage: mhp-mcp [--policy FILE] [--directory URL | name=target ... | --home DIR] [--http ADDR --token-file F --allow-origin O --insecure]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -101,9 +117,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		named[name] = target
 	}
-	if (*dirURL == "") == (len(named) == 0) {
+	if *dirURL != "" && len(named) > 0 {
 		fs.Usage()
-		return errors.New("give either --directory URL or name=target devices")
+		return errors.New("give either --directory URL or name=target devices, not both (neither: the host's fleet)")
 	}
 	token := ""
 	if *tokenFile != "" {
@@ -185,13 +201,28 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	copts := client.Options{ClientName: "mhp-mcp", Token: token, TLS: ctls}
 	var finder directory.Finder
-	if *dirURL != "" {
+	var fleet *host.Fleet
+	var iv *onboard.Interview
+	switch {
+	case *dirURL != "":
 		hc, err := client.HTTPClient(ctls, 10*time.Second)
 		if err != nil {
 			return err
 		}
 		finder = &directory.Remote{URL: strings.TrimRight(*dirURL, "/"), HTTP: hc}
-	} else {
+	case len(named) == 0:
+		// No targets: the host's fleet ($MHP_HOME or --home), its packages
+		// hosted in this process; mhp_lab gets the fleet ops.
+		f, err := linked.Fleet(*home, copts, sim.Options{}, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fleet = f
+		if iv, err = linked.Interview(f); err != nil {
+			return err
+		}
+	default:
 		// Named targets are the operator's own command line: stdio: may start
 		// their processes. A directory's targets never do (client default).
 		copts.AllowStdio = true
@@ -202,7 +233,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if opToken != "" && !policy.OperatorTools {
 		fmt.Fprintln(stderr, "mhp-mcp: --operator-token-file is unused: the host policy's operator_tools is off, so mhp_permit is not listed")
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Client: copts, Policy: &policy, OperatorToken: opToken})
+	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Fleet: fleet, Onboard: iv, Client: copts, Policy: &policy, OperatorToken: opToken})
 	if err != nil {
 		return err
 	}
@@ -230,6 +261,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		log.Warn("mhp-mcp serving HTTP without credentials: anyone who reaches the address can drive the lab", "url", url)
 	}
 	log.Info("mhp-mcp serving", "url", url, "metrics", base+"/metrics", "credentials", authn.Required(), "tls", st != nil, "policy", fmt.Sprintf("%+v", policy))
+	auth.ReloadOnHangup(ctx, log, st, authn)
 	if ready != nil {
 		ready(url)
 	}
