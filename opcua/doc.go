@@ -69,4 +69,12 @@
 // timeouts.interlock_max_age_s, served from the subscription while its
 // values are known current within that bound. After an
 // applied write, the node's signals show the written value at once.
+//
+// # Peers checked against
+//
+// Served through `mhp serve` and `mhp conformance` against open62541 1.4.19
+// (Basic256Sha256 with a username; it revises a 50 ms publishing interval to
+// 100 ms, which the keep-alive follows) and node-opcua 2.186.4 (a PLC and a
+// LADS device: testdata/server.mjs); the tests run against the gopcua
+// v0.8.0 fake (opcua/opcuatest).
 package opcua
