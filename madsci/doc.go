@@ -104,4 +104,9 @@
 // status read that began before or during the reset never faults the
 // device after it.
 // 429 replies are retried after their Retry-After (bounded).
+//
+// # Peers checked against
+//
+// Served through `mhp serve` and `mhp conformance` against a MADSci v0.7.1
+// node; the tests run against the fake (madsci/madscitest).
 package madsci

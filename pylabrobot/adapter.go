@@ -417,6 +417,10 @@ func (b *bridgeAdapter) follow(ctx context.Context, job *binding.Job, t *Task) (
 	var lastProgress float64 = -1
 	lastMsg := ""
 	for {
+		if t.Status != TaskQueued && t.Status != TaskRunning && lastProgress >= 0 {
+			// The job's extra says how the task ended, not "running".
+			job.Progress(lastProgress, map[string]any{"task_id": id, "status": t.Status})
+		}
 		switch t.Status {
 		case TaskDone:
 			return t.Result, nil
@@ -479,6 +483,10 @@ func (b *bridgeAdapter) follow(ctx context.Context, job *binding.Job, t *Task) (
 			}
 			failures++
 			if failures >= b.cfg.PollFailures {
+				if errors.As(err, &he) {
+					// It answered: an error status is not "unreachable".
+					return nil, fmt.Errorf("bridge task %s (%s): the bridge answered HTTP %d to %d polls in a row: %w", id, t.Method, he.Status, failures, err)
+				}
 				return nil, fmt.Errorf("bridge task %s (%s): bridge unreachable (%d polls failed): %w", id, t.Method, failures, err)
 			}
 			continue
