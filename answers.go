@@ -104,9 +104,10 @@ func (r ResetResult) MarshalJSON() ([]byte, error) {
 		verified = r.VerifiedText
 	}
 	return json.Marshal(struct {
-		State    DeviceState `json:"state"`
-		Verified any         `json:"verified"`
-	}{r.State, verified})
+		State       DeviceState       `json:"state"`
+		Verified    any               `json:"verified"`
+		Unavailable map[string]string `json:"unavailable,omitempty"`
+	}{r.State, verified, r.Unavailable})
 }
 
 // UnmarshalJSON reads verified as a boolean or as the device's text (kept in
@@ -117,12 +118,13 @@ func (r *ResetResult) UnmarshalJSON(b []byte) error {
 		Verified json.RawMessage `json:"verified"`
 		// VerifiedText is where a lenient reader that made verified a
 		// boolean keeps the device's text.
-		VerifiedText string `json:"verifiedText"`
+		VerifiedText string            `json:"verifiedText"`
+		Unavailable  map[string]string `json:"unavailable"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*r = ResetResult{State: w.State, VerifiedText: w.VerifiedText}
+	*r = ResetResult{State: w.State, VerifiedText: w.VerifiedText, Unavailable: w.Unavailable}
 	if len(w.Verified) == 0 || string(w.Verified) == "null" {
 		return nil
 	}

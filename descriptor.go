@@ -77,6 +77,10 @@ type Signal struct {
 	Type  string `json:"type,omitempty" yaml:"type,omitempty"`
 	Unit  string `json:"unit,omitempty" yaml:"unit,omitempty"`
 	Notes string `json:"notes,omitempty" yaml:"notes,omitempty"`
+	// RequiredForRecovery: safety/reset refuses while this signal is
+	// unreadable (interlock signals always are). Other signals that read
+	// unavailable are named in the reset answer without blocking it.
+	RequiredForRecovery bool `json:"required_for_recovery,omitempty" yaml:"required_for_recovery,omitempty"`
 }
 
 // Setting describes a writable value and the envelope the driver enforces on it.

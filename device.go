@@ -265,6 +265,10 @@ func (r *EStopResult) UnmarshalJSON(b []byte) error {
 type ResetResult struct {
 	State    DeviceState `json:"state"`
 	Verified bool        `json:"verified"`
+	// Unavailable names the signals that read unavailable during the
+	// verification without blocking it (neither an interlock nor marked
+	// required_for_recovery), each with the reason.
+	Unavailable map[string]string `json:"unavailable,omitempty"`
 	// VerifiedText is the device's own account of the verification when it
 	// gave one instead of a boolean (the reference: "all signals readable");
 	// on the wire it is the verified member.

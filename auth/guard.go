@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net"
@@ -66,8 +67,10 @@ type Guard struct {
 	Logger *slog.Logger
 }
 
-// Wrap returns next behind the guard. A request that already carries an
-// identity (an outer guard authenticated it) is not authenticated again.
+// Wrap returns next behind the guard. A request an outer guard with the
+// same authenticator let in is not checked again; one let in by a guard
+// with another (or none) is: an open console in front of a transport with
+// credentials does not open the transport.
 func (g Guard) Wrap(next http.Handler) http.Handler {
 	refuse := g.Refuse
 	if refuse == nil {
@@ -78,8 +81,8 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 		log = slog.Default()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, done := FromContext(r.Context()); done {
-			next.ServeHTTP(w, r)
+		if a, done := r.Context().Value(guardKey{}).(*Authenticator); done && a == g.Auth {
+			next.ServeHTTP(w, r) // an outer guard with the same authenticator decided
 			return
 		}
 		if !g.Auth.Required() && !HostAllowed(r.Host, g.Hosts) {
@@ -105,9 +108,14 @@ func (g Guard) Wrap(next http.Handler) http.Handler {
 			refuse(w, r, http.StatusUnauthorized, e)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
+		ctx := context.WithValue(WithIdentity(r.Context(), id), guardKey{}, g.Auth)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
+
+// guardKey marks a request's context with the authenticator of the guard
+// that let it in.
+type guardKey struct{}
 
 // WriteRefusal writes e as a JSON-RPC error frame with id null and status.
 func WriteRefusal(w http.ResponseWriter, _ *http.Request, status int, e *mhp.Error) {

@@ -58,13 +58,8 @@ var methodRoles = map[string]Role{
 	mhp.MethodEvidenceList: RoleViewer,
 
 	mhp.MethodPermitsIssue: RoleOperator,
-
-	// An operator-run instrument: what waits for the person is for anyone
-	// to see; only a person (operator) answers or records a reading, so an
-	// agent can never report its own instruction done.
-	mhp.MethodOperatorPending: RoleViewer,
-	mhp.MethodOperatorAnswer:  RoleOperator,
-	mhp.MethodOperatorRecord:  RoleOperator,
+	// A person's answers to an operator-run device (driver: manual; package manual).
+	mhp.MethodOperatorAnswer: RoleOperator, mhp.MethodOperatorRecord: RoleOperator, mhp.MethodOperatorPending: RoleOperator,
 }
 
 // MethodRole returns the least role that may call method and whether the

@@ -72,11 +72,11 @@ func TestEveryRoleAgainstEveryMethod(t *testing.T) {
 	viewer := []string{mhp.MethodInitialize, mhp.MethodPing, mhp.MethodDescribe, mhp.MethodSignalsRead, mhp.MethodSignalsSubscribe,
 		mhp.MethodSignalsUnsubscribe, mhp.MethodJobsStatus, mhp.MethodJobsList, mhp.MethodSafetyLimits, mhp.MethodSafetyEStop,
 		mhp.MethodResourcesList, mhp.MethodResourcesRead, mhp.MethodMethodsList, mhp.MethodMethodsFind, mhp.MethodMethodsGet,
-		mhp.MethodMethodsDiff, mhp.MethodEvidenceHead, mhp.MethodEvidenceList, mhp.MethodOperatorPending}
+		mhp.MethodMethodsDiff, mhp.MethodEvidenceHead, mhp.MethodEvidenceList}
 	agent := []string{mhp.MethodSettingsWrite, mhp.MethodActionsInvoke, mhp.MethodJobsCancel, mhp.MethodJobsPause, mhp.MethodJobsResume,
 		mhp.MethodSessionAcquire, mhp.MethodSessionRenew, mhp.MethodSessionRelease, mhp.MethodSafetyReset, mhp.MethodMethodsSave,
 		mhp.MethodMethodsDelete}
-	operator := []string{mhp.MethodPermitsIssue, mhp.MethodOperatorAnswer, mhp.MethodOperatorRecord}
+	operator := []string{mhp.MethodPermitsIssue, mhp.MethodOperatorAnswer, mhp.MethodOperatorRecord, mhp.MethodOperatorPending}
 	want := map[string]auth.Role{}
 	for _, m := range viewer {
 		want[m] = auth.RoleViewer

@@ -219,6 +219,7 @@ func Fingerprint(cert *x509.Certificate) string {
 // PinError is the refusal of a server whose certificate is not the pinned one.
 type PinError struct{ Want, Got string }
 
+// Error says the fingerprint seen and the pin expected.
 func (e *PinError) Error() string {
 	return fmt.Sprintf("the client refused the server's certificate: its fingerprint is %s, the pin is %s (a different server, or its certificate was replaced)", e.Got, e.Want)
 }

@@ -21,10 +21,12 @@ type HandshakeError struct {
 	Err error
 }
 
+// Error names the side that refused and why.
 func (e *HandshakeError) Error() string {
 	return fmt.Sprintf("TLS handshake refused by the %s: %s", e.Side, e.Why)
 }
 
+// Unwrap returns the TLS stack's error.
 func (e *HandshakeError) Unwrap() error { return e.Err }
 
 // remoteAlerts are the alerts a server sends when it refuses a client's

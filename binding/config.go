@@ -30,8 +30,12 @@ type Config struct {
 	OnFault func(ctx context.Context, reason string) error
 	// Setup runs once in Start (connect, home, read types).
 	Setup func(ctx context.Context) error
-	// Verify checks the device is safe to resume before a reset; default:
-	// every signal reads without error.
+	// Verify is the adapter's own recovery check before a reset (a LADS
+	// unit Stopped, a PLR machine set up, a node ready). After it passes the
+	// driver reads every signal: an unreadable interlock signal or one
+	// marked RequiredForRecovery refuses the reset, any other is named in
+	// the answer (ResetResult.Unavailable). Without Verify the backend link
+	// must be up.
 	Verify func(ctx context.Context) error
 	// Close releases the backend in [Driver.Close].
 	Close func() error
@@ -76,6 +80,9 @@ type Config struct {
 	SessionIdle time.Duration
 	// Logger receives operational logs; default slog.Default().
 	Logger *slog.Logger
+
+	// frozen holds the shared copies the specs above point into (frozen.go).
+	frozen []*frozenSpec
 }
 
 // Validate reports the first problem with the configuration: missing id or
@@ -256,12 +263,17 @@ func (c Config) withDefaults() Config {
 func (c *Config) own() {
 	c.Signals = append([]Signal(nil), c.Signals...)
 	c.Settings = append([]Setting(nil), c.Settings...)
+	c.frozen = make([]*frozenSpec, 0, len(c.Settings)+len(c.Actions))
 	for i := range c.Settings {
-		c.Settings[i].Spec = cloneSetting(c.Settings[i].Spec)
+		var f *frozenSpec
+		c.Settings[i].Spec, f = freezeSetting(c.Settings[i].Spec)
+		c.frozen = append(c.frozen, f)
 	}
 	c.Actions = append([]Action(nil), c.Actions...)
 	for i := range c.Actions {
-		c.Actions[i].Spec = cloneAction(c.Actions[i].Spec)
+		var f *frozenSpec
+		c.Actions[i].Spec, f = freezeAction(c.Actions[i].Spec)
+		c.frozen = append(c.frozen, f)
 	}
 	c.Safety.Interlocks = append([]string(nil), c.Safety.Interlocks...)
 }
@@ -282,6 +294,13 @@ func cloneAction(a mhp.Action) mhp.Action {
 		a.Params = ps
 	}
 	a.Returns = cloneShape(a.Returns)
+	if a.Examples != nil {
+		ex := make([]map[string]any, len(a.Examples))
+		for i, e := range a.Examples {
+			ex[i], _ = copyValue(e).(map[string]any)
+		}
+		a.Examples = ex
+	}
 	return a
 }
 
@@ -299,6 +318,7 @@ func cloneShape(s *mhp.Shape) *mhp.Shape {
 		}
 	}
 	c.Required = append([]string(nil), s.Required...)
+	c.Default = copyValue(s.Default)
 	return &c
 }
 
@@ -323,6 +343,11 @@ func cloneLimits(l *mhp.Limits) *mhp.Limits {
 	}
 	c.Min, c.Max, c.ExclusiveMin, c.ExclusiveMax = f(l.Min), f(l.Max), f(l.ExclusiveMin), f(l.ExclusiveMax)
 	c.MinLength, c.MaxLength = n(l.MinLength), n(l.MaxLength)
-	c.Enum = append([]any(nil), l.Enum...)
+	if l.Enum != nil {
+		c.Enum = make([]any, len(l.Enum))
+		for i, v := range l.Enum {
+			c.Enum[i] = copyValue(v)
+		}
+	}
 	return &c
 }

@@ -250,7 +250,8 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	if e != nil {
 		return nil, e
 	}
-	if err := d.verify(ctx); err != nil {
+	unavailable, err := d.verify(ctx)
+	if err != nil {
 		return nil, d.errorf(mhp.CodeDeviceFault, "reset refused: recovery not verified: %v", err).With("verified", false)
 	}
 	var was bool
@@ -273,7 +274,11 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 	if was {
 		d.locked(func() { d.enqueueLocked(mhp.NotifySafetyReset, map[string]any{"by": s, "verified": true}) })
 	}
-	return &mhp.ResetResult{State: d.State(), Verified: true}, nil
+	if len(unavailable) > 0 {
+		d.cfg.Logger.Info("reset verified with signals unavailable (none is an interlock or required for recovery)",
+			"device", d.cfg.Device.ID, "unavailable", unavailable)
+	}
+	return &mhp.ResetResult{State: d.State(), Verified: true, Unavailable: unavailable}, nil
 }
 
 // awaitReassert lets a reset that comes while the stop is being re-asserted
@@ -316,27 +321,91 @@ func (d *Driver) resetBusyLocked() *mhp.Error {
 	return nil
 }
 
-func (d *Driver) verify(ctx context.Context) error {
+// verify is the reset's recovery check (003 section 5.6): the backend link,
+// the adapter's own check (Config.Verify), then one read of every signal.
+// An unreadable interlock signal, or one marked RequiredForRecovery, refuses
+// the reset; any other unavailable signal (a sensor reading NaN, a topic that
+// publishes only on change) is returned by name with its reason and does not
+// block it.
+func (d *Driver) verify(ctx context.Context) (map[string]string, error) {
 	d.mu.Lock()
 	down, why := d.linkDownLocked(), d.link.err
 	d.mu.Unlock()
 	if down && d.cfg.Verify == nil {
-		// The generic check reads every signal; with the link down none can
-		// be read. An adapter's own Verify may wait (bounded) for the link.
-		return fmt.Errorf("backend unavailable: %s", why)
+		// With the link down no signal can be read. An adapter's own
+		// Verify may wait (bounded) for the link.
+		return nil, fmt.Errorf("backend unavailable: %s", why)
 	}
 	if d.cfg.Verify != nil {
 		vctx, cancel := context.WithTimeout(ctx, d.cfg.VerifyTimeout)
-		defer cancel()
-		return d.cfg.Verify(vctx)
+		err := d.cfg.Verify(vctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	vctx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
 	defer cancel()
+	var unavailable map[string]string
 	for i := range d.cfg.Signals {
 		s := &d.cfg.Signals[i]
-		if _, err := d.readSignal(vctx, s); err != nil {
-			return fmt.Errorf("signal %s unreadable: %w", s.Spec.Name, err)
+		_, err := d.readSignal(vctx, s)
+		if err == nil {
+			continue
+		}
+		if d.required[s.Spec.Name] {
+			return nil, fmt.Errorf("signal %s unreadable (%s): %w", s.Spec.Name, d.requiredWhy(s), err)
+		}
+		if unavailable == nil {
+			unavailable = map[string]string{}
+		}
+		unavailable[s.Spec.Name] = err.Error()
+	}
+	return unavailable, nil
+}
+
+// RecoverySignals names the signals a reset refuses to pass while they are
+// unreadable (see [Config.RecoverySignals]), as the driver was built
+// (a package's interlocks included). The map is the caller's.
+func (d *Driver) RecoverySignals() map[string]bool {
+	out := make(map[string]bool, len(d.required))
+	for k, v := range d.required {
+		out[k] = v
+	}
+	return out
+}
+
+// requiredWhy says why a signal must read for a reset.
+func (d *Driver) requiredWhy(s *Signal) string {
+	if s.Spec.RequiredForRecovery {
+		return "required for recovery"
+	}
+	return "an interlock"
+}
+
+// RecoverySignals names the signals a reset refuses to pass while they are
+// unreadable: every interlock (of the safety block, a setting or an action)
+// and every signal marked RequiredForRecovery. An adapter whose Verify waits
+// for values to arrive after a reconnection waits for these.
+func (c *Config) RecoverySignals() map[string]bool {
+	req := map[string]bool{}
+	for _, n := range c.Safety.Interlocks {
+		req[n] = true
+	}
+	for _, s := range c.Settings {
+		for _, n := range s.Spec.Interlocks {
+			req[n] = true
 		}
 	}
-	return nil
+	for _, a := range c.Actions {
+		for _, n := range a.Spec.Interlocks {
+			req[n] = true
+		}
+	}
+	for _, s := range c.Signals {
+		if s.Spec.RequiredForRecovery {
+			req[s.Spec.Name] = true
+		}
+	}
+	return req
 }

@@ -579,18 +579,35 @@ func resetChecks() []check {
 			}
 		}},
 		{name: "reset/verifies_recovery", run: func(c *C) {
+			// An unreadable interlock signal blocks recovery (003 section 5.6).
 			c.fault()
-			c.B.SetUnavailable(SignalTemperature, true)
+			c.B.SetUnavailable(SignalDoorClosed, true)
 			_, err := c.reset(c.Dev)
 			if err == nil {
-				c.Fatalf("reset succeeded with an unreadable signal")
+				c.Fatalf("reset succeeded with the interlock signal %s unreadable", SignalDoorClosed)
 			}
 			c.wantState(mhp.StateFault, "recovery was not verified")
-			c.B.SetUnavailable(SignalTemperature, false)
+			c.B.SetUnavailable(SignalDoorClosed, false)
 			r, err := c.reset(c.Dev)
 			c.ok(err, "reset with every signal readable")
 			if r.State != mhp.StateIdle || !r.Verified {
 				c.Fatalf("reset answer %+v, want idle and verified", r)
+			}
+		}},
+		{name: "reset/quiet_signal_does_not_block", run: func(c *C) {
+			// A signal that is neither an interlock nor required for
+			// recovery (a sensor reading NaN, a topic publishing only on
+			// change) is named in the answer and does not block the reset.
+			c.fault()
+			c.B.SetUnavailable(SignalTemperature, true)
+			defer c.B.SetUnavailable(SignalTemperature, false)
+			r, err := c.reset(c.Dev)
+			c.ok(err, "reset with only a non-interlock signal unavailable")
+			if r.State != mhp.StateIdle || !r.Verified {
+				c.Fatalf("reset answer %+v, want idle and verified", r)
+			}
+			if _, named := r.Unavailable[SignalTemperature]; !named {
+				c.Fatalf("reset answer %+v does not name the unavailable signal %s", r, SignalTemperature)
 			}
 		}},
 		{name: "reset/returns_idle", run: func(c *C) {

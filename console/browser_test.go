@@ -95,18 +95,7 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 // simDevice starts a simulated device served with the console.
 func simDevice(t *testing.T, driver, id, token string, wrap ...func(mhp.Device) mhp.Device) (*httptest.Server, *binding.Driver) {
 	t.Helper()
-	cfg, err := sim.Config(driver, sim.Options{Speed: 10, ID: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv, err := binding.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := drv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drv.Close() })
+	drv := simDriver(t, driver, id)
 	mx := metrics.New(metrics.Config{NoRuntime: true})
 	var inner mhp.Device = drv
 	for _, w := range wrap {
@@ -322,4 +311,23 @@ func TestForeignOriginStillRefused(t *testing.T) {
 
 func chromedpNavigate(ctx context.Context, url string) error {
 	return chromedp.Do(ctx, chromedp.Navigate(url))
+}
+
+// simDriver starts a simulated driver (speed 10) for the test; it is closed
+// at cleanup.
+func simDriver(t *testing.T, driver, id string) *binding.Driver {
+	t.Helper()
+	cfg, err := sim.Config(driver, sim.Options{Speed: 10, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := binding.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	return drv
 }

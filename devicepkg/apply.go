@@ -82,6 +82,13 @@ func (p *Package) Apply(cfg *binding.Config) error {
 		if ref.Notes != "" {
 			spec.Notes = boundNotes(ref.Notes)
 		}
+		if r := ref.RequiredForRecovery; r != nil {
+			if !*r && spec.RequiredForRecovery {
+				m.add(DescriptorFile, field+".required_for_recovery", "the driver's config requires this signal for recovery; a package may only turn required_for_recovery on")
+			} else {
+				spec.RequiredForRecovery = *r
+			}
+		}
 	}
 	for _, ref := range d.Settings {
 		field := "settings." + ref.Name

@@ -80,7 +80,7 @@ func TestApplyMergesRefinements(t *testing.T) {
 device: {notes: Bench 9.}
 physical: {mass_kg: 10}
 signals:
-  - {name: block_temperature, notes: Centre of the block.}
+  - {name: block_temperature, notes: Centre of the block., required_for_recovery: true}
 settings:
   - name: target_temperature
     limits: {min: 10, max: 95}
@@ -128,6 +128,7 @@ safety:
 		ok   bool
 	}{
 		{"signal notes", bt.Notes == "Centre of the block." && bt.Unit == "degC"},
+		{"required for recovery", bt.RequiredForRecovery && dev.RecoverySignals()["block_temperature"]},
 		{"narrowed limits", *tt.Limits.Min == 10 && *tt.Limits.Max == 95},
 		{"stricter approval", tt.Approval == mhp.ApprovalConfirm && cl.Approval == mhp.ApprovalForbid},
 		{"setting notes", tt.Notes == "Lab policy."},

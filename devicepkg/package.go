@@ -76,6 +76,9 @@ type SignalRef struct {
 	Type  string `yaml:"type,omitempty"`
 	Unit  string `yaml:"unit,omitempty"`
 	Notes string `yaml:"notes,omitempty"`
+	// RequiredForRecovery: safety/reset refuses while the signal is
+	// unreadable. A package may only turn it on.
+	RequiredForRecovery *bool `yaml:"required_for_recovery,omitempty"`
 }
 
 // SettingRef refines a bound setting.

@@ -97,7 +97,9 @@
 // safety/reset posts the node's reset when the node is stopped, errored,
 // locked or paused and admin_commands lists reset, then waits (reset_wait)
 // until the node is no longer stopped, errored, initializing or
-// disconnected and reads every signal; a node that still reports errored
+// disconnected, then reads every signal (an unreadable interlock or
+// required_for_recovery signal refuses the reset, others are named in the
+// answer's unavailable); a node that still reports errored
 // or stopped refuses the reset (DeviceFault, the device stays in fault). A
 // status read that began before or during the reset never faults the
 // device after it.

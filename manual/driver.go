@@ -267,3 +267,22 @@ func (o *operator) verify(context.Context) error {
 	}
 	return nil
 }
+
+// Open loads the package in dir, builds its device (see [Build]) and
+// starts it. The returned release closes the device and the package.
+func Open(ctx context.Context, dir string, opt Options) (dev *devicepkg.Device, release func() error, err error) {
+	pkg, err := devicepkg.Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if dev, err = Build(pkg, opt); err == nil {
+		if err = dev.Start(ctx); err != nil {
+			_ = dev.Close()
+		}
+	}
+	if err != nil {
+		_ = pkg.Close()
+		return nil, nil, err
+	}
+	return dev, func() error { err := dev.Close(); _ = pkg.Close(); return err }, nil
+}

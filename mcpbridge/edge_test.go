@@ -334,9 +334,9 @@ func TestToolsListSize(t *testing.T) {
 		{mcpbridge.Policy{Enabled: true}, "", 4096, len(mcpbridge.ToolNames())},
 		{mcpbridge.Policy{Enabled: true}, "op-tok", 4096, len(mcpbridge.ToolNames())}, // a token alone lists nothing more
 		{mcpbridge.Policy{Enabled: true, OperatorTools: true, AllowHardware: true}, "", 4096, len(mcpbridge.ToolNames())},
-		// An operator's host also lists mhp_permit: a person reads it, not a
-		// model on every turn, so it gets a little more room.
-		{mcpbridge.Policy{Enabled: true, OperatorTools: true}, "op-tok", 4096 + 512, len(mcpbridge.ToolNames()) + len(mcpbridge.OperatorToolNames())},
+		// An operator's host also lists mhp_permit and mhp_operator: a person
+		// reads them, not a model on every turn, so they get a little more room.
+		{mcpbridge.Policy{Enabled: true, OperatorTools: true}, "op-tok", 4096 + 1024, len(mcpbridge.ToolNames()) + len(mcpbridge.OperatorToolNames())},
 	} {
 		p := tc.p
 		cs := session(t, rigBridge(t, newRig(t, "rig", true, ""), mcpbridge.Config{Policy: &p, OperatorToken: tc.token}), nil)

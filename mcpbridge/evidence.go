@@ -92,20 +92,9 @@ func (b *Bridge) permit(ctx context.Context, s *session, _ *mcp.CallToolRequest,
 		return nil, mhp.Errorf(mhp.CodeForbidden, "no operator token: start mhp-mcp with --operator-token-file to issue permits").
 			With(mhp.DataReason, mhp.ReasonOperatorRequired)
 	}
-	id := argString(args, "device")
-	if _, err := s.gated(ctx, id); err != nil { // resolve the id and apply the hardware gate first
-		return nil, err
-	}
-	res, err := b.cfg.Finder.Get(ctx, id)
+	d, err := b.operatorConn(ctx, s, argString(args, "device"))
 	if err != nil {
 		return nil, err
-	}
-	if res == nil || res.Target == "" {
-		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With(mhp.DataName, id)
-	}
-	d, err := b.cfg.OperatorDial(ctx, res.Target)
-	if err != nil {
-		return nil, fmt.Errorf("operator connection to %s: %w", mhp.Truncate(id, 120), err)
 	}
 	defer d.Close()
 	req := mhpguard.PermitRequest{Name: argString(args, "name"), Note: argString(args, "note"), TTL: argFloat(args, "ttl_s", 0)}

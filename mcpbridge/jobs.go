@@ -33,9 +33,16 @@ func (b *Bridge) wait(ctx context.Context, req *mcp.CallToolRequest, d *client.D
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(secs*float64(time.Second)))
 	defer cancel()
-	j, err := d.Wait(wctx, id)
+	lctx, dropped := context.WithCancelCause(wctx)
+	defer dropped(nil)
+	go watchLink(lctx, d, dropped)
+	j, err := d.Wait(lctx, id)
 	if err == nil {
 		return map[string]any{"job": j}, nil
+	}
+	if cause := context.Cause(lctx); errors.Is(cause, errLinkDropped) && wctx.Err() == nil {
+		return nil, mhp.Errorf(mhp.CodeServerError, "the link to the device dropped while waiting for job %s (%v): the job's state is unknown; "+
+			"it may still be running on the device", id, cause).With(mhp.DataReason, ReasonLinkDropped).With("job", id).With(mhp.DataOutcome, mhp.OutcomeUnknown)
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		if owns {
@@ -246,8 +253,14 @@ func (b *Bridge) run(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 	return res, nil
 }
 
-func (b *Bridge) lab(ctx context.Context, s *session, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
+func (b *Bridge) lab(ctx context.Context, s *session, req *mcp.CallToolRequest, args map[string]any) (any, error) {
 	op := argString(args, "op")
+	if out, ok, err := b.fleetOp(ctx, req, op, args); ok {
+		return out, err
+	}
+	if out, ok, err := b.onboardOp(ctx, req, op, args); ok {
+		return out, err
+	}
 	switch op {
 	case "list":
 		conns := s.connected()
@@ -269,9 +282,20 @@ func (b *Bridge) lab(ctx context.Context, s *session, _ *mcp.CallToolRequest, ar
 			cancel()
 			out = append(out, entry)
 		}
-		return map[string]any{"devices": out, "policy": b.policy}, nil
+		res := map[string]any{"devices": out, "policy": b.policy}
+		if b.cfg.Fleet != nil {
+			fl, err := b.fleetList()
+			if err != nil {
+				return nil, err
+			}
+			res["fleet"] = fl
+			if note := fleetNote(len(fl.([]map[string]any))); note != "" {
+				res["note"] = note
+			}
+		}
+		return res, nil
 	case "updates":
-		ups, more, dropped := s.takeUpdates(ResultBudget - 256)
+		ups, more, dropped := s.takeUpdates(ResultBudget - 256 - fenceOverhead - len(DeviceTextNote))
 		out := map[string]any{"updates": ups, "dropped": dropped, "more": more}
 		if more > 0 {
 			out["note"] = fmt.Sprintf("%d more buffered: call op=updates again", more)

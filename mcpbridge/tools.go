@@ -18,14 +18,14 @@ func ToolNames() []string {
 
 // OperatorToolNames are the tools listed besides ToolNames when the host
 // policy has operator_tools and the operator gave a token (Config.OperatorToken).
-func OperatorToolNames() []string { return []string{"mhp_permit"} }
+func OperatorToolNames() []string { return []string{"mhp_permit", "mhp_operator"} }
 
 // A tool is one MCP tool of the bridge. Operator tools (a person's
 // decisions: mhp_permit; mhp_lab's reset is an operator op) are listed only
 // when the host policy allows them. Examples are kept where they teach what a
 // schema cannot (a query's phrasing, a selection, an action's params, a
 // script): tools/list stays under 4 KiB (4,049 bytes with the default policy;
-// an operator's host listing mhp_permit too: 4,528).
+// an operator's host listing mhp_permit and mhp_operator too: about 5 KiB).
 type tool struct {
 	name, description string
 	schema            map[string]any
@@ -75,6 +75,11 @@ func (b *Bridge) Server() *mcp.Server {
 			"Confirm-gated writes and actions ask a person through the host. mhp_estop is always allowed. " +
 			"mhp_run for loops. Unknown arguments are refused.",
 	})
+	// An elicitation the SDK fulfils for the client (clients without
+	// multi-round-trip) fails as a Go error when the answer has the wrong
+	// shape or the client refuses: that is the person's answer not being
+	// readable, a tool result, not a JSON-RPC error with code 0.
+	s.AddReceivingMiddleware(confirmationFailures, b.touchSessions)
 	if !b.policy.Enabled {
 		// Seed 001: no tools listed, every call refused, no device contacted.
 		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
@@ -207,6 +212,22 @@ func (b *Bridge) tools() []tool {
 		labOps = append(labOps, "reset")
 		labDesc += ", reset after estop/fault"
 	}
+	labProps := map[string]any{"op": nil, "device": deviceProp(), "ttl_s": num(1, maxWait)}
+	if b.cfg.Fleet != nil {
+		labOps = append(labOps, fleetOps()...)
+		labDesc += "; fleet: scan [hosts], add target (URL, folder, config; twin), remove, locate device location"
+		for k, v := range fleetProps() {
+			labProps[k] = v
+		}
+	}
+	if b.cfg.Fleet != nil && b.cfg.Onboard != nil {
+		labOps = append(labOps, onboardOps()...)
+		labDesc += "; onboard (interview: answers, id), new/write/validate a package (id, path, content)"
+		for k, v := range onboardProps() {
+			labProps[k] = v
+		}
+	}
+	labProps["op"] = enum(labOps...)
 	return []tool{
 		{name: "mhp_find", description: "Search devices (text: id, class, model, location, tags); filters exact; state=idle: free.",
 			schema: obj(nil, map[string]any{"query": strProp(), "class": strProp(),
@@ -246,8 +267,7 @@ func (b *Bridge) tools() []tool {
 			examples: []map[string]any{{"script": "rs = [lab['tc-01'].read('temp') for _ in range(500)]\nprint(sum(rs) / len(rs))"}},
 			handle:   b.run},
 		{name: "mhp_lab", description: labDesc + ".",
-			schema: obj([]string{"op"}, map[string]any{"op": enum(labOps...), "device": deviceProp(),
-				"ttl_s": num(1, maxWait)}),
+			schema: obj([]string{"op"}, labProps),
 			handle: b.lab},
 		{name: "mhp_evidence", description: "Receipts: chain head and latest page (or after seq; filters exact).",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "command_id": strProp(), "session": strProp(),
@@ -257,5 +277,6 @@ func (b *Bridge) tools() []tool {
 			schema: obj([]string{"device", "for", "name"}, map[string]any{"device": deviceProp(), "for": enum("write", "invoke"),
 				"name": strProp(), "value": map[string]any{}, "params": map[string]any{"type": "object"}, "ttl_s": num(1, maxWait), "note": strProp()}),
 			handle: b.permit},
+		b.operatorTool(), // operator.go
 	}
 }

@@ -346,8 +346,9 @@ func (a *adapter) stopLink() {
 	}
 }
 
-// verify is the reset check: the broker connection is back (waiting for it,
-// bounded) and every signal reads.
+// verify is the adapter's part of the reset check: the broker connection is
+// back (waiting for it, bounded) and the interlock and required_for_recovery
+// signals read.
 func (a *adapter) verify(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, a.cfg.ConnectTimeout)
 	defer cancel()
@@ -355,12 +356,22 @@ func (a *adapter) verify(ctx context.Context) error {
 		return fmt.Errorf("mqtt: broker %s not connected: %w", a.cfg.Broker, err)
 	}
 	// Just after a (re)connection the broker may not have delivered the
-	// retained values yet: poll, bounded by the same deadline.
+	// retained values yet: poll the signals a reset needs (interlocks and
+	// those required for recovery), bounded by the same deadline. The
+	// binding then reads every signal and names the others that are
+	// unavailable without blocking the reset.
+	var required map[string]bool
+	if d := a.drv.Load(); d != nil {
+		required = d.RecoverySignals()
+	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		var bad []string
 		for _, s := range a.cfg.Signals {
+			if !required[s.Name] {
+				continue
+			}
 			if _, err := a.read(s.Name); err != nil {
 				bad = append(bad, fmt.Sprintf("%s: %v", s.Name, err))
 			}

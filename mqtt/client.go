@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,9 @@ type DialOptions struct {
 	ClientID string
 	Username string
 	Password string
+	// TLS, when set, is the TLS configuration of an ssl:// (mqtts://)
+	// broker: the CAs to trust, a client certificate (auth.ClientTLS.Config).
+	TLS *tls.Config
 	// Will, when set, is registered with the broker at every connect.
 	Will *Will
 	// OnConnect, when set, runs after every (re)connect, after the
@@ -202,6 +206,9 @@ func DialPaho(opt DialOptions) (*PahoClient, error) {
 		SetOnConnectHandler(p.onConnect).
 		SetReconnectingHandler(p.onReconnecting).
 		SetConnectionLostHandler(p.onLost)
+	if opt.TLS != nil {
+		o.SetTLSConfig(opt.TLS)
+	}
 	if opt.Username != "" {
 		o.SetUsername(opt.Username)
 		o.SetPassword(opt.Password)

@@ -331,7 +331,7 @@ func (d *discovery) readVar(ctx context.Context, n *ua.NodeID) (varAttrs, error)
 	if err != nil {
 		return v, err
 	}
-	v.builtin, v.unit, v.hasRange, v.low, v.high = info.dataType, info.unit, info.hasRange, info.low, info.high
+	v.builtin, v.unit, v.hasRange, v.low, v.high = info.dataType, adapters.UnitName(info.unit), info.hasRange, info.low, info.high
 	res, err := d.cl.Read(ctx, []*ua.ReadValueID{
 		{NodeID: n, AttributeID: ua.AttributeIDDataType},
 		{NodeID: n, AttributeID: ua.AttributeIDAccessLevel},

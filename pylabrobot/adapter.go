@@ -182,6 +182,7 @@ func (b *bridgeAdapter) binding(bc binding.Config) (binding.Config, error) {
 			if o.Notes != "" {
 				spec.Notes = o.Notes
 			}
+			spec.RequiredForRecovery = o.RequiredForRecovery
 		}
 		served[st.Name] = true
 		name := st.Name

@@ -80,7 +80,9 @@ type SignalOverride struct {
 	Type  string `yaml:"type,omitempty"`
 	Unit  string `yaml:"unit,omitempty"`
 	Notes string `yaml:"notes,omitempty"`
-	Hide  bool   `yaml:"hide,omitempty"`
+	Hide  bool   `yaml:"hide,omitempty"` // RequiredForRecovery: safety/reset refuses while this signal is
+	// unreadable (interlock signals always are).
+	RequiredForRecovery bool `yaml:"required_for_recovery,omitempty"`
 }
 
 // SettingMapping makes a setter method a setting: a write runs the method

@@ -27,11 +27,11 @@ func cachedDescription(cfg Config, cause error) (*Description, error) {
 		return nil, fmt.Errorf("%w (link.fail_fast is set: not starting without the bridge)", cause)
 	}
 	if cfg.Link.DescriptorCache == "" {
-		return nil, fmt.Errorf("%w; the device's items come from the bridge's /describe, so starting before the bridge needs link.descriptor_cache (written on the first start with the bridge up)", cause)
+		return nil, adapters.NeverReached(fmt.Errorf("%w; the device's items come from the bridge's /describe, so starting before the bridge needs link.descriptor_cache (written on the first start with the bridge up)", cause))
 	}
 	var d Description
 	if _, err := adapters.LoadDescriptor(cfg.Link.DescriptorCache, Kind, cfg.URL, &d); err != nil {
-		return nil, fmt.Errorf("%w; and no usable descriptor cache: %v", cause, err)
+		return nil, adapters.NeverReached(fmt.Errorf("%w; and no usable descriptor cache: %v", cause, err))
 	}
 	return &d, nil
 }
@@ -94,15 +94,17 @@ const SetupMethod = "setup"
 // setup_finished and it reads false, the reset runs setup (reset_setup,
 // default on) and verifies only once setup_finished reads true; without a
 // setup method, or with reset_setup off, the reset is refused saying so.
-// Every other state value must read.
+// The other state values are signals, read by the binding after this check.
 func (b *bridgeAdapter) verify(ctx context.Context) error {
 	st, err := b.m.State(ctx)
 	if err != nil {
 		b.lost(err)
 		return fmt.Errorf("bridge /state: %w", err)
 	}
-	if len(st.Errors) > 0 {
-		return fmt.Errorf("bridge /state: unreadable: %v", st.Errors)
+	// Other state values are signals: the binding reads them after this
+	// check (an unreadable interlock or required one refuses the reset).
+	if why, bad := st.Errors["setup_finished"]; bad {
+		return fmt.Errorf("bridge /state: setup_finished unreadable: %v", why)
 	}
 	done, tracked := st.Values["setup_finished"].(bool)
 	if !tracked || done {

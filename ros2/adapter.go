@@ -83,10 +83,14 @@ type adapter struct {
 	upCh      chan struct{} // closed while linkUp
 	configErr error
 	// bridge is what the probe learnt of the bridge; probed is set once it ran.
-	bridge    Bridge
-	probed    bool
-	probing   bool
-	setupDone bool
+	bridge  Bridge
+	probed  bool
+	probing bool
+	// actionTypes keeps, per action name, the verdict on its server's
+	// type once rosapi gave one (nil: matches; errCannotCheck: rosapi
+	// cannot tell), so each goal asks only for the server list.
+	actionTypes map[string]error
+	setupDone   bool
 	// inflight counts jobs that talk to the robot right now (goals and
 	// service calls), for the link-lost log's goals_in_flight.
 	inflight atomic.Int64

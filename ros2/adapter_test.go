@@ -70,7 +70,9 @@ func TestGoalTerminalStates(t *testing.T) {
 			g.FailBridge("Message type arm_msgs/action/MoveTo_Goal does not have a field speed")
 		}, state: mhp.JobFailed, outcome: mhp.OutcomeNotStarted, dev: mhp.StateIdle, errText: "does not have a field"},
 		// rosbridge answers nothing to these; rosapi says so before the goal.
-		{name: "bad action type", typ: "arm_msgs/action/Wrong", script: rosbridgetest.Script{},
+		{name: "bad action type", typ: "arm_msgs/action/Wrong", script: rosbridgetest.Script{}, opts: rosbridgetest.Options{RosapiActionType: true},
+			state: mhp.JobFailed, outcome: mhp.OutcomeNotStarted, dev: mhp.StateIdle, errText: "has type arm_msgs/action/MoveTo"},
+		{name: "bad action type, hidden service types", typ: "arm_msgs/action/Wrong", script: rosbridgetest.Script{}, opts: rosbridgetest.Options{HiddenServiceTypes: true},
 			state: mhp.JobFailed, outcome: mhp.OutcomeNotStarted, dev: mhp.StateIdle, errText: "has type arm_msgs/action/MoveTo"},
 		{name: "no action server", server: "/arm/other", script: rosbridgetest.Script{},
 			state: mhp.JobFailed, outcome: mhp.OutcomeNotStarted, dev: mhp.StateIdle, errText: "no action server /arm/move_to"},

@@ -1,6 +1,7 @@
 package ros2
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -216,38 +217,65 @@ func TestCheckTypesLaterKeepsTheLinkDown(t *testing.T) {
 	})
 }
 
+// syncBuffer is a log sink safe for the adapter's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // TestCheckTypesAgainstTheBridge: check_types refuses spellings of the other
-// ROS version and action types the robot does not have.
+// ROS version and action types the robot does not have, and warns (starting)
+// where the bridge cannot tell an action's type.
 func TestCheckTypesAgainstTheBridge(t *testing.T) {
 	signal := func(typ string) []SignalConfig {
 		return []SignalConfig{{Signal: mhp.Signal{Name: "temp", Type: mhp.TypeNumber}, Topic: "/arm/temp", MsgType: typ}}
 	}
 	for _, c := range []struct {
-		name    string
-		version rosbridgetest.Version
-		cfg     func(*Config)
-		errText string // "" starts
+		name       string
+		version    rosbridgetest.Version
+		cfg        func(*Config)
+		errText    string // "" starts
+		actionType bool   // rosapi serves /rosapi/action_type
+		warn       string // logged on a start that succeeds
 	}{
-		{"ROS 2 spelling on ROS 1", rosbridgetest.Rosbridge011, func(c *Config) { c.Signals = signal("std_msgs/msg/Float64") }, "ROS 2 spelling"},
-		{"ROS 1 spelling on ROS 1", rosbridgetest.Rosbridge011, func(c *Config) { c.Signals = signal("std_msgs/Float64") }, ""},
-		{"either spelling on ROS 2", rosbridgetest.Rosbridge2, func(c *Config) { c.Signals = signal("std_msgs/Float64") }, ""},
+		{"ROS 2 spelling on ROS 1", rosbridgetest.Rosbridge011, func(c *Config) { c.Signals = signal("std_msgs/msg/Float64") }, "ROS 2 spelling", false, ""},
+		{"ROS 1 spelling on ROS 1", rosbridgetest.Rosbridge011, func(c *Config) { c.Signals = signal("std_msgs/Float64") }, "", false, ""},
+		{"either spelling on ROS 2", rosbridgetest.Rosbridge2, func(c *Config) { c.Signals = signal("std_msgs/Float64") }, "", false, ""},
 		{"misspelt actionlib type", rosbridgetest.Rosbridge011, func(c *Config) {
 			*c = actionlibConfig()
 			c.Actions[0].ActionType = "arm_msgs/MoveTwo"
-		}, "has type arm_msgs/MoveToActionGoal"},
-		{"actionlib type right", rosbridgetest.Rosbridge011, func(c *Config) { *c = actionlibConfig() }, ""},
-		{"ROS 2 action on ROS 1", rosbridgetest.Rosbridge011, func(c *Config) { *c = moveConfig(0) }, "no action ops"},
+		}, "has type arm_msgs/MoveToActionGoal", false, ""},
+		{"actionlib type right", rosbridgetest.Rosbridge011, func(c *Config) { *c = actionlibConfig() }, "", false, ""},
+		{"ROS 2 action on ROS 1", rosbridgetest.Rosbridge011, func(c *Config) { *c = moveConfig(0) }, "no action ops", false, ""},
 		{"wrong ROS 2 action type", rosbridgetest.Rosbridge2, func(c *Config) {
 			*c = moveConfig(0)
 			c.Actions[0].ActionType = "arm_msgs/action/Wrong"
-		}, "has type arm_msgs/action/MoveTo"},
+		}, "has type arm_msgs/action/MoveTo", true, ""},
+		// rosbridge 2.0.0/2.1.0: the hidden send_goal service has no type
+		// and there is no /rosapi/action_type. Before the fix the start was
+		// refused "rosapi lists /arm/move_to but has no type for ...".
+		{"ROS 2 action, 2.x cannot tell the type", rosbridgetest.Rosbridge2, func(c *Config) { *c = moveConfig(0) }, "", false,
+			"the type cannot be checked"},
+		{"ROS 2 action type right", rosbridgetest.Rosbridge2, func(c *Config) { *c = moveConfig(0) }, "", true, ""},
 		{"missing ROS 2 action server", rosbridgetest.Rosbridge2, func(c *Config) {
 			*c = moveConfig(0)
 			c.Actions[0].ROSAction = "/arm/nowhere"
-		}, "no action server /arm/nowhere"},
+		}, "no action server /arm/nowhere", false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := newServer(t, rosbridgetest.Options{Version: c.version})
+			srv := newServer(t, rosbridgetest.Options{Version: c.version, RosapiActionType: c.actionType})
 			tt := "std_msgs/msg/Float64"
 			if c.version == rosbridgetest.Rosbridge011 {
 				tt = "std_msgs/Float64"
@@ -259,7 +287,8 @@ func TestCheckTypesAgainstTheBridge(t *testing.T) {
 			c.cfg(&cfg)
 			cfg.CheckTypes = true
 			cfg.URL = srv.URL()
-			d, err := New(context.Background(), cfg, Options{Options: adapters.Options{Logger: quiet()}})
+			var logged syncBuffer
+			d, err := New(context.Background(), cfg, Options{Options: adapters.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,6 +299,9 @@ func TestCheckTypesAgainstTheBridge(t *testing.T) {
 			}
 			if c.errText != "" && (err == nil || !strings.Contains(err.Error(), c.errText)) {
 				t.Fatalf("start: %v, want an error with %q", err, c.errText)
+			}
+			if c.warn != "" && !strings.Contains(logged.String(), c.warn) {
+				t.Fatalf("start logged %q, want a warning with %q", logged.String(), c.warn)
 			}
 		})
 	}

@@ -165,8 +165,24 @@ type owedOp struct {
 	what string
 	msg  map[string]any
 	// expires, when set, drops the message from a later reconnect: a cancel
-	// already sent on a main connection that may have been dying.
+	// already sent on a connection (via) that may have been dying. If via
+	// drops before expires, the write proved nothing (a bridge restarting
+	// takes it into its grave): the message is owed again, without expiry,
+	// however long the bridge stays away.
 	expires time.Time
+	via     *websocket.Conn
+}
+
+// reoweLocked makes the messages written on ws shortly before it dropped
+// owed again until the next main connection. mu is held.
+func (c *Client) reoweLocked(ws *websocket.Conn) {
+	now := c.opts.Clock.Now()
+	for i := range c.owed {
+		o := &c.owed[i]
+		if o.via == ws && !o.expires.IsZero() && now.Before(o.expires) {
+			o.expires, o.via = time.Time{}, nil
+		}
+	}
 }
 
 // Dial connects to a rosbridge server ("ws://robot:9090") and keeps the
@@ -254,7 +270,7 @@ func (c *Client) attach(ws *websocket.Conn) {
 	for _, s := range c.subs {
 		subs = append(subs, s)
 	}
-	now := time.Now()
+	now := c.opts.Clock.Now()
 	var owed []owedOp
 	for _, o := range c.owed {
 		if o.expires.IsZero() || now.Before(o.expires) {
@@ -530,6 +546,7 @@ func (c *Client) dropped(ws *websocket.Conn, cause error) {
 		return
 	}
 	c.ws = nil
+	c.reoweLocked(ws)
 	if c.ready {
 		c.up = make(chan struct{})
 	}

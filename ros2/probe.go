@@ -202,7 +202,14 @@ func (a *adapter) checkTypes(ctx context.Context, conn Conn, b Bridge) error {
 		if ac.ROSAction == "" {
 			continue
 		}
-		if err := a.checkActionServer(ctx, conn, b, ac); err != nil {
+		err := a.checkActionServer(ctx, conn, b, ac)
+		switch {
+		case errors.Is(err, errCannotCheck):
+			// The bridge cannot tell (rosbridge 2.x lists no type for the
+			// hidden send_goal service): say so, do not refuse to start.
+			a.log.Warn("ros2: check_types: action "+ac.Name+": the type cannot be checked; its goals go out unchecked, bounded by first_response_s",
+				"action", ac.ROSAction, "type", ac.ActionType, "why", err)
+		case err != nil:
 			return fmt.Errorf("ros2: check_types: %w", err)
 		}
 	}
@@ -213,11 +220,15 @@ func (a *adapter) checkTypes(ctx context.Context, conn Conn, b Bridge) error {
 var errCannotCheck = errors.New("rosapi cannot tell")
 
 // checkActionServer asks rosapi whether the action server exists with the
-// configured type: /rosapi/action_servers lists the servers (rosbridge
-// 2.x), and the type of the server's hidden <action>/_action/send_goal
-// service is "<pkg>/action/<Type>_SendGoal". A *mhp.Error names what is
-// wrong (refused, nothing sent); errCannotCheck means rosapi could not say
-// (the goal then goes out, bounded by first_response_s).
+// configured type. /rosapi/action_servers lists the servers (rosbridge 2.x);
+// the type comes from /rosapi/action_type where rosapi serves it, else from
+// the hidden <action>/_action/send_goal service's type
+// ("<pkg>/action/<Type>_SendGoal") — which rosbridge 2.0.0, 2.1.0 and the
+// ros2 branch answer "" (rosapi omits hidden services), so on those the type
+// cannot be told. A *mhp.Error names what is wrong (refused, nothing sent);
+// errCannotCheck means rosapi could not say (the goal then goes out, bounded
+// by first_response_s). The type's verdict is kept per action, so a goal
+// asks rosapi for the server list only.
 func (a *adapter) checkActionServer(ctx context.Context, conn Conn, b Bridge, ac ActionConfig) error {
 	item := "action " + ac.Name
 	if b.ActionServers {
@@ -237,30 +248,80 @@ func (a *adapter) checkActionServer(ctx context.Context, conn Conn, b Bridge, ac
 				ac.ROSAction, len(r.Servers)).With("action_servers", truncList(r.Servers))
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, a.reqTimeout)
-	raw, err := conn.CallService(cctx, "/rosapi/service_type", map[string]any{"service": ac.ROSAction + "/_action/send_goal"})
-	cancel()
+	a.mu.Lock()
+	verdict, known := a.actionTypes[ac.Name]
+	a.mu.Unlock()
+	if known {
+		return verdict
+	}
+	have, answered, err := a.robotActionType(ctx, conn, b, ac)
 	if err != nil {
-		return fmt.Errorf("%w: /rosapi/service_type: %v", errCannotCheck, err)
-	}
-	var r struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(raw, &r)
-	if r.Type == "" {
-		if b.ActionServers {
-			return fmt.Errorf("%w: rosapi lists %s but has no type for %s/_action/send_goal", errCannotCheck, ac.ROSAction, ac.ROSAction)
+		if answered {
+			a.keepActionType(ac.Name, err)
 		}
-		// Without /rosapi/action_servers this may be rosbridge 1.x, which has
-		// no action ops at all: the first-response bound says so.
-		return fmt.Errorf("%w: %s/_action/send_goal has no type (no action server %s, or a rosapi that does not list hidden services)", errCannotCheck, ac.ROSAction, ac.ROSAction)
+		return err
 	}
-	have := strings.TrimSuffix(r.Type, "_SendGoal")
 	if !SameType(have, ac.ActionType) {
 		return refusal(item, "action_type_mismatch", "action server %s has type %s, the config says %s; rosbridge would wait without a word, nothing was sent",
 			ac.ROSAction, have, ac.ActionType).With("robot_type", have)
 	}
+	a.keepActionType(ac.Name, nil)
 	return nil
+}
+
+func (a *adapter) keepActionType(action string, verdict error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.actionTypes == nil {
+		a.actionTypes = map[string]error{}
+	}
+	a.actionTypes[action] = verdict
+}
+
+// robotActionType asks rosapi for an action server's type: /rosapi/action_type
+// first (newer rosapi; jazzy's may never answer, which the request timeout
+// bounds), then the hidden send_goal service's type. answered reports that
+// rosapi gave its word (a verdict worth keeping), not a link error.
+func (a *adapter) robotActionType(ctx context.Context, conn Conn, b Bridge, ac ActionConfig) (typ string, answered bool, err error) {
+	var r struct {
+		Type string `json:"type"`
+	}
+	var asked []string
+	if b.ActionServers {
+		cctx, cancel := context.WithTimeout(ctx, a.reqTimeout)
+		raw, err := conn.CallService(cctx, "/rosapi/action_type", map[string]any{"action": ac.ROSAction})
+		cancel()
+		if err == nil {
+			_ = json.Unmarshal(raw, &r)
+			if r.Type != "" {
+				return r.Type, true, nil
+			}
+			asked = append(asked, "/rosapi/action_type answered no type")
+		} else {
+			if ctx.Err() != nil {
+				return "", false, fmt.Errorf("%w: %v", errCannotCheck, ctx.Err())
+			}
+			asked = append(asked, fmt.Sprintf("/rosapi/action_type: %v", err))
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.reqTimeout)
+	raw, err := conn.CallService(cctx, "/rosapi/service_type", map[string]any{"service": ac.ROSAction + "/_action/send_goal"})
+	cancel()
+	if err != nil {
+		return "", false, fmt.Errorf("%w: /rosapi/service_type: %v", errCannotCheck, err)
+	}
+	r.Type = ""
+	_ = json.Unmarshal(raw, &r)
+	if r.Type != "" {
+		return strings.TrimSuffix(r.Type, "_SendGoal"), true, nil
+	}
+	if b.ActionServers {
+		return "", true, fmt.Errorf("%w: rosapi lists %s but cannot tell its type (%s; /rosapi/service_type answers \"\" for the hidden %s/_action/send_goal, as rosbridge 2.x does)",
+			errCannotCheck, ac.ROSAction, strings.Join(asked, "; "), ac.ROSAction)
+	}
+	// Without /rosapi/action_servers this may be rosbridge 1.x, which has
+	// no action ops at all: the first-response bound says so.
+	return "", true, fmt.Errorf("%w: %s/_action/send_goal has no type (no action server %s, or a rosapi that does not list hidden services)", errCannotCheck, ac.ROSAction, ac.ROSAction)
 }
 
 func truncList(l []string) []string {

@@ -114,6 +114,7 @@ func (c *Client) sideDropped(s *side, cause error) {
 
 	c.mu.Lock()
 	delete(c.sides, s)
+	c.reoweLocked(s.ws)
 	for i, x := range c.idle {
 		if x == s {
 			c.idle = append(c.idle[:i], c.idle[i+1:]...)
@@ -436,11 +437,17 @@ func (c *Client) sendCancel(ctx context.Context, action, goalID string) error {
 	// A write can succeed on a connection whose peer is already gone: the
 	// cancel stays owed for a while, so a reconnect soon after sends it again
 	// (a second cancel of the same goal is harmless).
-	recheck := owedOp{what: "cancel of goal " + goalID + " on " + action, msg: msg, expires: time.Now().Add(c.opts.RequestTimeout)}
+	// If that connection drops within the window, it is owed again until
+	// the next main connection however long that takes (reoweLocked).
+	recheck := owedOp{what: "cancel of goal " + goalID + " on " + action, msg: msg, expires: c.opts.Clock.Now().Add(c.opts.RequestTimeout)}
 	if ws != nil {
 		if err := c.write(ctx, ws, msg); err == nil {
 			c.mu.Lock()
+			recheck.via = ws
 			c.oweLocked(recheck)
+			if c.ws != ws { // dropped while writing
+				c.reoweLocked(ws)
+			}
 			c.mu.Unlock()
 			return nil
 		}
@@ -448,6 +455,7 @@ func (c *Client) sendCancel(ctx context.Context, action, goalID string) error {
 		if err := c.write(ctx, s.ws, msg); err == nil {
 			c.putSide(s)
 			c.mu.Lock()
+			recheck.via = s.ws
 			c.oweLocked(recheck)
 			c.mu.Unlock()
 			return nil

@@ -141,13 +141,23 @@ func (c *Client) PublishFirstOnReconnect(what, topic, typ string, msg any) {
 		c.mu.Unlock()
 		return
 	}
+	ws := c.ws
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.RequestTimeout)
 	defer cancel()
-	if err := c.Publish(ctx, topic, typ, msg); errors.Is(err, ErrNotConnected) || errors.Is(err, ErrConnLost) {
-		c.mu.Lock()
+	err := c.Publish(ctx, topic, typ, msg)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case errors.Is(err, ErrNotConnected) || errors.Is(err, ErrConnLost):
 		c.oweLocked(owedOp{what: what, msg: m})
-		c.mu.Unlock()
+	case err == nil && ws != nil:
+		// As a ROS 2 cancel: a publish on a connection that drops right
+		// after proves nothing; it is owed again then (reoweLocked).
+		c.oweLocked(owedOp{what: what, msg: m, via: ws, expires: c.opts.Clock.Now().Add(c.opts.RequestTimeout)})
+		if c.ws != ws {
+			c.reoweLocked(ws)
+		}
 	}
 }
 

@@ -205,7 +205,9 @@ type PropertyEntry struct {
 	Signal   string `yaml:"signal,omitempty"`
 	Unit     string `yaml:"unit,omitempty"`
 	Notes    string `yaml:"notes,omitempty"`
-	Hide     bool   `yaml:"hide,omitempty"`
+	Hide     bool   `yaml:"hide,omitempty"` // RequiredForRecovery: safety/reset refuses while this signal is
+	// unreadable (interlock signals always are).
+	RequiredForRecovery bool `yaml:"required_for_recovery,omitempty"`
 }
 
 // ParamEntry narrows one action parameter.

@@ -246,6 +246,7 @@ func (a *adapter) signal(f *Compiled, p *Property, e *PropertyEntry) binding.Sig
 		if e.Notes != "" {
 			spec.Notes = e.Notes
 		}
+		spec.RequiredForRecovery = e.RequiredForRecovery
 	}
 	fid, pid := f.Feature.FullyQualifiedID(), p.Identifier
 	if !p.IsObservable() {

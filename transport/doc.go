@@ -126,15 +126,29 @@
 //     signal; every other notification goes to every session. On a stream
 //     they are interleaved lines; over HTTP they are SSE events with ids,
 //     resumable with Last-Event-ID from a bounded per-session buffer.
-//   - Token: with [Options.Token], every HTTP request (including /mhp.json
-//     unless [Options.PublicDescriptor]) needs "Authorization: Bearer <token>",
-//     compared in constant time; a bad or missing token gets 401. A request
-//     from a browser page (an Origin header) not in [Options.AllowedOrigins]
-//     gets 403, so a web page cannot drive a device on localhost (cross-site
-//     POST). Without a token, a request whose Host is not an IP literal,
-//     localhost or in [Options.AllowedHosts] gets 403 (DNS rebinding: a page
-//     whose name was re-pointed at 127.0.0.1). mhp serve refuses a
-//     non-loopback --http without a token unless --insecure.
+//   - Who: every HTTP request passes [Server.Guard] (package auth): with
+//     credentials configured ([Options.Auth]: a credentials file, client
+//     certificates; or the legacy [Options.Token]) it needs a verified client
+//     certificate or bearer token that names an identity (401 otherwise,
+//     /mhp.json included unless [Options.PublicDescriptor]); the identity is
+//     in the context of every device call (auth.FromContext), its role bounds
+//     the methods it may call (auth.Authorize, before the device is called;
+//     estop is served to every role), and the sessions it opens are its own
+//     (their labels start with its name; another identity presenting their
+//     secret or X-MHP-Client header does not find them). A request from a
+//     browser page (an Origin header) not in [Options.AllowedOrigins] gets
+//     403, so a web page cannot drive a device on localhost (cross-site
+//     POST). While no credential is required, a request whose Host is not an
+//     IP literal, localhost or in [Options.AllowedHosts] gets 403 (DNS
+//     rebinding: a page whose name was re-pointed at 127.0.0.1). mhp serve
+//     refuses a non-loopback --http without TLS and credentials unless
+//     --insecure.
+//   - TLS and framing: [ServeHTTP], [ServeHandler] and [Serve] terminate TLS
+//     themselves when [Options.TLS] is set (HTTP/1.1; certificates reload
+//     through auth.ServerTLS) and follow each connection's HTTP/1.1 framing,
+//     so a request carrying both Content-Length and Transfer-Encoding is
+//     refused with 400 and its connection closed (RFC 9112 §6.1: nothing
+//     smuggled after its chunked body is served).
 //   - Extra routes: [Options.Handlers] adds HTTP routes behind the same Host,
-//     Origin and token checks (for example a console).
+//     Origin and credential checks (for example a console).
 package transport

@@ -33,6 +33,7 @@ type frontConn struct {
 
 func (c *frontConn) limited() *limitedConn { return c.lc }
 
+// Read reads from the connection (after TLS) and follows the framing of what it read.
 func (c *frontConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
@@ -57,6 +58,7 @@ type frontListener struct {
 	log *slog.Logger
 }
 
+// Accept admits a connection under the limit and wraps it (TLS, framing).
 func (l *frontListener) Accept() (net.Conn, error) {
 	c, err := l.connLimiter.Accept()
 	if err != nil {

@@ -5,12 +5,26 @@
 //	mhp-mcp --directory http://directory:18900
 //	mhp-mcp --directory http://directory:18900 --http 127.0.0.1:18800 --token-file token --allow-origin https://lab.example
 //	mhp-mcp --policy host-policy.json thermo=http://bench-pc:18921
+//	mhp-mcp                                   # the host's fleet ($MHP_HOME, default ~/.mhp)
+//
+// Without targets or --directory it serves the host's fleet: the devices of
+// $MHP_HOME/fleet.yaml (mhp lab add …), packages hosted in this process, and
+// mhp_lab's fleet ops (scan, add, remove, locate, onboard). Whether a fleet
+// device is simulated is the host's decision (a twin or a sim: package),
+// never the device's tags.
 //
 // Over stdio a line that is not JSON-RPC is answered with a JSON-RPC error
-// and the session goes on. --http on an address that is not loopback needs
-// --token-file unless --insecure. Without --policy the host policy is
-// enabled with every other flag off: hardware devices (cards not tagged
-// "simulated") are refused for actuation, operator ops are not listed.
+// and the session goes on. --http serves HTTPS with --tls-cert and
+// --tls-key, mutual TLS with --client-ca, named identities with
+// --credentials (package auth); an address that is not loopback needs TLS
+// and credentials unless --insecure. --ca, --pin, --client-cert and
+// --client-key (MHP_CA, MHP_CLIENT_CERT, MHP_CLIENT_KEY) are how the bridge
+// reaches https:// devices and the directory. Without --policy the host policy is
+// enabled with every other flag off: hardware devices are refused for
+// actuation (a device is simulated only when the host says so: the fleet,
+// or --simulated NAME for a named target; never from the device's own
+// tags), operator ops are not listed. SIGINT and SIGTERM end the bridge and
+// release its leases.
 // MHP_MCP_ENABLED=0|1 overrides the policy's enabled flag for one process.
 //
 // --operator-token-file F gives the bridge the devices' operator token (mhp
@@ -32,26 +46,37 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/client"
+	"github.com/openmhp/mhp-go/cmd/internal/linked"
 	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/examples/sim"
+	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/mcpbridge"
 	"github.com/openmhp/mhp-go/metrics"
+	"github.com/openmhp/mhp-go/onboard"
 	"github.com/openmhp/mhp-go/transport"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM (systemd, docker stop, kill) ends the bridge as SIGINT does:
+	// the deferred Close releases every lease instead of leaving them to
+	// their ttl.
+	ctx, stop := signal.NotifyContext(context.Background(), shutdownSignals...)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "mhp-mcp:", err)
 		os.Exit(1)
 	}
 }
+
+// shutdownSignals end the bridge (its leases released on the way out).
+var shutdownSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 
 type origins []string
 
@@ -78,10 +103,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"only a JSON true turns a flag on (default: enabled, the rest off)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json (for log collectors)")
 	opTokenFile := fs.String("operator-token-file", "", "file holding the devices' operator token; with operator_tools, mhp_permit issues permits")
+	home := fs.String("home", "", "the host's home with fleet.yaml and devices/ (default $MHP_HOME or ~/.mhp); used without targets")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
+	sessionIdle := fs.Duration("session-idle", mcpbridge.DefaultSessionIdle, "over HTTP, release an MCP session's device leases once it shows no life "+
+		"(no request, no open stream) for this long; a client that vanished without DELETE does not keep the devices")
+	var simNames origins
+	fs.Var(&simNames, "simulated", "a named device the host knows to be simulated, so actuated without allow_hardware (repeatable); "+
+		"a device's own tags never count")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mhp-mcp [--policy FILE] [--directory URL | name=target ...] [--http ADDR --token-file F --allow-origin O --insecure]")
+		fmt.Fprintln(stderr, "usage: mhp-mcp [--policy FILE] [--directory URL | name=target ... | --home DIR] [--http ADDR --token-file F --allow-origin O --insecure]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -101,9 +132,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		named[name] = target
 	}
-	if (*dirURL == "") == (len(named) == 0) {
+	if *dirURL != "" && len(named) > 0 {
 		fs.Usage()
-		return errors.New("give either --directory URL or name=target devices")
+		return errors.New("give either --directory URL or name=target devices, not both (neither: the host's fleet)")
 	}
 	token := ""
 	if *tokenFile != "" {
@@ -138,6 +169,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		policy = p
 	}
+
 	switch v := os.Getenv("MHP_MCP_ENABLED"); v { // one process's override (seed 001)
 	case "":
 	case "0":
@@ -146,6 +178,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		policy.Enabled = true
 	default:
 		return fmt.Errorf("MHP_MCP_ENABLED=%q: want 0 or 1", v)
+	}
+	for _, w := range policy.Warnings() { // say why at start, not by listing 0 tools
+		fmt.Fprintln(stderr, "mhp-mcp:", w)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if *logFormat == "json" {
@@ -185,24 +220,47 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	copts := client.Options{ClientName: "mhp-mcp", Token: token, TLS: ctls}
 	var finder directory.Finder
-	if *dirURL != "" {
+	var fleet *host.Fleet
+	var iv *onboard.Interview
+	switch {
+	case *dirURL != "":
 		hc, err := client.HTTPClient(ctls, 10*time.Second)
 		if err != nil {
 			return err
 		}
 		finder = &directory.Remote{URL: strings.TrimRight(*dirURL, "/"), HTTP: hc}
-	} else {
+	case len(named) == 0:
+		// No targets: the host's fleet ($MHP_HOME or --home), its packages
+		// hosted in this process; mhp_lab gets the fleet ops.
+		f, err := linked.Fleet(*home, copts, sim.Options{}, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fleet = f
+		if iv, err = linked.Interview(f); err != nil {
+			return err
+		}
+	default:
 		// Named targets are the operator's own command line: stdio: may start
 		// their processes. A directory's targets never do (client default).
 		copts.AllowStdio = true
-		n := &mcpbridge.Named{Targets: named, Client: copts}
+		sims := map[string]bool{}
+		for _, s := range simNames {
+			if _, ok := named[s]; !ok {
+				return fmt.Errorf("--simulated %q: no device of that name (give name=target)", s)
+			}
+			sims[s] = true
+		}
+		n := &mcpbridge.Named{Targets: named, Simulated: sims, Client: copts}
 		defer n.Close()
 		finder = n
 	}
 	if opToken != "" && !policy.OperatorTools {
 		fmt.Fprintln(stderr, "mhp-mcp: --operator-token-file is unused: the host policy's operator_tools is off, so mhp_permit is not listed")
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Client: copts, Policy: &policy, OperatorToken: opToken})
+	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Fleet: fleet, Onboard: iv, Client: copts, Policy: &policy, OperatorToken: opToken,
+		SessionIdle: *sessionIdle})
 	if err != nil {
 		return err
 	}
@@ -230,6 +288,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		log.Warn("mhp-mcp serving HTTP without credentials: anyone who reaches the address can drive the lab", "url", url)
 	}
 	log.Info("mhp-mcp serving", "url", url, "metrics", base+"/metrics", "credentials", authn.Required(), "tls", st != nil, "policy", fmt.Sprintf("%+v", policy))
+	auth.ReloadOnHangup(ctx, log, st, authn)
 	if ready != nil {
 		ready(url)
 	}

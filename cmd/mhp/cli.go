@@ -89,6 +89,12 @@ Wrap a backend (OPC UA PLC, ROS 2 robot, MQTT, SiLA 2, MADSci node, PyLabRobot b
       reads the live backend and writes the adapter config (and its descriptor snapshot) to review,
       then mhp validate FILE, mhp serve FILE; e.g. mhp init opcua opc.tcp://10.0.0.5:4840 -o plc.yaml
 
+The host's fleet (the devices mhp-mcp serves when given no targets; $MHP_HOME, default ~/.mhp):
+  mhp lab list | scan [HOST...] | add TARGET [--twin] [--yes] | remove ID | locate ID WHERE
+  mhp onboard                                  add an instrument with no MHP server by answering questions
+  mhp setup claude-desktop|claude-code|FILE [--dry-run]   register mhp-mcp with a harness
+  mhp skills install DIR [--force]             the three Agent Skills, where a harness reads skills
+
 Other:
   mhp demo [--http ADDR] [--speed N] [--once]  the simulated lab and a PCR workflow
   mhp validate DIR|FILE.yaml                   check a device package or an adapter config
@@ -193,6 +199,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.conformanceCmd(ctx, args[1:])
 	case cmd == "run":
 		return a.runCmd(ctx, args[1:])
+	case cmd == "certs":
+		return a.certsCmd(ctx, args[1:])
 	case cmd == "serve-directory":
 		return a.serveDirectoryCmd(ctx, args[1:])
 	case cmd == "sila":
@@ -201,6 +209,14 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.watchCmd(ctx, args[1:])
 	case cmd == "evidence":
 		return a.evidenceCmd(ctx, args[1:])
+	case cmd == "lab":
+		return a.labCmd(ctx, args[1:])
+	case cmd == "onboard":
+		return a.onboardCmd(ctx, args[1:])
+	case cmd == "skills":
+		return a.skillsCmd(ctx, args[1:])
+	case cmd == "setup":
+		return a.setupCmd(ctx, args[1:])
 	case isTarget(cmd):
 		return a.deviceCmd(ctx, cmd, args[1:])
 	default:

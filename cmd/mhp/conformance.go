@@ -28,7 +28,11 @@ func (a *app) conformanceCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return a.usageError("conformance: %v", err)
 	}
-	rep, err := wire.Run(ctx, p.args[0], wire.Options{Token: token, Timeout: timeout, Stderr: a.stderr,
+	hc, err := a.tlsHTTPClient(p)
+	if err != nil {
+		return a.usageError("conformance: %v", err)
+	}
+	rep, err := wire.Run(ctx, p.args[0], wire.Options{Token: token, Timeout: timeout, Stderr: a.stderr, HTTPClient: hc,
 		Actuate: p.has("actuate")})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp: conformance: %v\n", err)

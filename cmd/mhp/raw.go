@@ -25,7 +25,11 @@ func (a *app) rpcCmd(ctx context.Context, target, token string, timeout time.Dur
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := wire.Dial(target, wire.DialOptions{Token: token, ClientID: a.clientID(), Stderr: a.stderr})
+	hc, err := a.tlsHTTPClient(p)
+	if err != nil {
+		return a.usageError("rpc: %v", err)
+	}
+	c, err := wire.Dial(target, wire.DialOptions{Token: token, ClientID: a.clientID(), Stderr: a.stderr, HTTPClient: hc})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp: %v\n", err)
 		return exitNoPeer

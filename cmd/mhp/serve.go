@@ -16,7 +16,7 @@ import (
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/examples/sim"
-	"github.com/openmhp/mhp-go/manual"
+	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/metrics"
 	"github.com/openmhp/mhp-go/mqtt/fleet"
 	"github.com/openmhp/mhp-go/transport"
@@ -121,7 +121,11 @@ func (a *app) serveCmd(ctx context.Context, args []string) int {
 		// Fleet notifications: nothing in the safety path waits on the broker;
 		// an outage is logged and the device works on.
 		host, _ := os.Hostname()
-		pub, err := fleet.New(dev, fleet.Config{URL: url, Host: host, Logger: log})
+		ctls, err := a.clientTLS(p) // an mqtts:// broker: the same --ca, --pin, --client-cert as every client
+		if err != nil {
+			return a.usageError("serve: --publish: %v", err)
+		}
+		pub, err := fleet.New(dev, fleet.Config{URL: url, Host: host, Logger: log, TLS: ctls})
 		if err != nil {
 			return a.usageError("serve: --publish: %v", err)
 		}
@@ -242,15 +246,10 @@ func openTarget(ctx context.Context, target string, simOpts sim.Options, log *sl
 	if err != nil {
 		return nil, nil, err
 	}
-	drv, err := reg.Open(ctx, target)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := drv.Start(ctx); err != nil {
-		drv.Close()
-		return nil, nil, err
-	}
-	return drv, drv.Close, nil
+	// A self-describing backend never reached, with no descriptor cache,
+	// still serves (its identity and link) and adopts its description when
+	// it first connects (adapters.Pending).
+	return reg.OpenDevice(ctx, target, log)
 }
 
 // buildPackage builds a package's device on the bindings its card names: a
@@ -258,34 +257,11 @@ func openTarget(ctx context.Context, target string, simOpts sim.Options, log *sl
 // (relative to the package folder), with the package merged over the
 // bindings either way.
 func buildPackage(ctx context.Context, pkg *devicepkg.Package, simOpts sim.Options, log *slog.Logger) (*devicepkg.Device, error) {
-	d := pkg.Card.Driver
-	if sim.IsDriver(d) {
-		cfg, err := sim.Config(d, simOpts)
-		if err != nil {
-			return nil, err
-		}
-		cfg.Logger = log
-		return devicepkg.Build(pkg, cfg)
-	}
-	if manual.IsDriver(d) { // operated by a person: bindings from descriptor.yaml + manual.yaml
-		return manual.Build(pkg, manual.Options{Logger: log})
-	}
-	file, err := pkg.DriverFile() // inside the package, no symlink out
-	if err != nil {
-		return nil, err
-	}
 	reg, err := newRegistry()
 	if err != nil {
 		return nil, err
 	}
-	drv, err := reg.OpenRefined(ctx, file, func(cfg *binding.Config) error {
-		cfg.Logger = log
-		return pkg.Apply(cfg)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return devicepkg.NewDevice(drv, pkg), nil
+	return host.BuildPackage(ctx, pkg, host.Config{Registry: reg, Sim: simOpts, Logger: log})
 }
 
 func startDriver(ctx context.Context, cfg binding.Config) (mhp.Device, func() error, error) {

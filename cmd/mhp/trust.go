@@ -5,11 +5,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
+	"net/http"
 
 	"github.com/openmhp/mhp-go/auth"
+	"github.com/openmhp/mhp-go/client"
 )
 
 // trustFlags are the TLS and credential flags of every server command
@@ -80,28 +79,7 @@ func (t serverTrust) check(command, addr string, insecure bool, log *slog.Logger
 // reloadOnHangup re-reads the certificate and the credentials file on each
 // SIGHUP until ctx ends (they are also re-read when their files change).
 func (t serverTrust) reloadOnHangup(ctx context.Context, log *slog.Logger) {
-	if t.tls == nil && t.auth == nil {
-		return
-	}
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(ch)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ch:
-				log.Info("SIGHUP: reloading the certificate and credentials")
-				if t.tls != nil {
-					if err := t.tls.Reload(); err != nil {
-						log.Error("certificate not reloaded", "err", err)
-					}
-				}
-				_ = t.auth.Reload() // logged by the authenticator
-			}
-		}
-	}()
+	auth.ReloadOnHangup(ctx, log, t.tls, t.auth)
 }
 
 // clientTLS reads the client side's flags and environment: --ca FILE
@@ -126,4 +104,14 @@ func (a *app) clientTLS(p parsed) (auth.ClientTLS, error) {
 		return c, fmt.Errorf("client TLS: %w", err)
 	}
 	return c, nil
+}
+
+// tlsHTTPClient is the HTTP client of the client TLS flags for the raw wire
+// peer (rpc, conformance); nil (its default) when none is given.
+func (a *app) tlsHTTPClient(p parsed) (*http.Client, error) {
+	c, err := a.clientTLS(p)
+	if err != nil || c.IsZero() {
+		return nil, err
+	}
+	return client.HTTPClient(c, 0)
 }

@@ -21,7 +21,11 @@ func (a *app) watchCmd(ctx context.Context, args []string) int {
 	if _, err := fleet.ParseURL(p.args[0]); err != nil {
 		return a.usageError("watch: %v", err)
 	}
-	if err := fleet.Watch(ctx, p.args[0], a.stdout); err != nil && !errors.Is(err, context.Canceled) {
+	ctls, err := a.clientTLS(p)
+	if err != nil {
+		return a.usageError("watch: %v", err)
+	}
+	if err := fleet.WatchWith(ctx, fleet.WatchConfig{URL: p.args[0], TLS: ctls}, a.stdout); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(a.stderr, "mhp watch: %v\n", err)
 		return exitNoPeer
 	}

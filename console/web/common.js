@@ -4,6 +4,7 @@
 // over fetch (so the token and session travel in headers), and DOM helpers.
 const MHP = (() => {
   const TOKEN_KEY = 'mhp-token';
+  const OPERATOR_KEY = 'mhp-operator-token';
   const PROTOCOL = '2026-09-12';
   let session = '';
   let label = ''; // this page's public session label (holders and owners name it)
@@ -24,12 +25,40 @@ const MHP = (() => {
     const h = Object.assign({ 'Content-Type': 'application/json' }, extra || {});
     const t = token();
     if (t) h.Authorization = 'Bearer ' + t;
+    // The operator token, once the person gave it in this tab (operator
+    // answers), goes with every request: the tab's identity stays one.
+    const op = sessionStorage.getItem(OPERATOR_KEY);
+    if (op) h['Mhp-Operator'] = op;
     if (session) h['Mhp-Session'] = session;
     return h;
   }
 
+  // whoami asks the server who this page is signed in as (a client
+  // certificate, the token, or nobody) and shows it; without the write role
+  // the page hides its write controls (class needs-write), without the
+  // operator role its operator controls (needs-operator). The server refuses
+  // them anyway: hiding only spares the person the refusal.
+  async function whoami() {
+    let w = { name: '', role: '', via: '', can: [] };
+    try {
+      const resp = await fetch('/whoami', { headers: headers(), credentials: 'same-origin', cache: 'no-store' });
+      if (resp.ok) w = await resp.json();
+    } catch (e) { /* unreachable: keep nobody */ }
+    const can = new Set(w.can || []);
+    document.body.classList.toggle('read-only', !can.has('write'));
+    document.body.classList.toggle('not-operator', !can.has('operator'));
+    document.body.dataset.role = w.role || 'none';
+    const who = document.getElementById('who');
+    if (who) {
+      const how = { cert: 'client certificate', token: 'token', none: 'no credentials needed' }[w.via] || '';
+      who.textContent = w.role ? (w.name ? w.name + ' · ' : '') + w.role + (how ? ' (' + how + ')' : '') : 'not signed in';
+    }
+    return w;
+  }
+
   // askToken shows the token dialog once at a time and resolves when the
-  // person has entered one.
+  // person has entered one. It is only reached on a 401: a browser whose
+  // client certificate names an identity is never asked.
   function askToken() {
     if (asking) return asking;
     const dlg = document.getElementById('token-dialog');
@@ -39,7 +68,7 @@ const MHP = (() => {
         if (v) sessionStorage.setItem(TOKEN_KEY, v);
         document.getElementById('token-input').value = '';
         asking = null;
-        resolve();
+        whoami().finally(resolve);
       }, { once: true });
       dlg.showModal();
     });
@@ -52,7 +81,7 @@ const MHP = (() => {
     try {
       return await fetch(path, {
         method: 'POST', headers: headers(), body: JSON.stringify(body),
-        signal: ctl.signal, credentials: 'omit', cache: 'no-store',
+        signal: ctl.signal, credentials: 'same-origin', cache: 'no-store', // same-origin: a client certificate (mutual TLS) is shown
       });
     } finally {
       clearTimeout(timer);
@@ -118,7 +147,7 @@ const MHP = (() => {
     const h = headers({ Accept: 'text/event-stream' });
     delete h['Content-Type'];
     if (lastID) h['Last-Event-ID'] = lastID;
-    const resp = await fetch('/events', { headers: h, signal, credentials: 'omit', cache: 'no-store' });
+    const resp = await fetch('/events', { headers: h, signal, credentials: 'same-origin', cache: 'no-store' });
     if (resp.status === 401) {
       await askToken();
       return { status: 401, lastID };
@@ -203,7 +232,7 @@ const MHP = (() => {
   }
 
   const api = {
-    PROTOCOL, RPCError, rpc, postJSON, events, el, notice, describeError, sleep, fmt, askToken,
+    PROTOCOL, RPCError, rpc, postJSON, events, el, notice, describeError, sleep, fmt, askToken, whoami,
     session: () => session,
     label: () => label,
     reinit: null,

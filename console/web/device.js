@@ -178,7 +178,7 @@
         el('td', { class: 'cur value' }, '—'),
         el('td', {}, limitsText(s.limits), s.interlocks && s.interlocks.length ? el('div', { class: 'muted' }, 'interlocks: ' + s.interlocks.join(', ')) : null),
         el('td', { class: 'approval' }, s.approval || 'auto'),
-        el('td', {}, input, ' ', btn));
+        el('td', { class: 'needs-write' }, input, ' ', btn));
       btn.addEventListener('click', () => guarded('write', s.name, s.approval, fmt(input.value, s.unit), async (approved) => {
         const value = parseInput(s, input.value);
         const r = await rpc('settings/write', { name: s.name, value, approved: approved || undefined });
@@ -247,8 +247,8 @@
       body.append(el('tr', { 'data-action': a.name },
         el('td', { title: a.notes || '' }, a.name, el('div', { class: 'muted' }, [a.duration, pnames].filter(Boolean).join(' · '))),
         el('td', { class: 'approval' }, a.approval || 'auto'),
-        el('td', {}, params),
-        el('td', {}, btn)));
+        el('td', { class: 'needs-write' }, params),
+        el('td', { class: 'needs-write' }, btn)));
       btn.addEventListener('click', () => guarded('invoke', a.name, a.approval, params.value === '{}' ? '' : params.value, async (approved) => {
         let p;
         try { p = JSON.parse(params.value || '{}'); } catch (e) { throw new Error('parameters are not JSON: ' + e.message); }
@@ -298,14 +298,61 @@
     let msg = x.message || '';
     if (x.eta_s !== undefined && !isTerminal(j.state)) msg += (msg ? ' · ' : '') + 'ETA ' + Math.round(x.eta_s) + ' s';
     if (j.error) msg = describeError(new RPCError(j.error));
-    e.row.querySelector('.msg').textContent = msg;
+    if (j.state === 'waiting_operator' && x.instruction) msg = 'Operator: ' + x.instruction;
+    const cell = e.row.querySelector('.msg');
+    cell.textContent = msg;
+    if (j.state === 'waiting_operator') cell.append(el('div', { class: 'ack' }, ...answerControls(j)));
     const ops = e.row.querySelector('.ops');
     ops.replaceChildren();
     if (!isTerminal(j.state)) {
-      ops.append(el('button', { class: 'btn cancel', onclick: async () => {
+      ops.append(el('button', { class: 'btn cancel needs-write', onclick: async () => {
         try { upsertJob(await rpc('jobs/cancel', { id: j.id })); } catch (err) { notice('cancel ' + j.id + ': ' + describeError(err), 'error'); }
       } }, 'Cancel'));
     }
+  }
+
+  // ---- operator answers (driver: manual) ----
+  // The person at the instrument reports a waiting job done or failed, with
+  // a note; operator/answer is an operator method (Mhp-Operator header).
+  // The token is kept in this tab (common.js sends it with every request,
+  // so the tab's session is opened again under it).
+  const OP_KEY = 'mhp-operator-token';
+  function askOperator() {
+    const dlg = $('operator-dialog');
+    return new Promise((resolve) => {
+      dlg.addEventListener('close', () => {
+        const v = $('operator-input').value.trim();
+        if (v) sessionStorage.setItem(OP_KEY, v);
+        $('operator-input').value = '';
+        resolve(!!v);
+      }, { once: true });
+      dlg.showModal();
+    });
+  }
+  async function operatorCall(method, params) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await rpc(method, params);
+      } catch (err) {
+        if (attempt < 2 && err.data && err.data.reason === 'operator_required' && await askOperator()) {
+          await reinit();
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+  function answerControls(j) {
+    const note = el('input', { class: 'ack-note', placeholder: 'note (optional)', size: '14' });
+    const send = (outcome) => async () => {
+      try {
+        const r = await operatorCall('operator/answer', { job: j.id, outcome, note: note.value || undefined });
+        if (r && r.job) upsertJob(r.job);
+        notice(j.id + ': ' + outcome + ' reported' + (r && r.by && r.by.name ? ' by ' + r.by.name : ''), 'ok');
+      } catch (err) { notice('answer ' + j.id + ': ' + describeError(err), 'error'); }
+    };
+    return [note, el('button', { class: 'btn ack-done', onclick: send('done') }, 'Done'),
+      el('button', { class: 'btn ack-failed', onclick: send('failed') }, 'Failed')];
   }
 
   const isTerminal = (s) => s === 'done' || s === 'failed' || s === 'cancelled';
@@ -405,7 +452,7 @@
       case 'notifications/signals/update': signalValue(p.name, p.value); break;
       case 'notifications/settings/changed': {
         const s = st.settings.get(p.name);
-        if (s) s.row.querySelector('.cur').textContent = fmt(p.value, s.spec.unit);
+        if (s && p.value !== undefined) s.row.querySelector('.cur').textContent = fmt(p.value, s.spec.unit);
         break;
       }
       case 'notifications/safety/fault': st.faultReason = p.reason; renderBanner(p.reason); break;
@@ -476,6 +523,7 @@
   }
 
   async function connect() {
+    await MHP.whoami();
     await openSession();
     await setup();
   }

@@ -50,6 +50,7 @@
     typing = setTimeout(() => { query = $('search').value.trim(); refresh(); }, 200);
   });
 
+  MHP.whoami();
   $('estop-all').addEventListener('click', async () => {
     const btn = $('estop-all');
     btn.disabled = true;

@@ -23,6 +23,7 @@ package fleet
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/mqtt"
 )
 
@@ -102,8 +104,25 @@ type Config struct {
 	// PublishTimeout bounds each publish; default 5s.
 	PublishTimeout time.Duration
 	Logger         *slog.Logger
+	// TLS is how an mqtts:// broker is checked and how this publisher
+	// shows itself (the CAs, a pin, a client certificate: the same options
+	// as every other client). Zero: the system's roots.
+	TLS auth.ClientTLS
 	// Dial makes the broker client; default mqtt.DialPaho.
 	Dial func(mqtt.DialOptions) (mqtt.Client, error)
+}
+
+// brokerTLS builds the TLS configuration of a broker connection; nil for
+// the zero options (paho's default, the system's roots).
+func brokerTLS(c auth.ClientTLS) (*tls.Config, error) {
+	if c.IsZero() {
+		return nil, nil
+	}
+	tc, err := c.Config()
+	if err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	return tc, nil
 }
 
 // Validate reports the first problem with the config.
@@ -239,7 +258,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 	stop := p.dev.Listen(p.onNotify)
 	defer stop()
 
-	client, err := p.cfg.Dial(mqtt.DialOptions{Broker: p.target.Broker, ClientID: p.cfg.ClientID,
+	tc, err := brokerTLS(p.cfg.TLS)
+	if err != nil {
+		return err
+	}
+	client, err := p.cfg.Dial(mqtt.DialOptions{Broker: p.target.Broker, ClientID: p.cfg.ClientID, TLS: tc,
 		Username: p.target.Username, Password: p.target.Password, Logger: p.log,
 		Will:      &mqtt.Will{Topic: p.Topic("status"), Payload: []byte("offline"), QoS: 1, Retain: true},
 		OnConnect: func(ctx context.Context, c mqtt.Client) { p.announce(ctx, c, card) }})

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/mqtt"
 )
 
@@ -238,6 +239,8 @@ type WatchConfig struct {
 	Every  time.Duration
 	Logger *slog.Logger
 	Dial   func(mqtt.DialOptions) (mqtt.Client, error)
+	// TLS is how an mqtts:// broker is checked (see Config.TLS).
+	TLS auth.ClientTLS
 	// View, when set, receives the messages (to inspect it from elsewhere).
 	View *View
 }
@@ -273,7 +276,11 @@ func WatchWith(ctx context.Context, cfg WatchConfig, w io.Writer) error {
 		view = NewView()
 	}
 	changed := make(chan struct{}, 1)
-	c, err := cfg.Dial(mqtt.DialOptions{Broker: t.Broker, ClientID: cfg.ClientID, Username: t.Username,
+	tc, err := brokerTLS(cfg.TLS)
+	if err != nil {
+		return err
+	}
+	c, err := cfg.Dial(mqtt.DialOptions{Broker: t.Broker, ClientID: cfg.ClientID, TLS: tc, Username: t.Username,
 		Password: t.Password, Logger: cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("fleet: %w", err)

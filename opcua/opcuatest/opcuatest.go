@@ -33,6 +33,7 @@ package opcuatest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -40,6 +41,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gopcua/opcua/id"
@@ -163,7 +165,23 @@ type Options struct {
 func Start(in *conformance.Instrument) (*Server, error) { return StartWith(in, Options{}) }
 
 // StartWith starts a fake with options.
+//
+// gopcua's server binds its own port, so the fake picks a free one and
+// closes it first; another process (or a parallel test) may take it in
+// between. Such a start is retried on a new port a few times, the cause
+// rather than a longer wait.
 func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
+	var err error
+	for attempt := 0; attempt < 8; attempt++ {
+		var s *Server
+		if s, err = startOnce(in, o); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			return s, err
+		}
+	}
+	return nil, err
+}
+
+func startOnce(in *conformance.Instrument, o Options) (*Server, error) {
 	registerOnce.Do(func() {
 		// LADS is namespace 2 in the fake: StartProgram's Properties decode.
 		ua.RegisterExtensionObject(ua.NewNumericNodeID(2, 5045), new(KeyValue))

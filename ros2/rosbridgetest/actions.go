@@ -436,7 +436,12 @@ func (c *conn) sendGoal(m clientMsg, inline bool) func() {
 func (s *Server) cancelGoal(id string) {
 	s.mu.Lock()
 	g, ok := s.goals[id]
+	lost := s.forgotten[id]
 	s.mu.Unlock()
+	if lost {
+		s.logf("cancel_action_goal %s: no such goal: the bridge restarted and lost its handle (no reply)", id)
+		return
+	}
 	if !ok || g.ROS1 {
 		s.logf("cancel_action_goal %s: no such goal (no reply)", id)
 		return

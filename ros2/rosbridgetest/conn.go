@@ -184,6 +184,15 @@ func (c *conn) handle(data []byte) (inlineRun func()) {
 		return nil
 	}
 	s := c.s
+	s.mu.Lock()
+	if s.dying {
+		s.swallowed++
+		s.notifyLocked()
+		s.mu.Unlock()
+		s.logf("%s from a client while the bridge restarts: swallowed", m.Op)
+		return nil
+	}
+	s.mu.Unlock()
 	// Recorded once handled, so a test that saw a subscribe in WaitFor can
 	// publish and reach it; work that answers (a service handler, a goal)
 	// starts only after the record.

@@ -8,10 +8,14 @@ import (
 
 // rosapi answers the rosapi services the fake serves, and reports whether
 // name is one of them for the server's Version:
-//   - /rosapi/topics, /rosapi/topic_type, /rosapi/service_type: every
-//     version; the types are spelled as declared (AddTopic, AddService),
-//     and an action server's hidden <action>/_action/send_goal service has
-//     type "<pkg>/action/<Type>_SendGoal" (ROS 2 versions);
+//   - /rosapi/topics, /rosapi/services, /rosapi/topic_type,
+//     /rosapi/service_type: every version; the types are spelled as declared
+//     (AddTopic, AddService). An action server's hidden
+//     <action>/_action/send_goal service has type "" as in rosbridge
+//     2.0.0/2.1.0, whose rosapi omits hidden services
+//     (Options.HiddenServiceTypes: "<pkg>/action/<Type>_SendGoal");
+//   - /rosapi/action_type ({action} -> {type}): only with
+//     Options.RosapiActionType, as newer rosapi builds serve it;
 //   - /rosapi/get_ros_version ({version: 2, distro}): ROS 2 versions;
 //   - /rosapi/action_servers ({action_servers: [names]}): ROS 2 action
 //     servers, or on Rosbridge011 actionlib servers (found by their topics).
@@ -35,10 +39,23 @@ func (s *Server) rosapi(name string, args json.RawMessage) (any, bool) {
 		t := ""
 		if sv, ok := s.services[a.Service]; ok {
 			t = sv.typ
-		} else if act, ok := strings.CutSuffix(a.Service, "/_action/send_goal"); ok && v != Rosbridge011 {
+		} else if act, ok := strings.CutSuffix(a.Service, "/_action/send_goal"); ok && v != Rosbridge011 && s.opts.HiddenServiceTypes {
 			if ac, ok := s.actions[act]; ok {
 				t = ac.typ + "_SendGoal"
 			}
+		}
+		return map[string]any{"type": t}, true
+	case "/rosapi/action_type":
+		if v == Rosbridge011 || !s.opts.RosapiActionType {
+			return nil, false
+		}
+		var b struct {
+			Action string `json:"action"`
+		}
+		_ = json.Unmarshal(args, &b)
+		t := ""
+		if ac, ok := s.actions[b.Action]; ok {
+			t = ac.typ
 		}
 		return map[string]any{"type": t}, true
 	case "/rosapi/topics":
@@ -52,6 +69,13 @@ func (s *Server) rosapi(name string, args json.RawMessage) (any, bool) {
 			types[i] = s.topics[n].typ
 		}
 		return map[string]any{"topics": names, "types": types}, true
+	case "/rosapi/services": // names, as rosapi lists them (mhp init ros2)
+		names := make([]string, 0, len(s.services))
+		for n := range s.services {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return map[string]any{"services": names}, true
 	case "/rosapi/get_ros_version":
 		if v == Rosbridge011 {
 			return nil, false

@@ -163,6 +163,17 @@ type Options struct {
 	// ROS1Quirks makes the server write like rosbridge 0.11 (ROS 1): `/`
 	// escaped as `\/` in strings. NaN and Inf always go out as null.
 	ROS1Quirks bool
+	// RosapiActionType serves /rosapi/action_type ({action} -> {type}), as
+	// newer rosapi builds do. Off (as in 2.0.0 and 2.1.0), the type of an
+	// action server cannot be learnt through rosapi: /rosapi/service_type
+	// answers "" for the hidden <action>/_action/send_goal service, since
+	// rosapi omits hidden services.
+	RosapiActionType bool
+	// HiddenServiceTypes makes /rosapi/service_type answer the type of an
+	// action server's hidden <action>/_action/send_goal service
+	// ("<pkg>/action/<Type>_SendGoal"), as a rosapi that lists hidden
+	// services would; no rosbridge 2.x release does.
+	HiddenServiceTypes bool
 	// Logf, when set, receives what the real server would only log (bad ops,
 	// type conflicts, unknown topics). Pass t.Logf.
 	Logf func(format string, args ...any)
@@ -198,6 +209,12 @@ type Server struct {
 	goals    map[string]*Goal // ROS 2 goals by the client's goal id
 	received []Message
 	changed  chan struct{} // closed and replaced on every received message
+	// Restart: while dying, what clients send is swallowed (swallowed
+	// counts it); forgotten holds the goal ids whose rosbridge handles the
+	// restart lost.
+	dying     bool
+	swallowed int
+	forgotten map[string]bool
 }
 
 type topic struct {
@@ -221,13 +238,14 @@ type action struct {
 // New starts a server on 127.0.0.1 with a free port.
 func New(opts Options) *Server {
 	s := &Server{
-		opts:     opts,
-		conns:    map[*conn]bool{},
-		topics:   map[string]*topic{},
-		services: map[string]*service{},
-		actions:  map[string]*action{},
-		goals:    map[string]*Goal{},
-		changed:  make(chan struct{}),
+		opts:      opts,
+		conns:     map[*conn]bool{},
+		topics:    map[string]*topic{},
+		services:  map[string]*service{},
+		actions:   map[string]*action{},
+		goals:     map[string]*Goal{},
+		changed:   make(chan struct{}),
+		forgotten: map[string]bool{},
 	}
 	s.hs = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	return s
@@ -262,6 +280,63 @@ func (s *Server) Drop() {
 	for _, c := range cs {
 		c.close()
 	}
+}
+
+// Restart plays the bridge process restarting mid-work (roslaunch
+// respawning rosbridge_server): the dying process handles nothing more
+// (what clients send is swallowed unanswered), the connections carrying
+// ROS 2 goals close first and the rest once a client wrote to one of them
+// (its reaction to the goal's loss) or after a second; the goal handles are
+// lost — the action servers, other processes, keep executing their goals,
+// but a cancel_action_goal by id no longer reaches them (their own
+// <action>/_action/cancel_goal still does) — and new connections are
+// refused until Refuse(false) brings the new process up.
+func (s *Server) Restart() {
+	s.mu.Lock()
+	s.dying, s.refuse = true, true
+	s.drops++
+	heard := s.swallowed
+	withGoal := map[*conn]bool{}
+	for id, g := range s.goals {
+		if !g.ROS1 {
+			withGoal[g.c] = true
+			s.forgotten[id] = true
+		}
+	}
+	var first, rest []*conn
+	for c := range s.conns {
+		if withGoal[c] {
+			first = append(first, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range first {
+		c.close()
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		s.mu.Lock()
+		got, ch := s.swallowed > heard, s.changed
+		s.mu.Unlock()
+		left := time.Until(deadline)
+		if got || len(first) == 0 || left <= 0 {
+			break
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-ch:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	for _, c := range rest {
+		c.close()
+	}
+	s.mu.Lock()
+	s.dying = false
+	s.mu.Unlock()
 }
 
 // Refuse makes the server refuse (true) or accept (false) new connections.
