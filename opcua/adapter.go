@@ -47,7 +47,7 @@ func Register(r *adapters.Registry) error {
 		case errors.As(perr, &rerr):
 			return nil, fmt.Errorf("%s: %w", src.Path, perr)
 		default:
-			slog.Default().Warn("opcua: server not reachable to read units and ranges; the config's are used", "endpoint", cfg.Endpoint, "err", perr)
+			slog.Default().Warn(probeWarning(perr), "endpoint", cfg.Endpoint, "err", perr)
 		}
 		return New(ctx, cfg, Options{Options: adapters.Options{Refine: src.Refine}})
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -327,16 +328,29 @@ func shapeOf(t TypeDesc) *mhp.Shape {
 		notes = append(notes, "names of deck resources"+resourceKinds(t.Items.ResourceTypes))
 	}
 	if len(t.OneOf) > 0 {
-		var alts []string
+		// The resource members are one alternative: "a deck resource name
+		// (ResourceStack or ResourceHolder)", not one per class.
+		var alts, kinds []string
+		resAt := -1
 		for _, m := range t.OneOf {
 			switch {
 			case m.Resource:
-				alts = append(alts, "a deck resource name"+resourceKinds(m.ResourceTypes))
+				kinds = append(kinds, m.ResourceTypes...)
+				if len(m.ResourceTypes) == 0 && m.PythonType != "" {
+					kinds = append(kinds, m.PythonType)
+				}
+				if resAt < 0 {
+					resAt = len(alts)
+					alts = append(alts, "")
+				}
 			case m.PythonType != "":
 				alts = append(alts, fmt.Sprintf("%s (%s)", jsonType(m.Type), m.PythonType))
 			default:
 				alts = append(alts, jsonType(m.Type))
 			}
+		}
+		if resAt >= 0 {
+			alts[resAt] = "a deck resource name" + resourceKinds(slices.Compact(kinds))
 		}
 		notes = append(notes, "one of: "+strings.Join(alts, ", or "))
 	}
