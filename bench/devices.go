@@ -146,10 +146,11 @@ func measureDevices(_ context.Context, o Options) (Row, error) {
 		br, dr = append(br, mb(bare[i].rss)), append(dr, mb(dev[i].rss))
 		ratio = append(ratio, float64(dev[i].rss)/float64(bare[i].rss))
 	}
-	last := dev[len(dev)-1]
+	last, lastBare := dev[len(dev)-1], bare[len(bare)-1]
 	return Row{
 		What:     fmt.Sprintf("%d simulated devices, each on its own HTTP listener, one process (RSS)", n),
-		Baseline: fmt.Sprintf("bare net/http listeners %s MB", spread(br, "%.0f")),
+		Baseline: fmt.Sprintf("bare net/http listeners %s MB (heap %.0f MB, stacks %.0f MB)", spread(br, "%.0f"),
+			mb(lastBare.heap), mb(lastBare.stack)),
 		Now: fmt.Sprintf("%s MB (%sx; heap %.0f MB, stacks %.0f MB, %d goroutines)", spread(dr, "%.0f"), spread(ratio, "%.2f"),
 			mb(last.heap), mb(last.stack), last.goroutines),
 		Goal: fmt.Sprintf("<= %.0f MB", 150*float64(n)/10000),

@@ -267,6 +267,7 @@ func (c *Config) own() {
 	for i := range c.Settings {
 		var f *frozenSpec
 		c.Settings[i].Spec, f = freezeSetting(c.Settings[i].Spec)
+		c.Settings[i].shape = f.shape
 		c.frozen = append(c.frozen, f)
 	}
 	c.Actions = append([]Action(nil), c.Actions...)

@@ -149,7 +149,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	for i := range cfg.Settings {
 		s := &cfg.Settings[i]
-		s.shape = s.Spec.Shape()
+		// s.shape: the frozen spec's (own)
 		lists.settings = append(lists.settings, s.Spec)
 	}
 	for i := range cfg.Actions {

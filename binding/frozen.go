@@ -25,6 +25,7 @@ import (
 // or of a descriptor's lists.
 type frozenSpec struct {
 	setting mhp.Setting
+	shape   *mhp.Shape // the setting's value shape, checked by the limits gate
 	action  mhp.Action
 	lists   descLists
 }
@@ -118,7 +119,10 @@ func forget(key string) {
 // shared with every other driver's spec of the same content, and the copy
 // the driver must hold.
 func freezeSetting(s mhp.Setting) (mhp.Setting, *frozenSpec) {
-	f := freeze("setting\x00"+contentKey(s), func() *frozenSpec { return &frozenSpec{setting: cloneSetting(s)} })
+	f := freeze("setting\x00"+contentKey(s), func() *frozenSpec {
+		c := cloneSetting(s)
+		return &frozenSpec{setting: c, shape: c.Shape()}
+	})
 	return f.setting, f
 }
 
