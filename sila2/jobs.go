@@ -82,6 +82,18 @@ func (a *adapter) action(f *Compiled, c *Command, e *CommandEntry) (binding.Acti
 	}
 	fid, cid := f.Feature.FullyQualifiedID(), c.Identifier
 	act := binding.Action{Spec: spec, Timeout: timeout}
+	// Timestamp, Date, Time and Binary values are checked at the gate (a
+	// dry run says so), not first by the encoder at the invoke.
+	cmdParams := c.Parameters
+	act.Validate = func(params map[string]any) error {
+		for i := range cmdParams {
+			p := &cmdParams[i]
+			if err := f.CheckValue(&p.DataType, params[SnakeCase(p.Identifier)], SnakeCase(p.Identifier)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if !c.IsObservable() {
 		act.Run = func(ctx context.Context, job *binding.Job) (any, error) {
 			// Once sent, the command runs at the server: a cancel or estop does
