@@ -47,7 +47,11 @@ func (s *Shape) check(path string, v any) (any, *Error) {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil, Errorf(CodeInvalidValue, "%s=%v is not a finite number", path, f).With(DataField, path)
 		}
-		out = f
+		if _, isFloat := v.(float64); isFloat {
+			out = v // already the checked form: no new boxing
+		} else {
+			out = f
+		}
 	case TypeInteger:
 		n, e := checkInteger(path, v)
 		if e != nil {

@@ -80,6 +80,9 @@ type Config struct {
 	SessionIdle time.Duration
 	// Logger receives operational logs; default slog.Default().
 	Logger *slog.Logger
+
+	// frozen holds the shared copies the specs above point into (frozen.go).
+	frozen []*frozenSpec
 }
 
 // Validate reports the first problem with the configuration: missing id or
@@ -260,12 +263,18 @@ func (c Config) withDefaults() Config {
 func (c *Config) own() {
 	c.Signals = append([]Signal(nil), c.Signals...)
 	c.Settings = append([]Setting(nil), c.Settings...)
+	c.frozen = make([]*frozenSpec, 0, len(c.Settings)+len(c.Actions))
 	for i := range c.Settings {
-		c.Settings[i].Spec = cloneSetting(c.Settings[i].Spec)
+		var f *frozenSpec
+		c.Settings[i].Spec, f = freezeSetting(c.Settings[i].Spec)
+		c.Settings[i].shape = f.shape
+		c.frozen = append(c.frozen, f)
 	}
 	c.Actions = append([]Action(nil), c.Actions...)
 	for i := range c.Actions {
-		c.Actions[i].Spec = cloneAction(c.Actions[i].Spec)
+		var f *frozenSpec
+		c.Actions[i].Spec, f = freezeAction(c.Actions[i].Spec)
+		c.frozen = append(c.frozen, f)
 	}
 	c.Safety.Interlocks = append([]string(nil), c.Safety.Interlocks...)
 }
@@ -286,6 +295,13 @@ func cloneAction(a mhp.Action) mhp.Action {
 		a.Params = ps
 	}
 	a.Returns = cloneShape(a.Returns)
+	if a.Examples != nil {
+		ex := make([]map[string]any, len(a.Examples))
+		for i, e := range a.Examples {
+			ex[i], _ = copyValue(e).(map[string]any)
+		}
+		a.Examples = ex
+	}
 	return a
 }
 
@@ -303,6 +319,7 @@ func cloneShape(s *mhp.Shape) *mhp.Shape {
 		}
 	}
 	c.Required = append([]string(nil), s.Required...)
+	c.Default = copyValue(s.Default)
 	return &c
 }
 
@@ -327,6 +344,11 @@ func cloneLimits(l *mhp.Limits) *mhp.Limits {
 	}
 	c.Min, c.Max, c.ExclusiveMin, c.ExclusiveMax = f(l.Min), f(l.Max), f(l.ExclusiveMin), f(l.ExclusiveMax)
 	c.MinLength, c.MaxLength = n(l.MinLength), n(l.MaxLength)
-	c.Enum = append([]any(nil), l.Enum...)
+	if l.Enum != nil {
+		c.Enum = make([]any, len(l.Enum))
+		for i, v := range l.Enum {
+			c.Enum[i] = copyValue(v)
+		}
+	}
 	return &c
 }

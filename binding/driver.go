@@ -17,10 +17,10 @@ type Driver struct {
 	cfg      Config
 	clk      clock.Clock
 	desc     mhp.Descriptor
-	signals  map[string]*Signal
+	signals  byName[Signal]  // by name: the index is shared by drivers of one spec (frozen.go)
 	required map[string]bool // signals a reset must read: Config.RecoverySignals
-	settings map[string]*Setting
-	actions  map[string]*Action
+	settings byName[Setting]
+	actions  byName[Action]
 	watchdog time.Duration
 
 	// writeSem is the request lock: one setting write talks to the backend at a time.
@@ -61,11 +61,15 @@ type Driver struct {
 	lastSweep time.Time
 
 	// Writes in progress, cancelled by estop or at their deadline by one
-	// sweeper timer, armed while any is pending.
-	inflight    map[uint64]inflightWrite
-	inflightSeq uint64
-	sweeper     clock.Timer
-	sweepAt     time.Time
+	// sweeper timer (writeop.go): armed (sweepArmed) for sweepAt while any
+	// is pending; realClock: the clock is the real one (the timer is kept
+	// between writes); sweepFn is sweepWrites, made once.
+	writes     writeList // range over d.inflight to visit them
+	sweeper    clock.Timer
+	sweepArmed bool
+	sweepAt    time.Time
+	realClock  bool
+	sweepFn    func()
 
 	// Notifications: the listeners, and the queue delivered in order by one
 	// goroutine at a time.
@@ -109,38 +113,6 @@ type leaseRec struct {
 	wd       clock.Timer
 }
 
-// inflightWrite is a write talking to the backend.
-type inflightWrite struct {
-	cancel   context.CancelFunc
-	deadline time.Time
-}
-
-// sweepWrites cancels writes past their HookTimeout. One timer serves every
-// write: it is armed when a write starts and none is pending, and re-armed
-// for the earliest deadline left, so a quick write costs no timer of its own.
-func (d *Driver) sweepWrites() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.sweeper = nil
-	if d.closed {
-		return
-	}
-	now := d.now()
-	var next time.Time
-	for _, w := range d.inflight {
-		if !now.Before(w.deadline) {
-			w.cancel()
-			continue
-		}
-		if next.IsZero() || w.deadline.Before(next) {
-			next = w.deadline
-		}
-	}
-	if !next.IsZero() {
-		d.sweeper, d.sweepAt = d.clk.AfterFunc(next.Sub(now), d.sweepWrites), next
-	}
-}
-
 type sessionRec struct {
 	lastSeen time.Time
 	subs     map[string]bool
@@ -155,39 +127,43 @@ func New(cfg Config) (*Driver, error) {
 	d := &Driver{
 		cfg:        cfg,
 		clk:        cfg.Clock,
-		signals:    map[string]*Signal{},
-		settings:   map[string]*Setting{},
-		actions:    map[string]*Action{},
 		writeSem:   make(chan struct{}, 1),
 		jobs:       map[string]*jobRec{},
 		sessions:   map[string]*sessionRec{},
-		inflight:   map[uint64]inflightWrite{},
 		calls:      map[*backendCall]struct{}{},
 		listeners:  map[int]func(mhp.Notification){},
 		lastValues: map[string]any{},
 		watchdog:   time.Duration(cfg.Safety.WatchdogS * float64(time.Second)),
 		required:   cfg.RecoverySignals(),
 	}
+	d.sweepFn = d.sweepWrites
+	_, d.realClock = cfg.Clock.(clock.Real)
 	d.desc = mhp.Descriptor{
 		MHP: mhp.ProtocolVersion, DeviceInfo: cfg.Device, Notes: cfg.Notes, Instructions: cfg.Instructions,
 		Physical: cfg.Physical, Safety: cfg.Safety,
 	}
+	var lists descLists
 	for i := range cfg.Signals {
 		s := &cfg.Signals[i]
-		d.signals[s.Spec.Name] = s
-		d.desc.Signals = append(d.desc.Signals, s.Spec)
+		lists.signals = append(lists.signals, s.Spec)
 	}
 	for i := range cfg.Settings {
 		s := &cfg.Settings[i]
-		s.shape = s.Spec.Shape()
-		d.settings[s.Spec.Name] = s
-		d.desc.Settings = append(d.desc.Settings, cloneSetting(s.Spec))
+		// s.shape: the frozen spec's (own)
+		lists.settings = append(lists.settings, s.Spec)
 	}
 	for i := range cfg.Actions {
 		a := &cfg.Actions[i]
-		d.actions[a.Spec.Name] = a
-		d.desc.Actions = append(d.desc.Actions, cloneAction(a.Spec))
+		lists.actions = append(lists.actions, a.Spec)
 	}
+	// The descriptor's lists are frozen too: shared by the drivers of one
+	// spec, never changed (Descriptor hands out copies).
+	f := freezeLists(lists)
+	d.cfg.frozen = append(d.cfg.frozen, f)
+	d.desc.Signals, d.desc.Settings, d.desc.Actions = f.lists.signals, f.lists.settings, f.lists.actions
+	d.signals = byName[Signal]{idx: f.lists.signalIdx, items: d.cfg.Signals}
+	d.settings = byName[Setting]{idx: f.lists.settingIdx, items: d.cfg.Settings}
+	d.actions = byName[Action]{idx: f.lists.actionIdx, items: d.cfg.Actions}
 	return d, nil
 }
 

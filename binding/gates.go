@@ -71,7 +71,7 @@ func (d *Driver) interlockGate(ctx context.Context, locks []string, start time.T
 		return nil
 	}
 	for _, l := range locks {
-		s := d.signals[l]
+		s := d.signals.at(l)
 		v, err := d.readSignal(ctx, s)
 		if err != nil {
 			return d.errorf(mhp.CodeInterlockOpen, "interlock %s is open: unreadable (%v)", l, err).
@@ -82,7 +82,7 @@ func (d *Driver) interlockGate(ctx context.Context, locks []string, start time.T
 				With(mhp.DataInterlock, l).With(mhp.DataValue, v.Value).With(mhp.DataGate, mhp.GateInterlocks)
 		}
 	}
-	if took := d.now().Sub(start); took > d.cfg.InterlockTimeout {
+	if took := d.since(start); took > d.cfg.InterlockTimeout {
 		return d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took %s, longer than %s",
 			locks, took, d.cfg.InterlockTimeout).With(mhp.DataInterlock, locks[0]).With(mhp.DataGate, mhp.GateInterlocks)
 	}
@@ -123,14 +123,12 @@ func (d *Driver) stateGate() *mhp.Error {
 	return d.stateGateLocked()
 }
 
-// writeGates runs the six gates of settings/write and returns the checked
-// value. Writes are serialised by the request lock, so the lease and busy
-// gates need no step shared with what follows.
+// writeGates runs gates 2 to 6 of settings/write and returns the checked
+// value; gate 1 (state) is registerWrite's, in the locked step that
+// registers the write right before. Writes are serialised by the request
+// lock, so the lease and busy gates need no step shared with what follows.
 func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (any, *mhp.Error) {
-	// 1. state
-	if e := d.stateGate(); e != nil {
-		return nil, e
-	}
+	// 1. state: checked by registerWrite
 	// 2. approval
 	if e := d.approvalGate("setting", req.Name, set.Spec.Approval, req.Approved, req.DryRun, notes); e != nil {
 		return nil, e

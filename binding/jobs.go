@@ -22,7 +22,7 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 	if e := d.unhonoured(mhp.MethodActionsInvoke, req.CommandID, req.PermitID, req.Method); e != nil {
 		return nil, e
 	}
-	act, ok := d.actions[req.Name]
+	act, ok := d.actions.get(req.Name)
 	if !ok {
 		return nil, d.errorf(mhp.CodeUnknownName, "no action %q", req.Name).With(mhp.DataKind, "action").With(mhp.DataName, req.Name)
 	}
@@ -318,7 +318,7 @@ func (d *Driver) CancelJob(ctx context.Context, id string) (*mhp.Job, error) {
 		if r, e = d.jobLocked(id); e != nil {
 			return
 		}
-		if !d.actions[r.job.Action].Spec.Cancellable {
+		if !d.actions.at(r.job.Action).Spec.Cancellable {
 			e = d.errorf(mhp.CodeNotSupported, "action %q is not cancellable", r.job.Action).With("id", id)
 			return
 		}
@@ -435,7 +435,7 @@ func (d *Driver) pausable(id string) (*jobRec, *Action, *mhp.Error) {
 	if e != nil {
 		return nil, nil, e
 	}
-	act := d.actions[r.job.Action]
+	act := d.actions.at(r.job.Action)
 	if !act.Spec.Pausable {
 		return nil, nil, d.errorf(mhp.CodeNotSupported, "action %q is not pausable", r.job.Action).With("id", id)
 	}

@@ -101,7 +101,7 @@ func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, err
 		}
 	} else {
 		for _, n := range names {
-			s, ok := d.signals[n]
+			s, ok := d.signals.get(n)
 			if !ok {
 				return nil, d.errorf(mhp.CodeUnknownName, "no signal %q", n).With(mhp.DataKind, "signal").With(mhp.DataName, n)
 			}
@@ -148,7 +148,7 @@ func (d *Driver) Subscribe(ctx context.Context, names []string) (*mhp.SubscribeR
 		}
 	}
 	for _, n := range names {
-		if _, ok := d.signals[n]; !ok {
+		if _, ok := d.signals.get(n); !ok {
 			return nil, d.errorf(mhp.CodeUnknownName, "no signal %q", n).With(mhp.DataKind, "signal").With(mhp.DataName, n)
 		}
 	}
@@ -208,7 +208,7 @@ func (d *Driver) poll() {
 	d.mu.Lock()
 	names := make([]string, 0, 8)
 	for n := range d.subscribedLocked() {
-		if !d.signals[n].Pushed {
+		if !d.signals.at(n).Pushed {
 			names = append(names, n)
 		}
 	}
@@ -230,7 +230,7 @@ func (d *Driver) poll() {
 		if errors.Is(pctx.Err(), context.Canceled) { // closed
 			break
 		}
-		v, err := d.readSignal(pctx, d.signals[n])
+		v, err := d.readSignal(pctx, d.signals.at(n))
 		var val any
 		if err == nil {
 			val = v.Value
@@ -274,7 +274,7 @@ func (d *Driver) offer(name string, value any, at time.Time) {
 // PublishSignal is how an adapter with a push source (an OPC UA subscription,
 // a topic) reports a new sample; subscribers get notifications/signals/update.
 func (d *Driver) PublishSignal(name string, s Sample) {
-	if _, ok := d.signals[name]; !ok {
+	if _, ok := d.signals.get(name); !ok {
 		return
 	}
 	if !finite(s.Value) { // as a read does: a NaN or ±Inf is no value (JSON cannot carry it)

@@ -21,7 +21,7 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	if e := d.unhonoured(mhp.MethodSettingsWrite, req.CommandID, req.PermitID, ""); e != nil {
 		return nil, e
 	}
-	set, ok := d.settings[req.Name]
+	set, ok := d.settings.get(req.Name)
 	if !ok {
 		return nil, d.errorf(mhp.CodeUnknownName, "no setting %q", req.Name).With(mhp.DataKind, "setting").With(mhp.DataName, req.Name)
 	}
@@ -41,33 +41,38 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 		}
 		defer func() { <-d.writeSem }()
 	}
-	// One context, cancelled by the write sweeper at its deadline and by
-	// estop, covers the live interlock reads (deadline InterlockTimeout) and
-	// then the hook (HookTimeout). The caller going away does not cut a
-	// write half way.
-	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	key, e := d.registerWrite(req.Name, set, now, cancel)
-	if e != nil {
+	// One context (the writeOp), cancelled by the write sweeper at its
+	// deadline and by estop, covers the live interlock reads (deadline
+	// InterlockTimeout) and then the hook (HookTimeout). The caller going
+	// away does not cut a write half way.
+	op := &writeOp{parent: ctx}
+	if e := d.registerWrite(op, req.Name, set, now); e != nil {
 		return nil, e
 	}
-	defer d.unregisterWrite(key)
+	registered := true // until the last locked step below leaves the in-flight set
+	defer func() {
+		if registered {
+			d.unregisterWrite(op)
+		}
+	}()
 	var notes mhp.DryRunNotes
-	value, e := d.writeGates(hctx, s, now, set, req, &notes)
+	value, e := d.writeGates(op, s, now, set, req, &notes)
 	if e != nil {
 		return nil, e
 	}
 	if req.DryRun {
 		res := &mhp.WriteResult{OK: true, Name: req.Name, Value: value, DryRun: true, WouldWrite: value}
 		if !notes.Empty() {
-			res.Notes = &notes
+			n := notes
+			res.Notes = &n
 		}
 		return res, nil
 	}
-	call, e := d.sendWrite(hctx, key, set, req.Name, now, cancel)
-	if e != nil {
+	if e := d.sendWrite(op, set, req.Name, now); e != nil {
 		return nil, e
 	}
+	call := &op.call
+	hctx := context.Context(op)
 	var inEStop bool
 	status, err := func() (WriteStatus, error) {
 		defer func() { inEStop = d.endCall(call) }() // also if the hook panics
@@ -88,7 +93,10 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	if status == Sent {
 		res.Status = mhp.WriteSent
 	}
+	// The last locked step: leave the in-flight set and tell the listeners.
+	registered = false
 	d.locked(func() {
+		d.unregisterLocked(op)
 		if len(d.listeners) > 0 {
 			d.enqueueLocked(mhp.NotifySettingsChanged, map[string]any{"name": req.Name, "value": value, "by": s, "applied": res.Applied})
 		}
@@ -98,67 +106,69 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 
 // registerWrite is the write's first locked step: the state gate, then the
 // write joins the in-flight set (estop and its deadline cancel it) and the
-// sweeper is armed for its first deadline (the interlock reads', else the hook's).
-func (d *Driver) registerWrite(name string, set *Setting, now time.Time, cancel context.CancelFunc) (key uint64, e *mhp.Error) {
+// sweeper is armed for its first deadline (the interlock reads', else the
+// hook's) unless it is due earlier already.
+func (d *Driver) registerWrite(op *writeOp, name string, set *Setting, now time.Time) *mhp.Error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e := d.stateGateLocked(); e != nil {
-		return 0, e
+		return e
 	}
 	if d.closed {
-		return 0, d.errorf(mhp.CodeDeviceFault, "settings/write %s: driver is closed", name)
+		return d.errorf(mhp.CodeDeviceFault, "settings/write %s: driver is closed", name)
 	}
-	d.inflightSeq++
-	key = d.inflightSeq
-	first := now.Add(d.cfg.HookTimeout)
+	op.deadline = now.Add(d.cfg.HookTimeout)
 	if len(set.Spec.Interlocks) > 0 {
-		first = now.Add(d.cfg.InterlockTimeout)
+		op.deadline = now.Add(d.cfg.InterlockTimeout)
 	}
-	d.inflight[key] = inflightWrite{cancel: cancel, deadline: first}
-	if d.sweeper == nil || first.Before(d.sweepAt) {
-		if d.sweeper != nil {
-			d.sweeper.Stop()
-		}
-		d.sweeper, d.sweepAt = d.clk.AfterFunc(first.Sub(now), d.sweepWrites), first
+	d.writes.add(op)
+	if !d.sweepArmed || op.deadline.Before(d.sweepAt) {
+		d.armSweeperLocked(op.deadline, now)
 	}
-	return key, nil
+	return nil
 }
 
 // unregisterWrite is the write's last locked step: it leaves the in-flight
-// set, and the sweeper stops when no write is left to bound (a manual clock
-// in a test then sees only the timers its device waits on).
-func (d *Driver) unregisterWrite(key uint64) {
+// set; on a clock other than the real one the sweeper stops when no write
+// is left to bound (see armSweeperLocked).
+func (d *Driver) unregisterWrite(op *writeOp) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.inflight, key)
-	if len(d.inflight) == 0 && d.sweeper != nil {
+	d.unregisterLocked(op)
+}
+
+// unregisterLocked is unregisterWrite with mu held.
+func (d *Driver) unregisterLocked(op *writeOp) {
+	d.writes.remove(op)
+	if d.writes.n == 0 && d.sweepArmed && !d.realClock {
 		d.sweeper.Stop()
-		d.sweeper = nil
+		d.sweeper, d.sweepArmed = nil, false
 	}
 }
 
 // sendWrite is the locked step right before the hook: the state gate again
 // (an estop may have come while the gates read interlocks), the deadline
-// check, and the hook's registration as a backend call, all in one hold of
-// mu, so an estop either refuses the write here or cuts the call off.
-func (d *Driver) sendWrite(hctx context.Context, key uint64, set *Setting, name string, now time.Time, cancel context.CancelFunc) (*backendCall, *mhp.Error) {
+// check, and the hook's registration as a backend call (op.call), all in one
+// hold of mu, so an estop either refuses the write here or cuts the call off.
+func (d *Driver) sendWrite(op *writeOp, set *Setting, name string, now time.Time) *mhp.Error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e := d.stateGateLocked(); e != nil {
-		return nil, e
+		return e
 	}
-	if hctx.Err() != nil { // a deadline passed or Close came as the gates ended: nothing was sent
+	if op.Err() != nil { // a deadline passed or Close came as the gates ended: nothing was sent
 		if locks := set.Spec.Interlocks; len(locks) > 0 {
-			return nil, d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took longer than %s",
+			return d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took longer than %s",
 				locks, d.cfg.InterlockTimeout).With(mhp.DataInterlock, locks[0]).With(mhp.DataGate, mhp.GateInterlocks)
 		}
-		return nil, d.errorf(mhp.CodeServerError, "settings/write %s was cancelled before it was sent (driver closing or deadline passed)",
+		return d.errorf(mhp.CodeServerError, "settings/write %s was cancelled before it was sent (driver closing or deadline passed)",
 			name).With(mhp.DataOutcome, mhp.OutcomeNotStarted)
 	}
 	if len(set.Spec.Interlocks) > 0 {
-		d.inflight[key] = inflightWrite{cancel: cancel, deadline: now.Add(d.cfg.HookTimeout)}
+		op.deadline = now.Add(d.cfg.HookTimeout)
 	}
-	return d.beginCallLocked(), nil
+	d.calls[&op.call] = struct{}{}
+	return nil
 }
 
 // writeCutOff is the answer of a write whose hook returned with the device

@@ -64,14 +64,7 @@ const MaxClientHeader = 128
 // its name, "alice/<client>#8hex", and another identity presenting the
 // secret, or the same X-MHP-Client header, does not find them).
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /rpc", s.serveRPC)
-	mux.HandleFunc("GET /events", s.serveEvents)
-	mux.HandleFunc("DELETE /session", s.serveEndSession)
-	mux.HandleFunc("GET /mhp.json", s.serveDescriptor)
-	for pattern, h := range s.opts.Handlers {
-		mux.Handle(pattern, h)
-	}
+	mux := s.routes() // routes.go
 	guard := s.Guard(func(r *http.Request) bool { return s.opts.PublicDescriptor && r.URL.Path == "/mhp.json" })
 	inner := guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/rpc" {
@@ -141,6 +134,14 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			Error: s.errorf(mhp.CodeParseError, "reading the request body: %v", err)})
 		return
 	}
+	// Admission (admission.go): an estop is recognised in the raw frame and
+	// goes first; an ordinary request waits for a slot or is refused busy.
+	tk, aerr := s.adm.admitFrame(r.Context(), body)
+	if aerr != nil {
+		s.refuseBusy(w, body, aerr)
+		return
+	}
+	defer tk.release()
 	req, derr := decodeFrame(body)
 	if derr != nil {
 		id := nullID
@@ -148,6 +149,10 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			id = req.ID
 		}
 		s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: id, Error: derr.At(s.clk.Now())})
+		return
+	}
+	if aerr := tk.confirm(r.Context(), req.Method); aerr != nil {
+		s.refuseBusy(w, body, aerr)
 		return
 	}
 	header := r.Header.Get(mhp.HeaderClient)
@@ -408,12 +413,12 @@ func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns 
 	hs.ConnState = lim.connState
 	hs.ConnContext = withConn
 	hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // TLS is terminated by the front listener: HTTP/1.1
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(&frontListener{connLimiter: lim, tls: tlsCfg, log: log}) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	// Serve runs on the caller's goroutine (one goroutine per served
+	// listener, not two); the shutdown is registered on ctx and only runs
+	// once it ends.
+	shut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(shut)
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		// net/http waits up to 5s for a connection that never sent a
@@ -421,8 +426,13 @@ func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns 
 		// stalled): those carry nothing, close them now.
 		lim.closeIdle()
 		_ = hs.Shutdown(sctx)
-		return nil
+	})
+	err := hs.Serve(&frontListener{connLimiter: lim, tls: tlsCfg, log: log})
+	if stop() { // Serve failed on its own: no shutdown was started
+		return err
 	}
+	<-shut // ctx ended: return once the shutdown is done
+	return nil
 }
 
 // HTTPServer returns an [http.Server] for srv.Handler with the server's

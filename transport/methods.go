@@ -4,19 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/openmhp/mhp-go"
 )
 
-// method is one entry of the explicit method table: ctx carries the session
-// label (mhp.WithSession); ss is the caller's session (nil for a safety/estop
-// or ping served without one); params is the raw params object (nil when
-// absent).
-type method func(ctx context.Context, ss *session, params json.RawMessage) (any, error)
+// method is one entry of the explicit method table: s is the server
+// answering (the table of built-ins is built once per process and shared by
+// every server); ctx carries the session label (mhp.WithSession); ss is the
+// caller's session (nil for a safety/estop or ping served without one);
+// params is the raw params object (nil when absent).
+type method func(s *Server, ctx context.Context, ss *session, params json.RawMessage) (any, error)
 
 // entry is one named method of the table.
 type entry struct {
@@ -28,29 +31,30 @@ type entry struct {
 // extensions: params are decoded strictly into Req by mhp.DecodeAs (the one
 // params decoder, mhp.DecodeParams), then fn runs with the caller's session
 // and its result is the answer.
-func handle[Req, Res any](name string, fn func(ctx context.Context, ss *session, req Req) (Res, error)) entry {
-	return entry{name, func(ctx context.Context, ss *session, p json.RawMessage) (any, error) {
+func handle[Req, Res any](name string, fn func(s *Server, ctx context.Context, ss *session, req Req) (Res, error)) entry {
+	return entry{name, func(s *Server, ctx context.Context, ss *session, p json.RawMessage) (any, error) {
 		req, err := mhp.DecodeAs[Req](name, p)
 		if err != nil {
 			return nil, err
 		}
-		return fn(ctx, ss, req)
+		return fn(s, ctx, ss, req)
 	}}
 }
 
-// bare adapts a device call that takes no params (only {} or none pass).
-func bare[Res any](call func(context.Context) (Res, error)) func(context.Context, *session, struct{}) (Res, error) {
-	return func(ctx context.Context, _ *session, _ struct{}) (Res, error) { return call(ctx) }
+// bare adapts a device call (a method expression of mhp.Device) that takes
+// no params (only {} or none pass).
+func bare[Res any](call func(mhp.Device, context.Context) (Res, error)) func(*Server, context.Context, *session, struct{}) (Res, error) {
+	return func(s *Server, ctx context.Context, _ *session, _ struct{}) (Res, error) { return call(s.dev, ctx) }
 }
 
 // plain adapts a device call whose params are its request type.
-func plain[Req, Res any](call func(context.Context, Req) (Res, error)) func(context.Context, *session, Req) (Res, error) {
-	return func(ctx context.Context, _ *session, req Req) (Res, error) { return call(ctx, req) }
+func plain[Req, Res any](call func(mhp.Device, context.Context, Req) (Res, error)) func(*Server, context.Context, *session, Req) (Res, error) {
+	return func(s *Server, ctx context.Context, _ *session, req Req) (Res, error) { return call(s.dev, ctx, req) }
 }
 
 // wire lifts a wire method of the device chain (mhp.Extension) into the table.
 func wire(fn mhp.WireMethod) method {
-	return func(ctx context.Context, _ *session, p json.RawMessage) (any, error) { return fn(ctx, p) }
+	return func(_ *Server, ctx context.Context, _ *session, p json.RawMessage) (any, error) { return fn(ctx, p) }
 }
 
 // DefaultLeaseTTL is the ttl of a session/acquire that names none.
@@ -73,7 +77,12 @@ func (s *Server) Methods() []string {
 // mhp.OperatorExtension), which answer only a request that carried the
 // operator token (Options.OperatorToken, HTTP header Mhp-Operator).
 func (s *Server) addExtensions() {
-	for name, fn := range mhp.WireExtensions(s.dev) {
+	ext, op := mhp.WireExtensions(s.dev), mhp.OperatorExtensions(s.dev)
+	if len(ext) == 0 && len(op) == 0 {
+		return // the shared table serves
+	}
+	s.methods = maps.Clone(s.methods)
+	for name, fn := range ext {
 		// Built-ins are never overridden, except the answers of a device
 		// that is not method-capable, which a methods store replaces.
 		if _, taken := s.methods[name]; !taken || strings.HasPrefix(name, "methods/") {
@@ -83,14 +92,16 @@ func (s *Server) addExtensions() {
 			}
 		}
 	}
-	s.opMethods = map[string]bool{}
-	for name, fn := range mhp.OperatorExtensions(s.dev) {
+	for name, fn := range op {
 		if _, taken := s.methods[name]; taken {
 			continue
 		}
 		name, fn := name, fn
+		if s.opMethods == nil {
+			s.opMethods = map[string]bool{}
+		}
 		s.opMethods[name] = true
-		s.methods[name] = func(ctx context.Context, _ *session, p json.RawMessage) (any, error) {
+		s.methods[name] = func(s *Server, ctx context.Context, _ *session, p json.RawMessage) (any, error) {
 			if !isOperator(ctx) {
 				return nil, s.errorf(mhp.CodeServerError, "%s is an operator method: it needs the operator token (%s header), which agents do not hold", name, mhp.HeaderOperator).
 					With(mhp.DataReason, mhp.ReasonOperatorRequired)
@@ -109,47 +120,45 @@ func withOperator(ctx context.Context) context.Context {
 
 func isOperator(ctx context.Context) bool { v, _ := ctx.Value(operatorKey{}).(bool); return v }
 
-// methodTable is the explicit table of every method after initialize, one
-// line per method. No reflection: a method not listed here is MethodNotFound.
-func (s *Server) methodTable() map[string]method {
-	dev := s.dev
+// builtinMethods is the explicit table of every method after initialize, one
+// line per method, built once per process and shared by every server (a
+// server whose device chain adds extensions gets its own copy, see
+// addExtensions). No reflection: a method not listed here is MethodNotFound.
+var builtinMethods = sync.OnceValue(func() map[string]method {
 	table := []entry{
-		handle(mhp.MethodPing, bare(dev.Ping)),
-		handle(mhp.MethodDescribe, plain(dev.Describe)),
-		handle(mhp.MethodSignalsRead, s.read),
-		handle(mhp.MethodSignalsSubscribe, s.subscribe),
-		handle(mhp.MethodSignalsUnsubscribe, s.unsubscribe),
-		handle(mhp.MethodSettingsWrite, s.write),
-		handle(mhp.MethodActionsInvoke, s.invoke),
-		s.jobMethod(mhp.MethodJobsStatus, dev.Job),
-		s.jobMethod(mhp.MethodJobsCancel, dev.CancelJob),
-		s.jobMethod(mhp.MethodJobsPause, dev.PauseJob),
-		s.jobMethod(mhp.MethodJobsResume, dev.ResumeJob),
-		handle(mhp.MethodJobsList, s.jobs),
-		handle(mhp.MethodSessionAcquire, s.acquire),
-		handle(mhp.MethodSessionRenew, s.renew),
-		handle(mhp.MethodSessionRelease, s.release),
-		handle(mhp.MethodSafetyLimits, bare(dev.Limits)),
-		{mhp.MethodSafetyEStop, s.estop},
-		handle(mhp.MethodSafetyReset, bare(dev.Reset)),
+		handle(mhp.MethodPing, bare(mhp.Device.Ping)),
+		handle(mhp.MethodDescribe, plain(mhp.Device.Describe)),
+		handle(mhp.MethodSignalsRead, (*Server).read),
+		handle(mhp.MethodSignalsSubscribe, (*Server).subscribe),
+		handle(mhp.MethodSignalsUnsubscribe, (*Server).unsubscribe),
+		handle(mhp.MethodSettingsWrite, (*Server).write),
+		handle(mhp.MethodActionsInvoke, (*Server).invoke),
+		jobMethod(mhp.MethodJobsStatus, mhp.Device.Job),
+		jobMethod(mhp.MethodJobsCancel, mhp.Device.CancelJob),
+		jobMethod(mhp.MethodJobsPause, mhp.Device.PauseJob),
+		jobMethod(mhp.MethodJobsResume, mhp.Device.ResumeJob),
+		handle(mhp.MethodJobsList, (*Server).jobs),
+		handle(mhp.MethodSessionAcquire, (*Server).acquire),
+		handle(mhp.MethodSessionRenew, (*Server).renew),
+		handle(mhp.MethodSessionRelease, (*Server).release),
+		handle(mhp.MethodSafetyLimits, bare(mhp.Device.Limits)),
+		{mhp.MethodSafetyEStop, (*Server).estop},
+		handle(mhp.MethodSafetyReset, bare(mhp.Device.Reset)),
 		handle(mhp.MethodMethodsList, noMethods),
 		handle(mhp.MethodMethodsFind, noMethods),
-		s.notMethodCapable(mhp.MethodMethodsGet),
-		s.notMethodCapable(mhp.MethodMethodsDiff),
-		s.notMethodCapable(mhp.MethodMethodsSave),
-		s.notMethodCapable(mhp.MethodMethodsDelete),
-	}
-	if rp, ok := mhp.Find[mhp.ResourceProvider](dev); ok {
-		table = append(table, handle(mhp.MethodResourcesList, s.listResources(rp)), handle(mhp.MethodResourcesRead, s.readResource(rp)))
-	} else {
-		table = append(table, s.noResources(mhp.MethodResourcesList), s.noResources(mhp.MethodResourcesRead))
+		notMethodCapable(mhp.MethodMethodsGet),
+		notMethodCapable(mhp.MethodMethodsDiff),
+		notMethodCapable(mhp.MethodMethodsSave),
+		notMethodCapable(mhp.MethodMethodsDelete),
+		handle(mhp.MethodResourcesList, (*Server).listResources),
+		handle(mhp.MethodResourcesRead, (*Server).readResource),
 	}
 	t := make(map[string]method, len(table))
 	for _, e := range table {
 		t[e.name] = e.fn
 	}
 	return t
-}
+})
 
 type namesParams struct {
 	Names []string `json:"names"`
@@ -244,14 +253,14 @@ func (s *Server) invoke(ctx context.Context, _ *session, req invokeParams) (*mhp
 
 // jobMethod is jobs/status, jobs/cancel, jobs/pause or jobs/resume: an id
 // is required; the answer is {"job": ...}.
-func (s *Server) jobMethod(name string, call func(context.Context, string) (*mhp.Job, error)) entry {
-	return handle(name, func(ctx context.Context, _ *session, req struct {
+func jobMethod(name string, call func(mhp.Device, context.Context, string) (*mhp.Job, error)) entry {
+	return handle(name, func(s *Server, ctx context.Context, _ *session, req struct {
 		ID *string `json:"id"`
 	}) (map[string]any, error) {
 		if req.ID == nil {
 			return nil, missing(name, "id").At(s.clk.Now())
 		}
-		job, err := call(ctx, *req.ID)
+		job, err := call(s.dev, ctx, *req.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -350,46 +359,47 @@ func (s *Server) noteLease(ss *session, l *mhp.Lease, err error) {
 
 // noMethods answers methods/list and methods/find on a device that is not
 // method-capable: an empty list, whatever the filters.
-func noMethods(context.Context, *session, map[string]any) (map[string]any, error) {
+func noMethods(*Server, context.Context, *session, map[string]any) (map[string]any, error) {
 	return map[string]any{"methods": []any{}}, nil
 }
 
-func (s *Server) notMethodCapable(name string) entry {
-	return entry{name, func(context.Context, *session, json.RawMessage) (any, error) {
+func notMethodCapable(name string) entry {
+	return entry{name, func(s *Server, _ context.Context, _ *session, _ json.RawMessage) (any, error) {
 		return nil, s.errorf(mhp.CodeNotSupported, "%s: this device is not method-capable (capability methods is false)", name).
 			With(mhp.DataCapability, "methods")
 	}}
 }
 
-func (s *Server) listResources(rp mhp.ResourceProvider) func(context.Context, *session, struct{}) (map[string]any, error) {
-	return func(ctx context.Context, _ *session, _ struct{}) (map[string]any, error) {
-		list, err := rp.ListResources(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if list == nil {
-			list = []string{}
-		}
-		return map[string]any{"resources": list}, nil
+func (s *Server) listResources(ctx context.Context, _ *session, _ struct{}) (map[string]any, error) {
+	if s.resources == nil {
+		return nil, s.noResources(mhp.MethodResourcesList)
 	}
+	list, err := s.resources.ListResources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if list == nil {
+		list = []string{}
+	}
+	return map[string]any{"resources": list}, nil
 }
 
 type pathParams struct {
 	Path *string `json:"path"`
 }
 
-func (s *Server) readResource(rp mhp.ResourceProvider) func(context.Context, *session, pathParams) (*mhp.Resource, error) {
-	return func(ctx context.Context, _ *session, req pathParams) (*mhp.Resource, error) {
-		if req.Path == nil {
-			return nil, missing(mhp.MethodResourcesRead, "path").At(s.clk.Now())
-		}
-		return rp.ReadResource(ctx, *req.Path)
+func (s *Server) readResource(ctx context.Context, _ *session, req pathParams) (*mhp.Resource, error) {
+	if s.resources == nil {
+		return nil, s.noResources(mhp.MethodResourcesRead)
 	}
+	if req.Path == nil {
+		return nil, missing(mhp.MethodResourcesRead, "path").At(s.clk.Now())
+	}
+	return s.resources.ReadResource(ctx, *req.Path)
 }
 
-func (s *Server) noResources(name string) entry {
-	return entry{name, func(context.Context, *session, json.RawMessage) (any, error) {
-		return nil, s.errorf(mhp.CodeNotSupported, "%s: this device serves no resources (capability resources is false)", name).
-			With(mhp.DataCapability, "resources")
-	}}
+// noResources is the refusal of a resources method on a device that serves none.
+func (s *Server) noResources(name string) *mhp.Error {
+	return s.errorf(mhp.CodeNotSupported, "%s: this device serves no resources (capability resources is false)", name).
+		With(mhp.DataCapability, "resources")
 }

@@ -77,6 +77,9 @@ type Options struct {
 	// MaxInFlight caps the ordinary requests one stdio stream runs at once;
 	// safety/estop and ping are never counted. Default 64.
 	MaxInFlight int
+	// Admission bounds the ordinary HTTP requests served at once, estop
+	// first (admission.go); the zero value has the defaults.
+	Admission Admission
 	// MaxConns caps the open HTTP connections ([ServeHTTP], [ListenHTTP]). At the
 	// cap, a new connection closes the connection idle the longest; with none
 	// idle it waits up to a second for one to end, then is closed. Default 512.
@@ -115,7 +118,7 @@ func (o Options) Validate() error {
 	case o.ReadTimeout < 0 || o.ReadHeaderTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0:
 		return fmt.Errorf("transport: HTTP timeouts must not be negative")
 	}
-	return nil
+	return o.Admission.validate()
 }
 
 // Defaults.
@@ -183,7 +186,10 @@ type Server struct {
 	log     *slog.Logger
 	clk     clock.Clock
 	methods map[string]method
-	auth    *auth.Authenticator
+	adm     *admission // HTTP admission control (admission.go)
+	// resources serves resources/list and resources/read (nil: none).
+	resources mhp.ResourceProvider
+	auth      *auth.Authenticator
 	// opMethods are the operator extensions (mhp.OperatorExtension): they
 	// need role operator.
 	opMethods map[string]bool
@@ -220,7 +226,9 @@ func NewServer(dev mhp.Device, opts Options) *Server {
 		}
 		s.auth = a
 	}
-	s.methods = s.methodTable()
+	s.methods = builtinMethods()
+	s.resources, _ = mhp.Find[mhp.ResourceProvider](dev)
+	s.adm = newAdmission(opts.Admission)
 	s.addExtensions()
 	s.stop = dev.Listen(s.fanout)
 	s.mu.Lock()
@@ -604,7 +612,7 @@ func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init i
 	// The device's own hook timeouts bound them. The device sees the label,
 	// never the secret.
 	dctx := mhp.WithSession(context.WithoutCancel(ctx), label)
-	return m(dctx, ss, req.Params)
+	return m(s, dctx, ss, req.Params)
 }
 
 // initialize negotiates the version, opens (or, on a stream, reuses) the

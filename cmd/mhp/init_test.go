@@ -9,8 +9,10 @@ import (
 
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/madsci/madscitest"
+	"github.com/openmhp/mhp-go/mqtt/mqtttest"
 	"github.com/openmhp/mhp-go/opcua/opcuatest"
 	"github.com/openmhp/mhp-go/pylabrobot/plrtest"
+	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
 // serveFile serves a config file over HTTP in process until cleanup; it
@@ -133,6 +135,41 @@ func TestInitSelfDescribing(t *testing.T) {
 			d := runCLI(t, u, "describe", "full", "--json")
 			if d.code != 0 || !strings.Contains(d.stdout, `"approval": "confirm"`) {
 				t.Fatalf("the snapshot is not served: %d %s", d.code, d.stdout)
+			}
+		})
+	}
+}
+
+// TestInitROS2AndMQTT: the files `mhp init` writes for a rosbridge and a
+// broker serve unchanged and pass the wire conformance checks.
+func TestInitROS2AndMQTT(t *testing.T) {
+	robot := rosbridgetest.New(rosbridgetest.Options{})
+	defer robot.Close()
+	robot.AddTopic("/cell/door_closed", "std_msgs/msg/Bool", true)
+	robot.AddService("/arm/home", "std_srvs/srv/Trigger", func(context.Context, *rosbridgetest.Call) (any, error) {
+		return map[string]any{"success": true}, nil
+	})
+	broker, err := mqtttest.NewBroker("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	if err := broker.Publish("lab/oven/signal/temperature", []byte(`{"value": 21.5}`), true, 1); err != nil {
+		t.Fatal(err)
+	}
+	for kind, target := range map[string]string{
+		"ros2": robot.URL(),
+		"mqtt": "mqtt://" + strings.TrimPrefix(broker.Addr(), "tcp://") + "/lab",
+	} {
+		t.Run(kind, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), kind+".yaml")
+			r := runCLI(t, "init", kind, target, "-o", out, "--listen", "300ms")
+			if r.code != 0 || !strings.Contains(r.stdout, "1 signal(s)") {
+				t.Fatalf("init: %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			u := serveFile(t, out)
+			if c := runCLI(t, "conformance", u); c.code != 0 || !strings.Contains(c.stdout, "0 failed") {
+				t.Errorf("conformance: %d\n%s", c.code, c.stdout)
 			}
 		})
 	}

@@ -1,0 +1,331 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/binding"
+	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/evidence"
+	"github.com/openmhp/mhp-go/guard"
+	"github.com/openmhp/mhp-go/transport"
+)
+
+// plainDriver is a driver with one auto-approved setting "sp" (0..100).
+func plainDriver(id string) (*binding.Driver, error) {
+	return binding.New(binding.Config{
+		Device: mhp.DeviceInfo{ID: id, Class: "test"},
+		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "sp", Type: mhp.TypeNumber, Limits: mhp.Range(0, 100)},
+			Write: func(context.Context, any) (binding.WriteStatus, error) { return binding.Applied, nil }}},
+	})
+}
+
+// guarded is dev behind the guard writing evidence to a fresh log in dir.
+func guarded(dev mhp.Device, dir, id string, sync evidence.SyncPolicy) (mhp.Device, func(), error) {
+	lg, err := evidence.Open(evidence.Config{Dir: dir, Device: id, Sync: sync, SegmentEntries: 1 << 20})
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := guard.New(dev, guard.Config{Evidence: lg})
+	if err != nil {
+		lg.Close()
+		return nil, nil, err
+	}
+	return g, func() { lg.Close() }, nil
+}
+
+// measureEvidence is a settings/write in process with an evidence receipt
+// (SyncNever) against the bare driver.
+func measureEvidence(_ context.Context, o Options) (Row, error) {
+	dir, err := os.MkdirTemp("", "mhp-bench-evidence-")
+	if err != nil {
+		return Row{}, err
+	}
+	defer os.RemoveAll(dir)
+	bare, err := plainDriver("bench-01")
+	if err != nil {
+		return Row{}, err
+	}
+	defer bare.Close()
+	inner, err := plainDriver("bench-01")
+	if err != nil {
+		return Row{}, err
+	}
+	defer inner.Close()
+	ev, closeLog, err := guarded(inner, dir, "bench-01", evidence.SyncNever)
+	if err != nil {
+		return Row{}, err
+	}
+	defer closeLog()
+	ctx := mhp.WithSession(context.Background(), "bench")
+	req := mhp.WriteRequest{Name: "sp", Value: 42.0}
+	wr := func(d mhp.Device) func() error { return func() error { _, err := d.Write(ctx, req); return err } }
+	n := o.n(20000)
+	var added []float64
+	for r := 0; r < o.Rounds; r++ {
+		tb, err := timeN(n, wr(bare))
+		if err != nil {
+			return Row{}, err
+		}
+		te, err := timeN(n, wr(ev))
+		if err != nil {
+			return Row{}, err
+		}
+		added = append(added, float64((te-tb).Nanoseconds())/float64(n)/1e3)
+	}
+	ab := testing.AllocsPerRun(500, func() { _ = wr(bare)() })
+	ae := testing.AllocsPerRun(500, func() { _ = wr(ev)() })
+	return Row{
+		What:     "evidence receipt in process (settings/write, SyncNever)",
+		Baseline: fmt.Sprintf("bare write, %.0f allocs", ab),
+		Now:      fmt.Sprintf("+%s us, +%.0f allocs", spread(added, "%.1f"), ae-ab),
+		Goal:     "<= +5 us, <= +15 allocs",
+		Met:      ptr(median(added) <= 5 && ae-ab <= 15),
+	}, nil
+}
+
+// serveDevices serves each device on its own loopback listener and
+// returns their URLs and a stop function.
+func serveDevices(devs []mhp.Device) ([]string, func(), error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var urls []string
+	var srvs []*transport.Server
+	stop := func() {
+		cancel()
+		for _, s := range srvs {
+			s.Close()
+		}
+	}
+	for _, d := range devs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		srv := transport.NewServer(d, transport.Options{Logger: quiet})
+		srvs = append(srvs, srv)
+		go func() { _ = transport.ServeHTTP(ctx, ln, srv) }()
+		urls = append(urls, "http://"+ln.Addr().String())
+	}
+	return urls, stop, nil
+}
+
+// httpWrites runs one writer per url for total writes (all writers) and
+// returns the writes per second.
+func httpWrites(urls []string, total int) (float64, error) {
+	hcs := make([]*httpClientSession, len(urls))
+	hc := newHTTPClient(len(urls) + 4)
+	for i, u := range urls {
+		sid, err := initialize(hc, u, fmt.Sprintf("writer-%d", i))
+		if err != nil {
+			return 0, err
+		}
+		hcs[i] = &httpClientSession{hc: hc, sid: sid}
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"settings/write","params":{"name":"sp","value":42}}`
+	start := time.Now()
+	errs := make(chan error, len(urls))
+	per := max(1, total/len(urls))
+	for i, c := range hcs {
+		go func() {
+			for k := 0; k < per; k++ {
+				if _, err := post(c.hc, urls[i], c.sid, body); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range urls {
+		if err := <-errs; err != nil {
+			return 0, err
+		}
+	}
+	return float64(per*len(urls)) / time.Since(start).Seconds(), nil
+}
+
+// measureEvidenceHTTP is real writes over HTTP from 8 writers (8 devices,
+// each with its own server) with evidence under SyncNever and SyncAlways,
+// against the same without evidence.
+func measureEvidenceHTTP(_ context.Context, o Options) (Row, error) {
+	const writers = 8
+	dir, err := os.MkdirTemp("", "mhp-bench-evhttp-")
+	if err != nil {
+		return Row{}, err
+	}
+	defer os.RemoveAll(dir)
+	setup := func(sync *evidence.SyncPolicy) ([]string, func(), error) {
+		var devs []mhp.Device
+		var closers []func()
+		for i := 0; i < writers; i++ {
+			id := fmt.Sprintf("writer-dev-%d", i)
+			d, err := plainDriver(id)
+			if err != nil {
+				return nil, nil, err
+			}
+			closers = append(closers, func() { d.Close() })
+			var dev mhp.Device = d
+			if sync != nil {
+				g, c, err := guarded(d, filepath.Join(dir, fmt.Sprintf("%d-%d", *sync, i)), id, *sync)
+				if err != nil {
+					return nil, nil, err
+				}
+				dev = g
+				closers = append(closers, c)
+			}
+			devs = append(devs, dev)
+		}
+		urls, stop, err := serveDevices(devs)
+		if err != nil {
+			return nil, nil, err
+		}
+		return urls, func() {
+			stop()
+			for _, c := range closers {
+				c()
+			}
+		}, nil
+	}
+	never, always := evidence.SyncNever, evidence.SyncAlways
+	kinds := []*evidence.SyncPolicy{nil, &never, &always}
+	urls := make([][]string, len(kinds))
+	for i, k := range kinds {
+		u, stop, err := setup(k)
+		if err != nil {
+			return Row{}, err
+		}
+		defer stop()
+		urls[i] = u
+	}
+	total := o.n(8000)
+	var base, rNever, rAlways []float64
+	for r := 0; r < o.Rounds; r++ {
+		var tp [3]float64
+		for i := range kinds {
+			if tp[i], err = httpWrites(urls[i], total); err != nil {
+				return Row{}, err
+			}
+		}
+		base = append(base, tp[0])
+		rNever, rAlways = append(rNever, tp[1]/tp[0]), append(rAlways, tp[2]/tp[0])
+	}
+	return Row{
+		What:     "real writes over HTTP with evidence (8 writers, 8 devices)",
+		Baseline: "no evidence " + spread(base, "%.0f") + " writes/s",
+		Now:      fmt.Sprintf("SyncNever %sx, SyncAlways %sx", spread(rNever, "%.2f"), spread(rAlways, "%.2f")),
+		Goal:     "SyncNever >= 0.9x, SyncAlways >= 0.6x",
+		Met:      ptr(median(rNever) >= 0.9 && median(rAlways) >= 0.6),
+	}, nil
+}
+
+// syntheticCards are n cards across 8 classes and 40 bays.
+func syntheticCards(n int) []directory.Card {
+	classes := []string{"thermocycler", "robot_arm", "plate_reader", "liquid_handler", "incubator", "centrifuge", "hotplate", "microscope"}
+	out := make([]directory.Card, n)
+	for i := range out {
+		c := classes[i%len(classes)]
+		out[i] = directory.Card{DeviceInfo: mhp.DeviceInfo{ID: fmt.Sprintf("%s-%05d", c, i), Class: c,
+			Location: fmt.Sprintf("bay %d", i%40+1), Tags: []string{c[:4], "lab"}},
+			Signals: []string{"temperature", "door_closed"}, Actions: []string{"run", "stop"}, Target: fmt.Sprint(i)}
+	}
+	return out
+}
+
+// measureDirectory is a search over 100,000 cards against 2,000.
+func measureDirectory(_ context.Context, o Options) (Row, error) {
+	small, big := directory.NewIndex(syntheticCards(2000)), directory.NewIndex(syntheticCards(100000))
+	const q = "heat a 96-well plate for pcr in bay 12 thermocycler"
+	f := directory.Filter{Class: "thermocycler"}
+	search := func(x *directory.Index) func() error {
+		return func() error {
+			if got := x.Rank(q, f, 3); len(got) != 3 {
+				return fmt.Errorf("search found %d, want 3", len(got))
+			}
+			return nil
+		}
+	}
+	var sUs, bUs, ratio []float64
+	for r := 0; r < o.Rounds; r++ {
+		ns, nb := o.n(2000), o.n(100)
+		ts, err := timeN(ns, search(small))
+		if err != nil {
+			return Row{}, err
+		}
+		tb, err := timeN(nb, search(big))
+		if err != nil {
+			return Row{}, err
+		}
+		s, b := float64(ts.Nanoseconds())/float64(ns)/1e3, float64(tb.Nanoseconds())/float64(nb)/1e3
+		sUs, bUs, ratio = append(sUs, s), append(bUs, b), append(ratio, b/s)
+	}
+	return Row{
+		What:     "directory search (top 3, class filter)",
+		Baseline: "2,000 cards " + spread(sUs, "%.0f") + " us",
+		Now:      fmt.Sprintf("100,000 cards %s us, %sx for 50x the cards", spread(bUs, "%.0f"), spread(ratio, "%.1f")),
+		Goal:     "100,000 cards <= 1000 us, growth at most linear (<= 50x)",
+		Met:      ptr(median(bUs) <= 1000 && median(ratio) <= 50),
+	}, nil
+}
+
+// moduleRoot is the directory of this module's go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %v", err)
+	}
+	p := strings.TrimSpace(string(out))
+	if p == "" || p == os.DevNull {
+		return "", fmt.Errorf("not inside the module (run from the mhp-go checkout)")
+	}
+	return filepath.Dir(p), nil
+}
+
+var tokenLine = regexp.MustCompile(`(?m)^(find \(3 results, live state\)|summary of \S+|select run_protocol \+ setpoint|find -> summary -> select):\s+(\d+) tokens`)
+
+// measureTokens runs go run ./examples/scale and reads its token counts.
+func measureTokens(ctx context.Context, _ Options) (Row, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return Row{}, err
+	}
+	cmd := exec.CommandContext(ctx, "go", "run", "./examples/scale")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return Row{}, fmt.Errorf("go run ./examples/scale: %v: %s", err, out)
+	}
+	got := map[string]int{}
+	for _, m := range tokenLine.FindAllStringSubmatch(string(out), -1) {
+		k := m[1]
+		if strings.HasPrefix(k, "summary of") {
+			k = "summary"
+		}
+		got[k], _ = strconv.Atoi(m[2])
+	}
+	path, ok := got["find -> summary -> select"]
+	if !ok {
+		return Row{}, fmt.Errorf("examples/scale printed no path total: %s", out)
+	}
+	return Row{
+		What:     "the agent's find -> summary -> select over 2,000 devices (examples/scale)",
+		Baseline: "the seed's 1,087 tokens, the Python reference 1,346",
+		Now: fmt.Sprintf("%d tokens (find %d, summary %d, select %d)", path, got["find (3 results, live state)"], got["summary"],
+			got["select run_protocol + setpoint"]),
+		Goal: "<= 700 tokens",
+		Met:  ptr(path <= 700),
+	}, nil
+}
+
+var _ = http.MethodPost

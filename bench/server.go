@@ -1,0 +1,217 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// drive sends total requests of body to url from clients concurrent
+// clients, each with its own session (sids), and returns the first error.
+func drive(hcs []*httpClientSession, url, body string, total int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var first atomic.Value
+	for _, c := range hcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(total) {
+				if _, err := post(c.hc, url, c.sid, body); err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return err
+	}
+	return nil
+}
+
+type httpClientSession struct {
+	hc  *http.Client
+	sid string
+}
+
+// sessions opens n client sessions on url (sid "" for the null server).
+func sessions(url string, n int, mhpServer bool) ([]*httpClientSession, error) {
+	hc := newHTTPClient(n + 4)
+	out := make([]*httpClientSession, n)
+	for i := range out {
+		out[i] = &httpClientSession{hc: hc}
+		if mhpServer {
+			sid, err := initialize(hc, url, fmt.Sprintf("cpu-%d", i))
+			if err != nil {
+				return nil, err
+			}
+			out[i].sid = sid
+		}
+	}
+	return out, nil
+}
+
+// cpuPer drives total requests and returns the server child's CPU per request.
+func cpuPer(hcs []*httpClientSession, url, body string, total int) (time.Duration, error) {
+	c0, err := childCPU(hcs[0].hc, url)
+	if err != nil {
+		return 0, err
+	}
+	if err := drive(hcs, url, body, total); err != nil {
+		return 0, err
+	}
+	c1, err := childCPU(hcs[0].hc, url)
+	if err != nil {
+		return 0, err
+	}
+	return (c1 - c0) / time.Duration(total), nil
+}
+
+// measureServerCPU is the server's CPU per HTTP request (a server child
+// process, 32 clients in this one) against a null JSON-RPC server.
+func measureServerCPU(_ context.Context, o Options) (Row, error) {
+	const clients = 32
+	null, err := startChild("serve:null")
+	if err != nil {
+		return Row{}, err
+	}
+	defer null.stop()
+	simc, err := startChild("serve:sim")
+	if err != nil {
+		return Row{}, err
+	}
+	defer simc.stop()
+	nullURL := "http://" + strings.TrimPrefix(null.first, "addr ")
+	simURL := "http://" + strings.TrimPrefix(simc.first, "addr ")
+	nullS, err := sessions(nullURL, clients, false)
+	if err != nil {
+		return Row{}, err
+	}
+	simS, err := sessions(simURL, clients, true)
+	if err != nil {
+		return Row{}, err
+	}
+	total := o.n(20000)
+	// Warm both (connections, first allocations).
+	if err := drive(nullS, nullURL, readBody, clients*4); err != nil {
+		return Row{}, err
+	}
+	if err := drive(simS, simURL, readBody, clients*4); err != nil {
+		return Row{}, err
+	}
+	var base []float64
+	ratios := map[string][]float64{}
+	kinds := []struct{ name, body string }{{"read", readBody}, {"dry-run write", dryWriteBody}, {"describe summary", summaryBody}}
+	for r := 0; r < o.Rounds; r++ {
+		nb, err := cpuPer(nullS, nullURL, readBody, total)
+		if err != nil {
+			return Row{}, fmt.Errorf("null: %w", err)
+		}
+		base = append(base, float64(nb.Nanoseconds())/1e3)
+		for _, k := range kinds {
+			c, err := cpuPer(simS, simURL, k.body, total)
+			if err != nil {
+				return Row{}, fmt.Errorf("%s: %w", k.name, err)
+			}
+			ratios[k.name] = append(ratios[k.name], float64(c)/float64(nb))
+		}
+	}
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, k.name+" "+spread(ratios[k.name], "%.2f")+"x")
+	}
+	return Row{
+		What:     "server CPU per HTTP request (server in its own process, 32 clients)",
+		Baseline: "null JSON-RPC server " + spread(base, "%.0f") + " us",
+		Now:      strings.Join(parts, ", "),
+		Goal:     "read <= 1.15x, write and describe <= 1.3x",
+		Met: ptr(median(ratios["read"]) <= 1.15 && median(ratios["dry-run write"]) <= 1.3 &&
+			median(ratios["describe summary"]) <= 1.3),
+	}, nil
+}
+
+// estopLatencies times n anonymous estops (each followed, untimed, by a reset).
+func estopLatencies(hc *http.Client, url, sid string, n int) ([]time.Duration, error) {
+	lat := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, err := post(hc, url, "", estopBody); err != nil {
+			return nil, fmt.Errorf("estop: %w", err)
+		}
+		lat = append(lat, time.Since(t0))
+		if _, err := post(hc, url, sid, resetBody); err != nil {
+			return nil, fmt.Errorf("reset: %w", err)
+		}
+	}
+	return lat, nil
+}
+
+// measureEStop is the latency of an anonymous safety/estop on a server
+// (its own process) saturated by 32 reading clients (a third process),
+// against the estop on the idle server.
+func measureEStop(_ context.Context, o Options) (Row, error) {
+	srv, err := startChild("serve:sim")
+	if err != nil {
+		return Row{}, err
+	}
+	defer srv.stop()
+	url := "http://" + strings.TrimPrefix(srv.first, "addr ")
+	hc := newHTTPClient(8)
+	sid, err := initialize(hc, url, "estop-reset")
+	if err != nil {
+		return Row{}, err
+	}
+	n := o.n(300)
+	if _, err := estopLatencies(hc, url, sid, 20); err != nil { // warm
+		return Row{}, err
+	}
+	var p50s, p99s, readX []float64
+	for r := 0; r < o.Rounds; r++ {
+		idle, err := estopLatencies(hc, url, sid, n)
+		if err != nil {
+			return Row{}, err
+		}
+		load, err := startChild("load:32:" + url)
+		if err != nil {
+			return Row{}, err
+		}
+		if load.first != "ready" {
+			load.stop()
+			return Row{}, fmt.Errorf("load child: %s", load.first)
+		}
+		loaded, err := estopLatencies(hc, url, sid, n)
+		if err != nil {
+			load.stop()
+			return Row{}, err
+		}
+		// A read of one more client under the same load, for comparison.
+		reads := make([]time.Duration, 0, n)
+		for i := 0; i < n; i++ {
+			t0 := time.Now()
+			if _, err := post(hc, url, sid, readBody); err != nil {
+				load.stop()
+				return Row{}, err
+			}
+			reads = append(reads, time.Since(t0))
+		}
+		load.stop()
+		i50 := quantile(idle, 0.5)
+		p50s = append(p50s, float64(quantile(loaded, 0.5))/float64(i50))
+		p99s = append(p99s, float64(quantile(loaded, 0.99))/float64(i50))
+		readX = append(readX, float64(quantile(reads, 0.5))/float64(i50))
+	}
+	return Row{
+		What:     "estop under a saturating 32-client load (server, load and prober in 3 processes)",
+		Baseline: "idle estop p50",
+		Now: fmt.Sprintf("p50 %sx, p99 %sx idle (a loaded read p50 %sx)", spread(p50s, "%.1f"), spread(p99s, "%.1f"),
+			spread(readX, "%.1f")),
+		Goal: "p50 <= 2x, p99 <= 5x idle p50",
+		Met:  ptr(median(p50s) <= 2 && median(p99s) <= 5),
+	}, nil
+}
