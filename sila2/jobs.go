@@ -273,13 +273,12 @@ func (a *adapter) runObservable(ctx context.Context, job *binding.Job, action, f
 		return res, nil
 	}
 	// finishedWithError: cancelled only when our CancelCommand succeeded.
+	// The job keeps the server's word on it (the error's id and message,
+	// e.g. ProtocolCancelled or ControlInterrupted) as its result.
 	if ctx.Err() != nil {
 		<-cancelSent
-		if cancelOK.Load() {
-			return nil, binding.ErrCancelled
-		}
-		if a.isCancelledError(rerr) {
-			return nil, binding.ErrCancelled
+		if cancelOK.Load() || a.isCancelledError(rerr) {
+			return serverWord(rerr), binding.ErrCancelled
 		}
 	}
 	if rerr == nil {
@@ -289,6 +288,24 @@ func (a *adapter) runObservable(ctx context.Context, job *binding.Job, action, f
 		return nil, a.commandError(action, rerr)
 	}
 	return nil, binding.Failed(fmt.Errorf("%s: finished with error: %w", action, rerr), nil)
+}
+
+// serverWord is a cancelled job's record of the SiLA error the server
+// ended the command with ({"sila_error": {kind, identifier, message}}), or
+// nil when it gave none.
+func serverWord(err error) map[string]any {
+	se, ok := AsSiLAError(err)
+	if !ok {
+		return nil
+	}
+	e := map[string]any{"kind": se.Kind.String(), "message": se.Message}
+	if se.Identifier != "" {
+		e["identifier"] = se.Identifier
+	}
+	if se.Kind == KindFramework {
+		e["framework_type"] = FrameworkErrorName(se.FrameworkType)
+	}
+	return map[string]any{"sila_error": e}
 }
 
 // isCancelledError reports whether err is a defined execution error the
