@@ -2,14 +2,11 @@ package sila2_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/openmhp/mhp-go"
-	"github.com/openmhp/mhp-go/adapters"
-	"github.com/openmhp/mhp-go/sila2"
 	"github.com/openmhp/mhp-go/sila2/silatest"
 )
 
@@ -39,25 +36,7 @@ func TestTimestampAndBinaryCheckedAtTheGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := silatest.SelfSigned(srv.UUID())
-	addr, err := srv.Start(&cert.TLS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	text := fmt.Sprintf("adapter: sila2\ndevice: {id: sched-01, class: scheduler}\nfeatures: [Scheduler]\ndefault_approval: auto\nendpoint: %s\ntls: {pin_sha256: %q}\n", addr, cert.PinSHA256)
-	cfg, err := sila2.Load(adapters.Source{Path: "sched.yaml", Data: []byte(text)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := sila2.New(ctxT(t), cfg, sila2.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openConfig(t, serveTLS(t, srv), "adapter: sila2\ndevice: {id: sched-01, class: scheduler}\nfeatures: [Scheduler]\ndefault_approval: auto\n")
 	good := map[string]any{"start_at": "2026-12-01T10:00:00Z", "blob": "aGVsbG8="}
 	for _, c := range []struct{ name, field string }{{"start_at", "yesterday"}, {"blob", "not base64!"}} {
 		params := map[string]any{"start_at": good["start_at"], "blob": good["blob"]}
