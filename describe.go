@@ -76,6 +76,9 @@ func Describe(d *Descriptor, state DeviceState, req DescribeRequest) (*Descripti
 // MarshalJSON writes the tier's contents.
 func (d *Description) MarshalJSON() ([]byte, error) {
 	m := map[string]any{"detail": d.Detail, "state": d.State}
+	if d.Backend != nil { // every tier: the link is part of the device's state
+		m["backend"] = d.Backend
+	}
 	id := d.DeviceInfo
 	put := func(k string, v any, keep bool) {
 		if keep {
@@ -152,6 +155,7 @@ func (d *Description) UnmarshalJSON(b []byte) error {
 	var head struct {
 		Detail   string            `json:"detail"`
 		State    DeviceState       `json:"state"`
+		Backend  *BackendLink      `json:"backend"`
 		Signals  []json.RawMessage `json:"signals"`
 		Settings []json.RawMessage `json:"settings"`
 		Actions  []json.RawMessage `json:"actions"`
@@ -169,7 +173,7 @@ func (d *Description) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &rest); err != nil {
 		return err
 	}
-	d.Detail, d.State, d.Descriptor = head.Detail, head.State, Descriptor(rest.plain)
+	d.Detail, d.State, d.Descriptor, d.Backend = head.Detail, head.State, Descriptor(rest.plain), head.Backend
 	d.Signals, d.Settings, d.Actions = nil, nil, nil
 	for _, raw := range head.Signals {
 		var s Signal

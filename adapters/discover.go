@@ -292,6 +292,18 @@ func (n *Namer) Take(name string) {
 	n.used[name] = true
 }
 
+// UnitName spells a backend's unit text the way MHP descriptors do:
+// "°C" and "℃" as degC, "°F" as degF; anything else as given.
+func UnitName(u string) string {
+	switch strings.TrimSpace(u) {
+	case "°C", "℃", "degree Celsius", "Cel", "CEL":
+		return "degC"
+	case "°F", "℉", "degree Fahrenheit", "FAH":
+		return "degF"
+	}
+	return strings.TrimSpace(u)
+}
+
 // InterlockWords are the words of a boolean's name that make it an
 // interlock candidate.
 var InterlockWords = []string{"door", "lid", "guard", "interlock", "ready"}

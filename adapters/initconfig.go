@@ -101,9 +101,16 @@ func (r *Registry) Check(src Source) (kind string, warnings []string, err error)
 	}
 	r.mu.RLock()
 	d, ok := r.d[head.Adapter]
+	_, known := r.m[head.Adapter]
 	r.mu.RUnlock()
-	if !ok {
-		return head.Adapter, nil, fmt.Errorf("%s: adapter %q has no config check here (have %v)", src.Path, head.Adapter, r.Discoverable())
+	switch {
+	case !ok && known:
+		// A kind without discovery (serial) has no Load here: its file is
+		// checked when it is served.
+		return head.Adapter, append([]string{"the " + head.Adapter + " adapter's own checks run when the file is served (`mhp serve`)"},
+			ConfigWarnings(src.Data)...), nil
+	case !ok:
+		return head.Adapter, nil, fmt.Errorf("%s: adapter %q is not registered (have %v)", src.Path, head.Adapter, r.Kinds())
 	}
 	if err := d.Load(src); err != nil {
 		return head.Adapter, nil, err
@@ -153,7 +160,7 @@ func ConfigWarnings(data []byte) []string {
 	if est := get(safety, "estop"); get(top, "estop") == nil && (est == nil || est.Value != "true") {
 		out = append(out, "no estop: safety/estop stops only the MHP side, nothing at the backend")
 	}
-	if w := get(safety, "watchdog_s"); w == nil || w.Value == "0" {
+	if w := get(safety, "watchdog_s"); (w == nil || w.Value == "0") && get(top, "watchdog") == nil { // serial: a hardware watchdog
 		out = append(out, "no watchdog (safety.watchdog_s): the device is not made safe when its agent goes quiet")
 	}
 	return out

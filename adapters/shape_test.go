@@ -106,4 +106,6 @@ func TestEveryAdapterHasTheShape(t *testing.T) {
 	discoverShape[madsci.Config, madsci.DiscoverOptions]{madsci.Kind, madsci.Discover, madsci.Register}.check(t)
 	discoverShape[pylabrobot.Config, pylabrobot.DiscoverOptions]{pylabrobot.Kind, pylabrobot.Discover, pylabrobot.Register}.check(t)
 	discoverShape[sila2.Config, sila2.DiscoverOptions]{sila2.Kind, sila2.Discover, sila2.Register}.check(t)
+	discoverShape[ros2.Config, ros2.DiscoverOptions]{ros2.Kind, ros2.Discover, ros2.Register}.check(t)
+	discoverShape[mqtt.Config, mqtt.DiscoverOptions]{mqtt.Kind, mqtt.Discover, mqtt.Register}.check(t)
 }

@@ -318,3 +318,44 @@ func TestActionTimeoutBoundsItsRun(t *testing.T) {
 		}
 	}
 }
+
+// TestInvokeInterlockReadBoundedByInterlockTimeout: a live interlock read
+// during actions/invoke that hangs (honouring its context) is cut at
+// InterlockTimeout and the interlock is open; Run is never called. The
+// invoke-path twin of TestWriteInterlockReadBoundedByInterlockTimeout.
+func TestInvokeInterlockReadBoundedByInterlockTimeout(t *testing.T) {
+	var runs atomic.Int32
+	drv, err := binding.New(binding.Config{
+		Device: mhp.DeviceInfo{ID: "lock-02", Class: "test"},
+		Logger: slog.New(slog.DiscardHandler),
+		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "door_closed", Type: mhp.TypeBoolean},
+			Read: func(ctx context.Context) (binding.Sample, error) {
+				<-ctx.Done() // a backend that never answers but honours its context
+				return binding.Sample{}, ctx.Err()
+			}}},
+		Actions: []binding.Action{{Spec: mhp.Action{Name: "go", Interlocks: []string{"door_closed"}},
+			Run: func(context.Context, *binding.Job) (any, error) { runs.Add(1); return nil, nil }}},
+		InterlockTimeout: 20 * time.Millisecond,
+		JobTimeout:       time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	res := make(chan error, 1)
+	go func() {
+		_, err := drv.Invoke(mhp.WithSession(context.Background(), "s"), mhp.InvokeRequest{Name: "go"})
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		if e := conformance.ExpectCode(t, err, mhp.CodeInterlockOpen); e.Data[mhp.DataInterlock] != "door_closed" {
+			t.Fatalf("refusal data %v, want interlock door_closed", e.Data)
+		}
+	case <-time.After(10 * time.Second): // 500x InterlockTimeout
+		t.Fatal("invoke still blocked on its interlock read 10s after InterlockTimeout (20ms)")
+	}
+	if runs.Load() != 0 {
+		t.Fatal("Run was called on an unread interlock")
+	}
+}

@@ -38,7 +38,7 @@ import (
 // decodeResult decodes a result into out leniently (see above).
 func decodeResult(method string, raw json.RawMessage, out any) error {
 	if !shaped(method) {
-		if err := json.Unmarshal(raw, out); err == nil {
+		if err := unmarshalExact(raw, out); err == nil {
 			return nil
 		}
 	}

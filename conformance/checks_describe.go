@@ -2,6 +2,9 @@ package conformance
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/openmhp/mhp-go"
@@ -185,6 +188,18 @@ func describeChecks() []check {
 				}
 			}
 		}},
+		{name: "describe/defaults_within_own_shape", run: func(c *C) {
+			// A default its own shape refuses (an enum default published by
+			// value, not by name) makes the parameter unusable unless sent.
+			d, _ := c.tierJSON(mhp.DescribeRequest{Detail: mhp.DetailFull})
+			for _, a := range d.Actions {
+				for _, p := range a.Params {
+					if bad := defaultOutsideShape(a.Name+"."+p.Name, p.Shape); bad != "" {
+						c.Fatalf("action %s: %s", a.Name, bad)
+					}
+				}
+			}
+		}},
 		{name: "describe/select", run: func(c *C) {
 			d, err := c.describe(c.Dev, mhp.DescribeRequest{Select: &mhp.Selection{
 				Settings: []string{SettingSetpoint}, Actions: []string{ActionRun}}})
@@ -316,4 +331,26 @@ func limitsChecks() []check {
 			}
 		}},
 	}
+}
+
+// defaultOutsideShape names the first default under s (nested through
+// items and properties) that s itself refuses, or "".
+func defaultOutsideShape(path string, s *mhp.Shape) string {
+	if s == nil {
+		return ""
+	}
+	if s.Default != nil {
+		if _, err := s.Check(path, s.Default); err != nil {
+			return fmt.Sprintf("the default of %s is outside its own shape: %v", path, err)
+		}
+	}
+	if bad := defaultOutsideShape(path+"[]", s.Items); bad != "" {
+		return bad
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Properties)) {
+		if bad := defaultOutsideShape(path+"."+k, s.Properties[k]); bad != "" {
+			return bad
+		}
+	}
+	return ""
 }

@@ -108,6 +108,33 @@ func cutOffChecks() []check {
 			}
 			c.wantState(mhp.StateEStop, "the estop stands")
 		}},
+		{name: "estop/overlaps_own_write_in_flight", run: func(c *C) {
+			// The write is held in the backend until the estop, so the two
+			// overlap for certain: the estop from the same session must not
+			// wait behind it, and the write must not be answered ok.
+			c.B.Script(SettingSetpoint, Block)
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.Dev.Write(context.WithoutCancel(c.Ctx), mhp.WriteRequest{Name: SettingSetpoint, Value: 71.0})
+				done <- err
+			}()
+			c.eventually("the write to block in the backend", func() bool { return c.B.Calls(SettingSetpoint) == 1 })
+			select {
+			case err := <-done:
+				c.Fatalf("the write held in the backend returned before the estop (%v): the check did not overlap", err)
+			default:
+			}
+			if r := c.estop(c.Dev, "conformance: estop overlaps a write in flight"); r.State != mhp.StateEStop {
+				c.Fatalf("estop answered %+v while its session's write was in flight", r)
+			}
+			select {
+			case err := <-done:
+				c.expect(err, mhp.CodeEStopActive)
+			case <-time.After(WaitTimeout):
+				c.Fatalf("the write in flight did not end within %v of the estop", WaitTimeout)
+			}
+			c.wantState(mhp.StateEStop, "the estop stands")
+		}},
 		{name: "estop/reasserted_after_job_that_ran_on", run: func(c *C) {
 			// The stop fails at the backend, so work that ignores cancels
 			// runs on after the estop; when its Run finally returns, the

@@ -105,10 +105,12 @@ const (
 	estopHidesPending
 	// cutOffWriteOK: a write cut off by an estop is answered ok.
 	cutOffWriteOK
+	// resetWhileBusy: safety/reset answers idle while a job is active.
+	resetWhileBusy
 )
 
 func (f fault) String() string {
-	return [...]string{"honest", "estop_claims_stopped", "estop_hides_pending", "cut_off_write_ok"}[f]
+	return [...]string{"honest", "estop_claims_stopped", "estop_hides_pending", "cut_off_write_ok", "reset_while_busy"}[f]
 }
 
 // faultyDevice wraps the device under test and commits one fault.
@@ -142,6 +144,14 @@ func (d *faultyDevice) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.Wr
 	return r, err
 }
 
+func (d *faultyDevice) Reset(ctx context.Context) (*mhp.ResetResult, error) {
+	r, err := d.Device.Reset(ctx)
+	if d.fault == resetWhileBusy && mhp.CodeOf(err) == mhp.CodeDeviceBusy {
+		return &mhp.ResetResult{State: mhp.StateIdle, Verified: true}, nil
+	}
+	return r, err
+}
+
 // checkNamed returns the suite's check of that name.
 func checkNamed(t *testing.T, name string) check {
 	t.Helper()
@@ -158,7 +168,8 @@ func checkNamed(t *testing.T, name string) check {
 // commits the fault it exists to catch, and passes against the honest
 // device. Catches a check that cannot fail (issue 29): item 16,
 // estop/answers_while_stop_hangs not looking at stopped / stop_pending; item
-// 18, estop/cuts_off_write_in_flight accepting an ok answer.
+// 18, estop/cuts_off_write_in_flight accepting an ok answer; and the check
+// added for item 3, reset/refused_while_job_active_in_fault.
 func TestChecksFailAgainstTheirFault(t *testing.T) {
 	for _, tc := range []struct {
 		check string
@@ -170,6 +181,8 @@ func TestChecksFailAgainstTheirFault(t *testing.T) {
 		{"estop/answers_while_stop_hangs", estopHidesPending, "stop_pending"},
 		{"estop/cuts_off_write_in_flight", honest, ""},
 		{"estop/cuts_off_write_in_flight", cutOffWriteOK, "ok"},
+		{"reset/refused_while_job_active_in_fault", honest, ""},
+		{"reset/refused_while_job_active_in_fault", resetWhileBusy, "DeviceBusy"},
 	} {
 		t.Run(tc.check+"/"+tc.fault.String(), func(t *testing.T) {
 			ck := checkNamed(t, tc.check)

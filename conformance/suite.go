@@ -45,7 +45,7 @@ func registry() []check {
 		describeChecks(), readChecks(), gateChecks(), writeGateOrderChecks(), valueChecks(), exclusiveChecks(),
 		paramChecks(), dryRunChecks(), approvalChecks(), interlockChecks(), leaseChecks(), watchdogChecks(),
 		watchdogEdgeChecks(), busyChecks(), jobChecks(), backendWriteChecks(), estopChecks(), estopBoundChecks(), cutOffChecks(),
-		resetChecks(), resetIdleChecks(), notifyChecks(), quietRefusalChecks(), errorChecks(), limitsChecks(),
+		resetChecks(), resetIdleChecks(), resetFaultChecks(), notifyChecks(), quietRefusalChecks(), errorChecks(), limitsChecks(),
 	} {
 		all = append(all, group...)
 	}

@@ -328,3 +328,35 @@ func TestAddPackageAndTwinAreHosted(t *testing.T) {
 }
 
 func directoryQuery(q string) directory.Query { return directory.Query{Query: q} }
+
+// A serial package's twin keeps the limits and approvals its serial config
+// gives (the descriptor there only refines): a rehearsal refuses what the
+// instrument would.
+func TestTwinKeepsTheDriverConfigsLimits(t *testing.T) {
+	f := openFleet(t, t.TempDir())
+	ctx := context.Background()
+	pkg, _ := filepath.Abs("../examples/devices/ika-cmag-hs7")
+	e, err := f.Prepare(ctx, pkg, AddOptions{Twin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ID != "hotplate-01-sim" || !e.Simulated {
+		t.Fatalf("twin %+v", e)
+	}
+	if _, err := f.Commit(e); err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.Dial(ctx, e.Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	_, err = d.Write(ctx, mhp.WriteRequest{Name: "target_speed", Value: 5000.0})
+	if me, ok := mhp.AsError(err); !ok || me.Code != mhp.CodeLimitViolation {
+		t.Fatalf("5000 rpm on the twin of a 0-1500 rpm stirrer: %v", err)
+	}
+	_, err = d.Write(ctx, mhp.WriteRequest{Name: "target_temperature", Value: 60.0})
+	if me, ok := mhp.AsError(err); !ok || me.Code != mhp.CodeApprovalRequired {
+		t.Fatalf("a confirm setting on the twin: %v", err)
+	}
+}

@@ -2,9 +2,13 @@ package host
 
 import (
 	"context"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
@@ -33,7 +37,7 @@ func (f *Fleet) buildTwin(pkg *devicepkg.Package) (*devicepkg.Device, error) {
 		}
 		cfg = c
 	} else {
-		cfg = twinConfig(pkg.Descriptor)
+		cfg = twinConfig(withDriverItems(pkg))
 	}
 	cfg.Logger = f.cfg.Logger
 	if err := pkg.Apply(&cfg); err != nil {
@@ -140,4 +144,96 @@ func zeroOf(typ string, interlock bool) any {
 		return 0.0
 	}
 	return nil
+}
+
+// withDriverItems is the package's descriptor over the items its adapter
+// config lists in MHP's own shape (the serial config's signals, settings
+// and actions carry name, type, unit, limits, approval…), so a twin keeps
+// the limits and approvals the real device has even where descriptor.yaml
+// only refines. A config in another shape adds nothing.
+func withDriverItems(pkg *devicepkg.Package) devicepkg.Descriptor {
+	d := pkg.Descriptor
+	file, err := pkg.DriverFile()
+	if err != nil {
+		return d
+	}
+	b, err := os.ReadFile(file)
+	if err != nil || len(b) > 1<<20 {
+		return d
+	}
+	var items struct {
+		Signals  []mhp.Signal  `yaml:"signals"`
+		Settings []mhp.Setting `yaml:"settings"`
+		Actions  []mhp.Action  `yaml:"actions"`
+	}
+	if yaml.Unmarshal(b, &items) != nil {
+		return d
+	}
+	out := d
+	out.Signals, out.Settings, out.Actions = nil, nil, nil
+	for _, x := range items.Signals {
+		ref := devicepkg.SignalRef{Name: x.Name, Type: x.Type, Unit: x.Unit}
+		if i := slices.IndexFunc(d.Signals, func(r devicepkg.SignalRef) bool { return r.Name == x.Name }); i >= 0 {
+			ref.Type, ref.Unit = or(d.Signals[i].Type, ref.Type), or(d.Signals[i].Unit, ref.Unit)
+		}
+		out.Signals = append(out.Signals, ref)
+	}
+	for _, x := range items.Settings {
+		ref := devicepkg.SettingRef{Name: x.Name, Type: x.Type, Unit: x.Unit, Limits: x.Limits, Approval: x.Approval, Interlocks: x.Interlocks}
+		if i := slices.IndexFunc(d.Settings, func(r devicepkg.SettingRef) bool { return r.Name == x.Name }); i >= 0 {
+			r := d.Settings[i]
+			ref.Type, ref.Unit = or(r.Type, ref.Type), or(r.Unit, ref.Unit)
+			if r.Limits != nil {
+				ref.Limits = r.Limits
+			}
+			ref.Approval = stricter(ref.Approval, r.Approval)
+			ref.Interlocks = append(ref.Interlocks, r.Interlocks...)
+		}
+		out.Settings = append(out.Settings, ref)
+	}
+	for _, x := range items.Actions {
+		ref := devicepkg.ActionRef{Name: x.Name, Duration: x.Duration, Approval: x.Approval, Interlocks: x.Interlocks, Params: x.Params}
+		if i := slices.IndexFunc(d.Actions, func(r devicepkg.ActionRef) bool { return r.Name == x.Name }); i >= 0 {
+			r := d.Actions[i]
+			ref.Duration, ref.Approval = or(r.Duration, ref.Duration), stricter(ref.Approval, r.Approval)
+			if len(r.Params) > 0 {
+				ref.Params = r.Params
+			}
+			ref.Interlocks, ref.Concurrent = append(ref.Interlocks, r.Interlocks...), r.Concurrent
+		}
+		out.Actions = append(out.Actions, ref)
+	}
+	// Items only the descriptor names (it may declare more than the config).
+	for _, r := range d.Signals {
+		if !slices.ContainsFunc(out.Signals, func(x devicepkg.SignalRef) bool { return x.Name == r.Name }) {
+			out.Signals = append(out.Signals, r)
+		}
+	}
+	for _, r := range d.Settings {
+		if !slices.ContainsFunc(out.Settings, func(x devicepkg.SettingRef) bool { return x.Name == r.Name }) {
+			out.Settings = append(out.Settings, r)
+		}
+	}
+	for _, r := range d.Actions {
+		if !slices.ContainsFunc(out.Actions, func(x devicepkg.ActionRef) bool { return x.Name == r.Name }) {
+			out.Actions = append(out.Actions, r)
+		}
+	}
+	return out
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// stricter is the stricter of two approvals (auto < confirm < forbid).
+func stricter(a, b mhp.Approval) mhp.Approval {
+	rank := map[mhp.Approval]int{mhp.ApprovalConfirm: 1, mhp.ApprovalForbid: 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
 }

@@ -426,8 +426,12 @@ func (a *adapter) actions() ([]binding.Action, error) {
 		if plan.timeout == 0 {
 			plan.timeout = a.cfg.ActionTimeout
 		}
+		// Not pausable by default: MADSci's pause (the upstream example
+		// module's) ends the running action with status paused and resume
+		// only clears the node's flag. actions.<name>.pausable: true opts in
+		// for a node whose pause really resumes.
 		spec := mhp.Action{Name: def.Name, Duration: mhp.DurationLong, Notes: def.Description, Concurrent: !def.IsBlocking(),
-			Cancellable: caps.Has(AdminCancel), Pausable: caps.Has(AdminPause) && caps.Has(AdminResume)}
+			Cancellable: caps.Has(AdminCancel)}
 		addParam := func(arg ArgDef, sh *mhp.Shape, optional bool) {
 			if arg.Description != "" && sh.Notes == "" {
 				sh.Notes = arg.Description
@@ -476,6 +480,9 @@ func (a *adapter) actions() ([]binding.Action, error) {
 		if err := o.ApplyTo(&spec); err != nil {
 			return nil, fmt.Errorf("madsci: %w", err)
 		}
+		if spec.Pausable && !(caps.Has(AdminPause) && caps.Has(AdminResume)) {
+			return nil, fmt.Errorf("madsci: action %q: pausable needs the node to list pause and resume in admin_commands", def.Name)
+		}
 		if *a.cfg.ReadyInterlock && def.IsBlocking() && !contains(spec.Interlocks, SignalReady) {
 			spec.Interlocks = append(spec.Interlocks, SignalReady)
 		}
@@ -503,14 +510,48 @@ func resultShape(def ActionDef) *mhp.Shape {
 		"datapoints":  {Type: mhp.TypeObject, Notes: "label -> datapoint id"},
 	}}
 	var labels []string
+	var jsonTypes []*mhp.Shape
 	for _, l := range sortedNames(def.Results) {
 		r := def.Results[l]
 		labels = append(labels, fmt.Sprintf("%s (%s)", l, r.ResultType))
+		if r.ResultType == "json" {
+			jsonTypes = append(jsonTypes, schemaShape(r.JSONSchema))
+		}
+	}
+	// One json result with a declared type: json_result has that type
+	// (an int return is integer, a dict object), not any.
+	if len(jsonTypes) == 1 && jsonTypes[0] != nil {
+		s.Properties["json_result"] = jsonTypes[0]
 	}
 	if len(labels) > 0 {
 		s.Notes = "node results: " + strings.Join(labels, ", ")
 	}
 	return s
+}
+
+// schemaShape is the shape of a json result's declared type: the schema's
+// "data" property (MADSci wraps the value as {"data": ...}), else the schema
+// itself; nil when it names no JSON type.
+func schemaShape(schema map[string]any) *mhp.Shape {
+	if schema == nil {
+		return nil
+	}
+	if props, ok := schema["properties"].(map[string]any); ok {
+		if data, ok := props["data"].(map[string]any); ok {
+			schema = data
+		}
+	}
+	t, _ := schema["type"].(string)
+	if t == "" || t == "null" || !mhp.IsType(t) || t == mhp.TypeAny {
+		return nil
+	}
+	sh := &mhp.Shape{Type: t}
+	if t == mhp.TypeArray {
+		if items, ok := schema["items"].(map[string]any); ok {
+			sh.Items = schemaShape(items)
+		}
+	}
+	return sh
 }
 
 func contains(list []string, s string) bool {
@@ -619,8 +660,15 @@ func (a *adapter) verify(ctx context.Context) error {
 	// The node's reset runs shutdown and startup again: send it only when
 	// the node needs it (stopped, errored, locked or paused) and lists it.
 	// Without it, the wait below still refuses the reset until the node
-	// is no longer errored or stopped (recovered some other way).
-	if *a.cfg.ResetNode && a.info.Capabilities.Has(AdminReset) && (st.Stopped || st.Errored || st.Locked || st.Paused) {
+	// is no longer errored or stopped (recovered some other way). A stop
+	// that lands after the first read (the fault hook's safety_stop runs
+	// on its own goroutine) gets the node's reset from the wait below.
+	sent := false
+	resetNode := func(ctx context.Context, st *NodeStatus) error {
+		if sent || !*a.cfg.ResetNode || !a.info.Capabilities.Has(AdminReset) || !(st.Stopped || st.Errored || st.Locked || st.Paused) {
+			return nil
+		}
+		sent = true
 		r, err := a.node.Admin(ctx, AdminReset)
 		if err != nil {
 			return fmt.Errorf("madsci: reset: %w", err)
@@ -628,6 +676,10 @@ func (a *adapter) verify(ctx context.Context) error {
 		if !r.Success {
 			return fmt.Errorf("madsci: the node refused reset: %s", messages(r.Errors))
 		}
+		return nil
+	}
+	if err := resetNode(ctx, st); err != nil {
+		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, a.cfg.ResetWait)
 	defer cancel()
@@ -639,6 +691,9 @@ func (a *adapter) verify(ctx context.Context) error {
 		st, err := a.readStatus(wctx)
 		if err == nil {
 			last = st
+			if err := resetNode(wctx, st); err != nil {
+				return err
+			}
 		}
 		if err == nil && !st.Stopped && !st.Errored && !st.Initializing && !st.Disconnected {
 			// The node is ready; the binding reads the signals next.

@@ -2,6 +2,7 @@ package madsci_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/madsci"
 	"github.com/openmhp/mhp-go/madsci/madscitest"
 )
@@ -102,5 +104,69 @@ func TestDiscover(t *testing.T) {
 	}
 	if _, _, err := madsci.Discover(ctx, n.URL, madsci.DiscoverOptions{}); err == nil {
 		t.Fatal("discovery of a node that is down succeeded")
+	}
+}
+
+// TestServeBeforeTheNodeWasEverReached: without the node and without a
+// snapshot the config serves its identity and the link, refuses actuation
+// not_started, and adopts the node's description when it first answers
+// (an estop latched meanwhile carries over).
+func TestServeBeforeTheNodeWasEverReached(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "node.yaml")
+	body := "adapter: madsci\ndevice: {id: reader-01, class: plate_reader}\nnode_url: http://" + addr +
+		"\nlink: {retry_min: 20ms, retry_max: 100ms, descriptor_cache: node.descriptor.json}\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := adapters.NewRegistry()
+	if err := madsci.Register(r); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dev, closeDev, err := r.OpenDevice(ctx, path, nil)
+	if err != nil {
+		t.Fatalf("serve with the node never reached: %v", err)
+	}
+	defer closeDev()
+	p, ok := dev.(*adapters.Pending)
+	if !ok {
+		t.Fatalf("device is %T, want *adapters.Pending", dev)
+	}
+	ping, err := dev.Ping(ctx)
+	if err != nil || ping.Backend == nil || ping.Backend.Connected || !strings.Contains(ping.Backend.Error, "never reached") {
+		t.Fatalf("ping %+v %v", ping, err)
+	}
+	desc, _ := dev.Describe(ctx, mhp.DescribeRequest{Detail: "full"})
+	if desc.ID != "reader-01" || len(desc.Actions) != 0 || !strings.Contains(desc.Notes, "never reached") {
+		t.Fatalf("describe %+v", desc)
+	}
+	if _, err := dev.Invoke(ctx, mhp.InvokeRequest{Name: "run"}); err == nil {
+		t.Fatal("invoke before the node was accepted")
+	} else if e, _ := mhp.AsError(err); e == nil || e.Data[mhp.DataOutcome] != mhp.OutcomeNotStarted {
+		t.Fatalf("invoke before the node: %v", err)
+	}
+	if _, err := dev.EStop(ctx, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	n := madscitest.New(madscitest.Options{Addr: addr})
+	defer n.Close()
+	conformance.EventuallyWithin(t, "the node's description adopted", 10*time.Second, p.Adopted)
+	desc, _ = dev.Describe(ctx, mhp.DescribeRequest{Detail: "full"})
+	if len(desc.Actions) == 0 || desc.Backend == nil || !desc.Backend.Connected {
+		t.Fatalf("after adoption: %d actions, backend %+v", len(desc.Actions), desc.Backend)
+	}
+	if st := p.Driver().State(); st != mhp.StateEStop {
+		t.Fatalf("the estop latched before adoption did not carry over: %+v", st)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node.descriptor.json")); err != nil {
+		t.Fatalf("no snapshot written on adoption: %v", err)
 	}
 }

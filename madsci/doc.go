@@ -44,6 +44,12 @@
 // json_result is None); the adapter then reads GET /action/{id}/result, and
 // failing that the status route.
 //
+// Actions are not pausable unless the config opts in (actions.<name>.pausable:
+// true, refused when admin_commands lacks pause or resume): MADSci's pause, as
+// the upstream example module implements it, ends the running action and
+// resume only clears the node's flag. A json result's json_schema type
+// ({"data": {"type": ...}}) becomes json_result's type.
+//
 // Outcomes are the node's, never assumed:
 //
 //	succeeded                     -> job done (result: json_result, files, datapoints)
@@ -104,4 +110,9 @@
 // status read that began before or during the reset never faults the
 // device after it.
 // 429 replies are retried after their Retry-After (bounded).
+//
+// # Peers checked against
+//
+// Served through `mhp serve` and `mhp conformance` against a MADSci v0.7.1
+// node; the tests run against the fake (madsci/madscitest).
 package madsci

@@ -63,11 +63,11 @@ func loadDescription(cfg Config, cause error) (*nodeDescription, error) {
 		return nil, fmt.Errorf("%w (link.fail_fast is set: not starting without the node)", cause)
 	}
 	if cfg.Link.DescriptorCache == "" {
-		return nil, fmt.Errorf("%w; the device's items come from the node's /info, so starting before the node needs link.descriptor_cache (written on the first start with the node up)", cause)
+		return nil, adapters.NeverReached(fmt.Errorf("%w; the device's items come from the node's /info, so starting before the node needs link.descriptor_cache (written on the first start with the node up)", cause))
 	}
 	var d nodeDescription
 	if _, err := adapters.LoadDescriptor(cfg.Link.DescriptorCache, Kind, cfg.NodeURL, &d); err != nil {
-		return nil, fmt.Errorf("%w; and no usable descriptor cache: %v", cause, err)
+		return nil, adapters.NeverReached(fmt.Errorf("%w; and no usable descriptor cache: %v", cause, err))
 	}
 	if d.Info == nil {
 		return nil, fmt.Errorf("%w; descriptor cache %s has no node info", cause, cfg.Link.DescriptorCache)

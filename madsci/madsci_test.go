@@ -142,8 +142,11 @@ func TestDescribeMapsNodeInfo(t *testing.T) {
 	if !mon.Concurrent || run.Concurrent {
 		t.Errorf("blocking mapping: monitor concurrent=%v run concurrent=%v", mon.Concurrent, run.Concurrent)
 	}
-	if !run.Cancellable || !run.Pausable {
-		t.Errorf("run cancellable=%v pausable=%v, want both (node lists cancel, pause, resume)", run.Cancellable, run.Pausable)
+	// Not pausable although the node lists pause and resume: MADSci's pause
+	// ends the running action. Before the fix every action was advertised
+	// pausable, and a pause left the node paused with the job failed.
+	if !run.Cancellable || run.Pausable {
+		t.Errorf("run cancellable=%v pausable=%v, want cancellable and not pausable by default", run.Cancellable, run.Pausable)
 	}
 	for _, s := range []struct{ name, typ string }{{madsci.SignalBusy, mhp.TypeBoolean}, {madsci.SignalReady, mhp.TypeBoolean},
 		{madsci.SignalRunningActions, mhp.TypeInteger}, {"temperature", mhp.TypeNumber}, {"door_closed", mhp.TypeBoolean}} {
@@ -374,7 +377,20 @@ func TestTerminalStates(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, c.opts, c.mut)
+			mut := func(cfg *madsci.Config) {
+				// The pause cases opt in, as a config for such a node does.
+				yes := true
+				if cfg.Actions == nil {
+					cfg.Actions = map[string]madsci.ActionOverride{}
+				}
+				o := cfg.Actions[conformance.ActionRun]
+				o.Pausable = &yes
+				cfg.Actions[conformance.ActionRun] = o
+				if c.mut != nil {
+					c.mut(cfg)
+				}
+			}
+			f := newFixture(t, c.opts, mut)
 			if c.setup != nil {
 				c.setup(t, f)
 			}
@@ -661,5 +677,47 @@ func TestNewULID(t *testing.T) {
 	b := madsci.NewULID(time.UnixMilli(2))
 	if len(a) != 26 || len(b) != 26 || a[:10] != "0000000001" || b[:10] != "0000000002" || a == b {
 		t.Fatalf("ULIDs %q %q", a, b)
+	}
+}
+
+// TestSchemaShapeMapsDeclaredResultTypes: a json result's declared type
+// becomes json_result's shape (integer, object), not any. Before the fix
+// every action returned json_result: any.
+func TestSchemaShapeMapsDeclaredResultTypes(t *testing.T) {
+	for _, c := range []struct {
+		schema map[string]any
+		want   string
+	}{
+		{map[string]any{"type": "object", "properties": map[string]any{"data": map[string]any{"type": "integer"}}}, mhp.TypeInteger},
+		{map[string]any{"type": "object", "properties": map[string]any{"data": map[string]any{"type": "object"}}}, mhp.TypeObject},
+		{map[string]any{"type": "number"}, mhp.TypeNumber},
+	} {
+		f := newFixture(t, madscitest.Options{ResultSchema: c.schema}, nil)
+		desc := f.drv.Descriptor()
+		run, _ := desc.Action(conformance.ActionRun)
+		if run.Returns == nil || run.Returns.Properties["json_result"] == nil || run.Returns.Properties["json_result"].Type != c.want {
+			t.Fatalf("schema %v: returns %+v, want json_result %s", c.schema, run.Returns, c.want)
+		}
+	}
+}
+
+// TestPausableNeedsTheNodesPause: opting an action in to pause on a node
+// without pause and resume is refused at build.
+func TestPausableNeedsTheNodesPause(t *testing.T) {
+	n := madscitest.New(madscitest.Options{AdminCommands: []string{"reset", "cancel"}})
+	t.Cleanup(n.Close)
+	yes := true
+	cfg := baseConfig(n.URL, t.TempDir())
+	cfg.Device = mhp.DeviceInfo{ID: "node-01", Class: "test"}
+	cfg.Actions = map[string]madsci.ActionOverride{conformance.ActionRun: {Pausable: &yes}}
+	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
+	defer cancel()
+	d, err := madsci.New(ctx, cfg, madsci.Options{})
+	if err == nil {
+		err = d.Start(ctx)
+		_ = d.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "pausable needs") {
+		t.Fatalf("pausable without the node's pause: %v", err)
 	}
 }

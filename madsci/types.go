@@ -108,6 +108,9 @@ type ResultDef struct {
 	ResultLabel string `json:"result_label"`
 	Description string `json:"description,omitempty"`
 	ResultType  string `json:"result_type,omitempty"`
+	// JSONSchema is a json result's schema; it wraps the value as
+	// {"data": ...} (the wire value is not wrapped).
+	JSONSchema map[string]any `json:"json_schema,omitempty"`
 }
 
 // ActionDef is one action of /info.

@@ -264,8 +264,18 @@ func TestEStopIsARequest(t *testing.T) {
 	if _, err := r.call(t, alice(), mhp.MethodOperatorAnswer, map[string]any{"estop": true, "outcome": "done"}); err != nil {
 		t.Fatal(err)
 	}
+	// Reset verifies every interlock signal (binding's recovery check): on
+	// an operator-run device that is a reading the person took, so one
+	// nobody has recorded keeps the device stopped and the refusal names it.
+	_, err = r.agent.Reset(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "balanced") {
+		t.Fatalf("reset with the interlock never recorded: %v, want a refusal naming balanced", err)
+	}
+	if _, err := r.call(t, alice(), mhp.MethodOperatorRecord, map[string]any{"signal": "balanced", "value": true}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := r.agent.Reset(context.Background()); err != nil {
-		t.Fatalf("reset after the confirmation: %v", err)
+		t.Fatalf("reset after the confirmation and a recorded interlock: %v", err)
 	}
 }
 

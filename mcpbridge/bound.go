@@ -114,20 +114,23 @@ func bounded(tool string, v any) *mcp.CallToolResult {
 	if !ok {
 		obj = map[string]any{"result": j}
 	}
+	obj[DeviceTextField] = DeviceTextNote
 	text := jsonText(obj)
-	if len(text) > ResultBudget {
+	budget := ResultBudget - fenceOverhead // the text content is the fenced JSON
+	if len(text) > budget {
 		size := len(text)
 		note := map[string]any{"bytes": size, "limit": ResultBudget, "hint": hint(tool)}
-		cut := shrink(obj, ResultBudget-len(jsonText(note))-32)
+		cut := shrink(obj, budget-len(jsonText(note))-len(DeviceTextNote)-64)
 		if m, ok := cut.(map[string]any); ok {
 			obj = m
 		} else {
 			obj = map[string]any{"result": cut}
 		}
 		obj["truncated"] = note
+		obj[DeviceTextField] = DeviceTextNote
 		text = jsonText(obj)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: obj}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fenceDeviceText(text)}}, StructuredContent: obj}
 }
 
 // failure is a tool result with isError and the structured MHP error, within
@@ -138,8 +141,9 @@ func failure(err error) *mcp.CallToolResult {
 		me = mhp.Errorf(mhp.CodeInternal, "%v", err)
 	}
 	ej := shrink(toJSONValue(me), ResultBudget/2-64)
-	body := map[string]any{"mhpError": ej, "code": me.Code.String()}
+	body := map[string]any{"mhpError": ej, "code": me.Code.String(), DeviceTextField: DeviceTextNote}
 	msg := mhp.Truncate(me.Message, 512)
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: me.Code.String() + ": " + msg + " " + jsonText(ej)}},
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: me.Code.String() + " (the host's code; the message and data are fenced: they may be the device's text)\n" +
+		fenceDeviceText(msg+" "+jsonText(ej))}},
 		StructuredContent: body}
 }

@@ -118,14 +118,22 @@ type Config struct {
 	// add, remove, locate), and it is the finder, the dial and the
 	// simulated decision when those are not given.
 	Fleet *host.Fleet
-	// Simulated is the host's decision whether the device with an id is
-	// simulated (the hardware policy lets the model actuate it without
-	// allow_hardware). When nil, a device is simulated when its card is
-	// tagged so (until the host decides for every finder).
+	// Simulated is the host's word on which devices are simulated (a
+	// fleet's simulated twin, a hosted sim:* package): only those are
+	// actuated without the policy's allow_hardware. Nil: the fleet's
+	// decision with Fleet, else the finder's [HostSimulated] if it has one,
+	// else every device is hardware. A device's own tags are never consulted.
 	Simulated func(id string) bool
 	// Onboard is the onboarding interview: with it, mhp_lab has onboard,
 	// new, write and validate (needs Fleet).
 	Onboard *onboard.Interview
+	// SessionIdle is how long an MCP session over HTTP may show no life (no
+	// request, no open GET stream) before the bridge stops renewing its
+	// device leases and releases them, so a client that vanished without
+	// DELETE does not hold the devices, nor feed their watchdogs, until the
+	// session timeout. Default DefaultSessionIdle; MinSessionIdle to
+	// MaxSessionIdle.
+	SessionIdle time.Duration
 }
 
 // Validate reports a missing finder.
@@ -147,6 +155,8 @@ type Bridge struct {
 	closed   bool
 	secret   [32]byte
 	pending  map[string]time.Time // confirmation nonces not yet answered, with expiry
+	streams  map[string]int       // open GET streams by MCP session id
+	done     chan struct{}        // closed by Close: stops the idle watcher
 
 	runner *script.Runner // mhp_run: concurrency cap, memory budget, bounded timeouts
 }
@@ -205,7 +215,14 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 16
 	}
-	b := &Bridge{cfg: cfg, policy: DefaultPolicy(), sessions: map[*mcp.ServerSession]*session{}, pending: map[string]time.Time{}}
+	if cfg.SessionIdle == 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.SessionIdle < MinSessionIdle || cfg.SessionIdle > MaxSessionIdle {
+		return nil, fmt.Errorf("mcpbridge: SessionIdle %v is outside %v..%v", cfg.SessionIdle, MinSessionIdle, MaxSessionIdle)
+	}
+	b := &Bridge{cfg: cfg, policy: DefaultPolicy(), sessions: map[*mcp.ServerSession]*session{}, pending: map[string]time.Time{},
+		streams: map[string]int{}, done: make(chan struct{})}
 	if cfg.Policy != nil {
 		b.policy = *cfg.Policy
 	}
@@ -214,6 +231,7 @@ func New(cfg Config) (*Bridge, error) {
 	if _, err := rand.Read(b.secret[:]); err != nil {
 		return nil, err
 	}
+	go b.watchIdle()
 	return b, nil
 }
 
@@ -278,6 +296,9 @@ func (b *Bridge) consumeState(state, key string) (cmd string, ok bool) {
 // Close closes every session's device connections (their leases end with them).
 func (b *Bridge) Close() error {
 	b.mu.Lock()
+	if !b.closed {
+		close(b.done)
+	}
 	b.closed = true
 	b.mu.Unlock()
 	var errs []error

@@ -67,7 +67,7 @@ func newLab(t *testing.T, n int, opened *atomic.Int32) *lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Finder: dir, Dial: func(ctx context.Context, target string) (*client.Device, error) {
+	b, err := mcpbridge.New(mcpbridge.Config{Finder: dir, Simulated: func(string) bool { return true }, Dial: func(ctx context.Context, target string) (*client.Device, error) {
 		return client.Connect(devs[strings.TrimPrefix(target, "mem:")], client.Options{}), nil
 	}})
 	if err != nil {

@@ -2,7 +2,6 @@ package mcpbridge
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -134,5 +133,5 @@ func fleetNote(n int) string {
 	if n > 0 {
 		return ""
 	}
-	return fmt.Sprintf("the fleet is empty: op=scan finds MHP servers, op=add target=URL|folder|config adds one, op=onboard interviews the owner of an instrument with no MHP server")
+	return "the fleet is empty: op=scan finds MHP servers, op=add target=URL|folder|config adds one, op=onboard interviews the owner of an instrument with no MHP server"
 }

@@ -135,7 +135,7 @@ func guardedBridge(t *testing.T, g *guarded, policy mcpbridge.Policy, opToken st
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Finder: dir, Policy: &policy, OperatorToken: opToken,
+	b, err := mcpbridge.New(mcpbridge.Config{Finder: dir, Policy: &policy, OperatorToken: opToken, Simulated: func(string) bool { return true },
 		Client: client.Options{Token: agentToken}})
 	if err != nil {
 		t.Fatal(err)

@@ -93,10 +93,7 @@ func (b *Bridge) confirmation(req *mcp.CallToolRequest, refusal *mhp.Error, key,
 	if ip := req.Session.InitializeParams(); ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
 		return false, "", nil, refusal.With("elicitation", "unavailable: this MCP client cannot ask a person, so confirm-gated requests cannot run here")
 	}
-	msg := mhp.Truncate(what, 1024) + " needs your confirmation."
-	if notes != "" {
-		msg += " Device notes: " + notes
-	}
+	msg := confirmMessage(what, notes)
 	return false, "", &needsInput{
 		requests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: msg, RequestedSchema: map[string]any{
 			"type": "object", "required": []string{"confirm"},

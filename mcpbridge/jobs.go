@@ -33,9 +33,16 @@ func (b *Bridge) wait(ctx context.Context, req *mcp.CallToolRequest, d *client.D
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(secs*float64(time.Second)))
 	defer cancel()
-	j, err := d.Wait(wctx, id)
+	lctx, dropped := context.WithCancelCause(wctx)
+	defer dropped(nil)
+	go watchLink(lctx, d, dropped)
+	j, err := d.Wait(lctx, id)
 	if err == nil {
 		return map[string]any{"job": j}, nil
+	}
+	if cause := context.Cause(lctx); errors.Is(cause, errLinkDropped) && wctx.Err() == nil {
+		return nil, mhp.Errorf(mhp.CodeServerError, "the link to the device dropped while waiting for job %s (%v): the job's state is unknown; "+
+			"it may still be running on the device", id, cause).With(mhp.DataReason, ReasonLinkDropped).With("job", id).With(mhp.DataOutcome, mhp.OutcomeUnknown)
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		if owns {
@@ -288,7 +295,7 @@ func (b *Bridge) lab(ctx context.Context, s *session, req *mcp.CallToolRequest, 
 		}
 		return res, nil
 	case "updates":
-		ups, more, dropped := s.takeUpdates(ResultBudget - 256)
+		ups, more, dropped := s.takeUpdates(ResultBudget - 256 - fenceOverhead - len(DeviceTextNote))
 		out := map[string]any{"updates": ups, "dropped": dropped, "more": more}
 		if more > 0 {
 			out["note"] = fmt.Sprintf("%d more buffered: call op=updates again", more)

@@ -28,7 +28,11 @@ const (
 // with backoff, until it answers.
 type Named struct {
 	Targets map[string]string
-	Client  client.Options
+	// Simulated names the targets the host knows to be simulated (the
+	// operator's --simulated NAME): the policy's hardware gate reads it,
+	// never the devices' own tags ([HostSimulated]).
+	Simulated map[string]bool
+	Client    client.Options
 	// Clock times the card retries; default the real clock.
 	Clock clock.Clock
 
@@ -53,6 +57,9 @@ func (n *Named) init() {
 		}
 	})
 }
+
+// IsSimulated implements [HostSimulated].
+func (n *Named) IsSimulated(id string) bool { return n.Simulated[id] }
 
 // Get resolves a name to its target (no connection is made).
 func (n *Named) Get(ctx context.Context, id string) (*directory.Result, error) {

@@ -141,6 +141,10 @@ func TestOnboardingInterview(t *testing.T) {
 			t.Errorf("%s not written: %v", f, files)
 		}
 	}
+	if w := jsonOf(res["wrote"]); !strings.Contains(w, "setting speed_rpm: 100..15000 rpm, approval confirm") ||
+		!strings.Contains(w, "only when balanced is true") {
+		t.Fatalf("what it wrote: %s", w)
+	}
 	card, _ := res["safety_card"].([]any)
 	if len(card) < 3 {
 		t.Fatalf("safety card %v", card)
@@ -177,6 +181,16 @@ func TestOnboardingInterview(t *testing.T) {
 	if now, _ := os.ReadFile(filepath.Join(dir, "descriptor.yaml")); string(now) != string(desc) {
 		t.Fatal("the refused change was written")
 	}
+	// With the person's yes it is written, and the live device serves it.
+	yes.Store(true)
+	if r, body := mustCall(t, cs, "mhp_lab", map[string]any{"op": "write", "id": "centrifuge-01", "path": "descriptor.yaml", "content": wider}); r.IsError {
+		t.Fatalf("a confirmed limit change: %v", body)
+	}
+	r, body = mustCall(t, cs, "mhp_describe", map[string]any{"device": "centrifuge-01", "select": map[string]any{"settings": []string{"speed_rpm"}}})
+	if r.IsError || !strings.Contains(jsonOf(body), `"max":30000`) {
+		t.Fatalf("the reloaded package: %v", body)
+	}
+	yes.Store(false)
 	// A note-only change needs no one; escaping the package is refused.
 	if r, body := mustCall(t, cs, "mhp_lab", map[string]any{"op": "write", "id": "centrifuge-01", "path": "references/notes.md", "content": "Rotor F-45."}); r.IsError {
 		t.Fatalf("a reference file: %v", body)

@@ -39,7 +39,7 @@ func countingBridge(t *testing.T, onRead func(n int64)) (*lab, *atomic.Int64) {
 	}
 	t.Cleanup(func() { drv.Close() })
 	b, err := mcpbridge.New(mcpbridge.Config{
-		Finder: &mcpbridge.Named{Targets: map[string]string{"d": "mem:d"}},
+		Finder: &mcpbridge.Named{Targets: map[string]string{"d": "mem:d"}, Simulated: map[string]bool{"d": true}},
 		Dial: func(context.Context, string) (*client.Device, error) {
 			return client.Connect(drv, client.Options{}), nil
 		},

@@ -32,11 +32,12 @@ type rig struct {
 	homed     atomic.Int32
 	cancelled atomic.Int32
 	dials     atomic.Int32
+	sim       bool // the host lists it as simulated
 }
 
 func newRig(t *testing.T, id string, simulated bool, instructions string) *rig {
 	t.Helper()
-	r := &rig{release: make(chan struct{}), progress: make(chan float64)}
+	r := &rig{release: make(chan struct{}), progress: make(chan float64), sim: simulated}
 	info := mhp.DeviceInfo{ID: id, Class: "incubator"}
 	if simulated {
 		info.Tags = []string{"simulated"}
@@ -83,6 +84,9 @@ func rigBridge(t *testing.T, r *rig, cfg mcpbridge.Config) *mcpbridge.Bridge {
 		t.Fatal(err)
 	}
 	cfg.Finder = dir
+	if cfg.Simulated == nil {
+		cfg.Simulated = func(string) bool { return r.sim } // the host's word, not the rig's tags
+	}
 	cfg.Dial = func(ctx context.Context, target string) (*client.Device, error) {
 		r.dials.Add(1)
 		return client.Connect(r.drv, client.Options{}), nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -23,11 +24,13 @@ type session struct {
 	mu      sync.Mutex
 	devices map[string]*client.Device
 	stops   map[string]func()
-	sim     map[string]bool // devices whose card is tagged simulated
+	sim     map[string]bool // devices the host says are simulated
 	slots   chan struct{}   // one per tool call in flight
 	updates []update
 	dropped int
 	closed  bool
+	seen    time.Time // the MCP session's last sign of life
+	idled   bool      // its leases were released for silence since
 }
 
 type update struct {
@@ -38,7 +41,7 @@ type update struct {
 
 func newSession(b *Bridge) *session {
 	return &session{b: b, devices: map[string]*client.Device{}, stops: map[string]func(){}, sim: map[string]bool{},
-		slots: make(chan struct{}, b.cfg.MaxInFlight)}
+		slots: make(chan struct{}, b.cfg.MaxInFlight), seen: time.Now()}
 }
 
 // session returns the lab of the MCP session of req, made on its first tool
@@ -95,7 +98,10 @@ func (s *session) enter() error {
 	}
 }
 
-func (s *session) leave() { <-s.slots }
+func (s *session) leave() {
+	<-s.slots
+	s.alive(time.Now()) // the call just ended: the session was there until now
+}
 
 func (s *session) close() error {
 	s.mu.Lock()
@@ -171,11 +177,7 @@ func (s *session) gated(ctx context.Context, id string) (*client.Device, error) 
 	sim := s.sim[id]
 	s.mu.Unlock()
 	if !s.b.policy.AllowHardware && !sim {
-		why := "its card is not tagged simulated"
-		if s.b.cfg.Simulated != nil {
-			why = "the host counts it as hardware"
-		}
-		return nil, forbidden("allow_hardware", fmt.Sprintf("using hardware device %q (%s)", id, why)).
+		return nil, forbidden("allow_hardware", fmt.Sprintf("using hardware device %q (the host does not list it as simulated)", id)).
 			With("device", id)
 	}
 	return d, nil
@@ -208,15 +210,7 @@ func (s *session) device(ctx context.Context, id string) (*client.Device, error)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s at %s: %w", mhp.Truncate(id, 120), mhp.Truncate(res.Target, 120), err)
 	}
-	sim := simulated(d.Info().Device)
-	if s.b.cfg.Simulated != nil {
-		sim = s.b.cfg.Simulated(id) // the host decides, never the device's tags
-	} else if !sim && len(d.Info().Device.Tags) == 0 {
-		// The initialize answer may carry no tags (in process): read the card.
-		if desc, err := d.Describe(ctx, mhp.DescribeRequest{Detail: mhp.DetailCard}); err == nil {
-			sim = simulated(desc.DeviceInfo)
-		}
-	}
+	sim := s.b.simulated(id) // the host's word, never the device's tags
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if prev, ok := s.devices[id]; ok { // lost a race with another call

@@ -75,6 +75,11 @@ func (b *Bridge) Server() *mcp.Server {
 			"Confirm-gated writes and actions ask a person through the host. mhp_estop is always allowed. " +
 			"mhp_run for loops. Unknown arguments are refused.",
 	})
+	// An elicitation the SDK fulfils for the client (clients without
+	// multi-round-trip) fails as a Go error when the answer has the wrong
+	// shape or the client refuses: that is the person's answer not being
+	// readable, a tool result, not a JSON-RPC error with code 0.
+	s.AddReceivingMiddleware(confirmationFailures, b.touchSessions)
 	if !b.policy.Enabled {
 		// Seed 001: no tools listed, every call refused, no device contacted.
 		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {

@@ -190,7 +190,7 @@ func RequireToken(token string, next http.Handler) http.Handler {
 func (m *Metrics) sessionOpened(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.sessions) < m.cfg.MaxSessions {
+	if len(m.sessions) < m.cfg.MaxSessions { // bounded: ended sessions leave under the same key
 		m.sessions[id] = struct{}{}
 	}
 }

@@ -17,8 +17,9 @@ const maxPeek = 64 << 10
 
 // Middleware observes an MHP JSON-RPC HTTP handler (POST /rpc, GET /events,
 // DELETE /session): requests by method and result code, open SSE streams,
-// and sessions opened (the Mhp-Session header of a successful initialize;
-// the device decorator sees them end). methods is the server's method
+// and sessions opened (the public label of a successful initialize's
+// answer, the key the device decorator removes when the session ends: the
+// secret in the Mhp-Session header is never kept). methods is the server's method
 // table: any other method is counted as "other", so a hostile client cannot
 // grow the label set. The request body reaches next unchanged.
 func (m *Metrics) Middleware(next http.Handler, methods []string) http.Handler {
@@ -39,8 +40,8 @@ func (m *Metrics) Middleware(next http.Handler, methods []string) http.Handler {
 			code := rec.code()
 			m.requests.WithLabelValues(method, code).Inc()
 			if method == mhp.MethodInitialize && code == "ok" {
-				if sid := rec.Header().Get("Mhp-Session"); sid != "" {
-					m.sessionOpened(sid)
+				if label := rec.label(); label != "" {
+					m.sessionOpened(label)
 				}
 			}
 		default:
@@ -122,6 +123,19 @@ func (r *recorder) code() string {
 		return strconv.Itoa(f.Error.Code)
 	}
 	return "ok"
+}
+
+// label is the session label of an initialize answer ("" when it has none).
+func (r *recorder) label() string {
+	var f struct {
+		Result struct {
+			Label string `json:"label"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(r.buf.Bytes(), &f) != nil {
+		return ""
+	}
+	return f.Result.Label
 }
 
 // Since returns the seconds elapsed since t, for histograms.

@@ -33,6 +33,9 @@ func Load(src adapters.Source) (Config, error) {
 // file's [adapters.Source.Refine] and a paho client dialled in the
 // background.
 func Register(r *adapters.Registry) error {
+	if err := r.RegisterDiscovery(Kind, discoveryEntry); err != nil { // mhp init (discover.go)
+		return err
+	}
 	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 		cfg, err := Load(src)
 		if err != nil {

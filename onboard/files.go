@@ -61,6 +61,43 @@ func cleanPath(p string) (string, error) {
 	return c, nil
 }
 
+// noLinks refuses a path inside dir any part of which is a symlink: a
+// write never follows a link (one could lead out of the package).
+func noLinks(dir, clean string) error {
+	cur := dir
+	for _, part := range strings.Split(clean, "/") {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return mhp.Errorf(mhp.CodeInvalidParams, "%s: %s is a symlink; a package write never follows one", clean,
+				strings.TrimPrefix(cur, dir+string(filepath.Separator))).With(mhp.DataField, "path").With(mhp.DataReason, "outside_package")
+		}
+	}
+	return nil
+}
+
+// writeInside writes one file of a package (checked path, no symlink on
+// the way), atomically.
+func writeInside(dir, clean string, b []byte) error {
+	if err := noLinks(dir, clean); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, filepath.FromSlash(clean))
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	if err := noLinks(dir, clean); err != nil { // a link swapped in while the folders were made
+		return err
+	}
+	return host.WriteFileAtomic(p, b, 0o600)
+}
+
 // readPackage reads every file of a package folder (not dot-files), through
 // an os.Root so no symlink leads out.
 func readPackage(dir string) (map[string][]byte, error) {
@@ -220,14 +257,10 @@ func (iv *Interview) commit(ctx context.Context, id, dir string, files map[strin
 		}
 	}
 	for name, b := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
 		if prev, ok := old[name]; ok && bytes.Equal(prev, b) {
 			continue
 		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, err
-		}
-		if err := host.WriteFileAtomic(p, b, 0o600); err != nil {
+		if err := writeInside(dir, name, b); err != nil {
 			return nil, err
 		}
 	}
@@ -293,6 +326,9 @@ func (iv *Interview) WriteFile(ctx context.Context, id, name string, content []b
 	if err != nil {
 		return nil, mhp.Errorf(mhp.CodeUnknownName, "no package %q under %s (op=new makes one): %v", id, filepath.Dir(dir), err).With(mhp.DataName, id)
 	}
+	if err := noLinks(dir, clean); err != nil {
+		return nil, err
+	}
 	files[clean] = content
 	live, err := iv.cfg.Fleet.UsersOf(dir)
 	if err != nil {
@@ -306,14 +342,8 @@ func (iv *Interview) WriteFile(ctx context.Context, id, name string, content []b
 		if len(probs) > 0 {
 			return &Result{ID: id, Package: dir, Problems: probs, Next: "nothing was written: the live package would not validate"}, nil
 		}
-	} else {
-		p := filepath.Join(dir, filepath.FromSlash(clean))
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, err
-		}
-		if err := host.WriteFileAtomic(p, content, 0o600); err != nil {
-			return nil, err
-		}
+	} else if err := writeInside(dir, clean, content); err != nil {
+		return nil, err
 	}
 	res, err := iv.Package(ctx, id)
 	if err != nil {

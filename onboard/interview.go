@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -95,6 +96,9 @@ type Result struct {
 	// Problems are why the package does not validate (staged, nothing
 	// final written).
 	Problems []devicepkg.Problem `json:"problems,omitempty"`
+	// Wrote says, item by item, what the package lets the agent do and
+	// under which limits and approvals: read it back to the person.
+	Wrote []string `json:"wrote,omitempty"`
 	// Card is the safety card: dry-run probes past each limit.
 	Card []Probe `json:"safety_card,omitempty"`
 	Next string  `json:"next,omitempty"`
@@ -264,12 +268,14 @@ func (iv *Interview) adapterConfig(ctx context.Context, raw json.RawMessage, s *
 			return "", fmt.Errorf("config %s: %v", k.Config, err)
 		}
 		defer f.Close()
-		b := make([]byte, MaxFileBytes+1)
-		n, _ := f.Read(b)
-		if n > MaxFileBytes {
+		b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+		if err != nil {
+			return "", fmt.Errorf("config %s: %v", k.Config, err)
+		}
+		if len(b) > MaxFileBytes {
 			return "", fmt.Errorf("config %s is larger than %d bytes", k.Config, MaxFileBytes)
 		}
-		s.Discovered, s.Summary = string(b[:n]), "from "+k.Config
+		s.Discovered, s.Summary = string(b), "from "+k.Config
 		return "The adapter config was read from " + k.Config + ".", nil
 	}
 	if iv.cfg.Discover == nil {
@@ -315,6 +321,7 @@ func (iv *Interview) finish(ctx context.Context, s *state, confirmed bool) (*Res
 	if err := s.save(); err != nil {
 		return nil, err
 	}
+	res.Wrote = s.summary()
 	res.Card = iv.safetyCard(ctx, s.dir)
 	res.Next = "Read the safety card back to the person. Then mhp_lab op=add target=" + s.ID + " adds it to the fleet (the person confirms)."
 	return res, nil

@@ -93,6 +93,14 @@ func TestSerialPackageIsStagedAndValidated(t *testing.T) {
 	if err != nil || rep.Result == nil || !rep.Result.Valid {
 		t.Fatalf("corrected: %+v %v", rep.Result, err)
 	}
+	if len(rep.Result.Card) < 3 {
+		t.Fatalf("safety card %+v", rep.Result.Card)
+	}
+	for _, p := range rep.Result.Card {
+		if !p.Held {
+			t.Errorf("safety probe did not hold: %+v", p)
+		}
+	}
 	cfg, _ := os.ReadFile(filepath.Join(dir, SerialFile))
 	for _, want := range []string{"adapter: serial", "data_bits: 7", "parity: even", "OUT_SP_1 {value}", "approval: confirm", "OUT_WD1@{seconds}"} {
 		if !strings.Contains(string(cfg), want) {
@@ -124,5 +132,35 @@ func TestAdapterKindUsesTheDiscoverHook(t *testing.T) {
 	rep, err = iv.Step(ctx, rep.ID, raw(t, kind), false)
 	if err != nil || len(rep.Refused) > 0 || !strings.Contains(rep.Note, "2 variables at opc.tcp://plc:4840") {
 		t.Fatalf("with the hook: %+v %v", rep, err)
+	}
+}
+
+// A package write never leaves the package: not by "..", an absolute path,
+// a dot-file, nor a symlink inside it that points out.
+func TestWriteStaysInsideThePackage(t *testing.T) {
+	iv, f := serialInterview(t)
+	ctx := context.Background()
+	res, err := iv.New(ctx, "scope")
+	if err != nil || res.ID != "scope-01" {
+		t.Fatalf("new: %+v %v", res, err)
+	}
+	dir, _ := f.DeviceDir(res.ID)
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "references")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"../x.md", "/tmp/x.md", ".onboarding.json", "references/x.md", `a\b.md`} {
+		if _, err := iv.WriteFile(ctx, res.ID, p, []byte("x"), false); err == nil {
+			t.Errorf("write to %q accepted", p)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Fatalf("a write left the package: %v", entries)
+	}
+	if _, err := iv.WriteFile(ctx, res.ID, "notes.md", make([]byte, MaxFileBytes+1), false); err == nil {
+		t.Fatal("an oversized file was written")
+	}
+	if r, err := iv.WriteFile(ctx, res.ID, "notes.md", []byte("fine"), false); err != nil || r.Files["notes.md"] != 4 {
+		t.Fatalf("a plain write: %+v %v", r, err)
 	}
 }

@@ -375,3 +375,34 @@ func serialFile(id string, info mhp.DeviceInfo, a answers) ([]byte, error) {
 	}
 	return yaml.Marshal(cfg)
 }
+
+// summary is what the package says, one line an item, for the person.
+func (s *state) summary() []string {
+	a := s.all()
+	out := []string{fmt.Sprintf("%s (%s), %s; driver %s", s.ID, a.place.Class, controlWords(a.kind), driverName(a))}
+	for _, x := range a.signals {
+		out = append(out, strings.TrimSpace(fmt.Sprintf("signal %s: %s %s", x.Name, x.Type, x.Unit)))
+	}
+	for _, x := range a.settings {
+		l := ""
+		if x.Min != nil && x.Max != nil {
+			l = fmt.Sprintf(" %g..%g %s", *x.Min, *x.Max, x.Unit)
+		}
+		out = append(out, fmt.Sprintf("setting %s:%s, approval %s", x.Name, l, approvalOf(x.Approval)))
+	}
+	for _, x := range a.actions {
+		line := fmt.Sprintf("action %s: %s, approval %s", x.Name, x.Duration, approvalOf(x.Approval))
+		if len(x.Interlocks) > 0 {
+			line += ", only when " + strings.Join(x.Interlocks, " and ") + " is true"
+		}
+		out = append(out, line)
+	}
+	stop := "no emergency stop"
+	if !none(a.stop.EStop) {
+		stop = "stop: " + a.stop.EStop
+	}
+	if a.stop.WatchdogS > 0 {
+		stop += fmt.Sprintf("; watchdog %g s", a.stop.WatchdogS)
+	}
+	return append(out, stop)
+}

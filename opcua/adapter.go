@@ -47,7 +47,7 @@ func Register(r *adapters.Registry) error {
 		case errors.As(perr, &rerr):
 			return nil, fmt.Errorf("%s: %w", src.Path, perr)
 		default:
-			slog.Default().Warn("opcua: server not reachable to read units and ranges; the config's are used", "endpoint", cfg.Endpoint, "err", perr)
+			slog.Default().Warn(probeWarning(perr), "endpoint", cfg.Endpoint, "err", perr)
 		}
 		return New(ctx, cfg, Options{Options: adapters.Options{Refine: src.Refine}})
 	})
@@ -482,6 +482,11 @@ func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 	for _, it := range a.cfg.Actions {
 		if it.LADS != nil {
 			u, err := resolveLADS(ctx, cl, a.node(it.LADS.FunctionalUnit))
+			var kind errUnsupportedKind
+			if errors.As(err, &kind) {
+				a.log.Error("opcua: action "+it.Name+" cannot run: its invokes are refused NotSupported", "node", it.LADS.FunctionalUnit, "err", err)
+				continue
+			}
 			if err != nil {
 				a.log.Warn("opcua: LADS functional unit not resolved", "action", it.Name, "node", it.LADS.FunctionalUnit, "err", err)
 				continue
@@ -715,6 +720,14 @@ func (a *adapter) estop(ctx context.Context) error {
 		}
 		if err == nil {
 			_, err = a.call(ctx, "estop: call "+m.Method, a.node(m.Object), a.node(m.Method), in)
+			if e, ok := mhp.AsError(err); ok && e.Data["opcua_status"] == StatusName(ua.StatusBadInvalidState) {
+				// A LADS unit answers Abort/Stop with BadInvalidState when
+				// it is already Stopped or Aborted: it is stopped.
+				if st, isUnit := a.unitStateOf(ctx, a.node(m.Object)); isUnit && haltedLADS(st) {
+					a.log.Info("opcua: estop: the functional unit is already "+st+"; nothing to stop", "method", m.Method)
+					err = nil
+				}
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)

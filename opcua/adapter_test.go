@@ -69,7 +69,12 @@ func TestStaleSignal(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	d := startDriver(t, cfg, clk)
 	waitSignals(t, d)
-	clk.Advance(2 * time.Second)
+	// The fake stamps values with the real time (source timestamps) while
+	// the driver runs on the manual clock: advance it past the real time the
+	// last value can carry, not only past its start. On a loaded machine
+	// the start-up took longer than stale_after_s, and a fixed 2 s advance
+	// left the value fresh (the flake under load).
+	clk.Advance(time.Since(clk.Now()) + 2*time.Second)
 	res, err := d.Read(ctxT(t), []string{"temperature"})
 	if err != nil {
 		t.Fatal(err)

@@ -95,6 +95,9 @@ type Conn struct {
 	// heard is when a subscription last heard from the server (a value or
 	// the heartbeat), Unix nanoseconds; 0 while none is running.
 	heard atomic.Int64
+	// keepAlive is the last subscription's keep-alive period as the server
+	// granted it (revised interval x revised count), in nanoseconds.
+	keepAlive atomic.Int64
 }
 
 // Heard returns when a subscription last heard from the server: a data
@@ -624,7 +627,27 @@ func (c *Conn) startSub(ctx context.Context, cl *opcua.Client, r *subReg) (func(
 	if err != nil {
 		return nil, fmt.Errorf("opcua: create subscription: %w", err)
 	}
-	if ka := time.Duration(sub.RevisedMaxKeepAliveCount) * sub.RevisedPublishingInterval; ka >= seconds(c.cfg.Timeouts.RequestS) {
+	// The server may grant another publishing interval (open62541 revises
+	// 50 ms to 100 ms, which doubles the keep-alive period): count the
+	// keep-alive and the lifetime again from what it granted, and create
+	// the subscription once more with those (ModifySubscription is not
+	// served everywhere; nothing is monitored yet).
+	if got := sub.RevisedPublishingInterval; got > 0 && got != interval {
+		want := uint32(max(1, int(seconds(c.cfg.Timeouts.KeepAliveS)/got)))
+		if want != sub.RevisedMaxKeepAliveCount {
+			again, err := cl.Subscribe(ctx, &opcua.SubscriptionParameters{Interval: got, MaxKeepAliveCount: want, LifetimeCount: 10 * want}, ch)
+			if err != nil {
+				c.log.Warn("opcua: could not fit the keep-alive to the publishing interval the server granted", "endpoint", c.cfg.Endpoint,
+					"requested_interval", interval, "granted_interval", got, "err", err)
+			} else {
+				_ = sub.Cancel(ctx)
+				sub = again
+			}
+		}
+	}
+	ka := time.Duration(sub.RevisedMaxKeepAliveCount) * sub.RevisedPublishingInterval
+	c.keepAlive.Store(int64(ka))
+	if ka >= seconds(c.cfg.Timeouts.RequestS) {
 		c.log.Warn("opcua: the server revised the subscription's keep-alive to the request timeout or more; raise timeouts.request_s above it or the link may drop",
 			"endpoint", c.cfg.Endpoint, "keepalive", ka, "request_timeout", seconds(c.cfg.Timeouts.RequestS))
 	}

@@ -233,7 +233,11 @@ func (d *discovery) browse(ctx context.Context, n *ua.NodeID) ([]*ua.ReferenceDe
 func (d *discovery) walk(ctx context.Context, n *ua.NodeID, path, parent string, depth int) error {
 	refs, err := d.browse(ctx, n)
 	if err != nil {
-		return fmt.Errorf("opcua: discover: browse %s: %w", path, err)
+		if depth == 0 || connectionTrouble(err) || ctx.Err() != nil {
+			return fmt.Errorf("opcua: discover: browse %s: %w", path, err)
+		}
+		d.rep.Skip("object", path, "not browsable: "+err.Error()) // e.g. BadUserAccessDenied: the rest is walked
+		return nil
 	}
 	for _, r := range refs {
 		child, name := r.NodeID.NodeID, r.BrowseName.Name
@@ -289,7 +293,11 @@ func className(c ua.NodeClass) string {
 func (d *discovery) object(ctx context.Context, n *ua.NodeID, name, p string, depth int) error {
 	kids, err := children(ctx, d.cl, n)
 	if err != nil {
-		return fmt.Errorf("opcua: discover: browse %s: %w", p, err)
+		if connectionTrouble(err) || ctx.Err() != nil {
+			return fmt.Errorf("opcua: discover: browse %s: %w", p, err)
+		}
+		d.rep.Skip("object", p, "not browsable: "+err.Error())
+		return nil
 	}
 	if sm, ok := kids["FunctionalUnitState"]; ok {
 		if d.opt.Included(p) {
@@ -331,7 +339,7 @@ func (d *discovery) readVar(ctx context.Context, n *ua.NodeID) (varAttrs, error)
 	if err != nil {
 		return v, err
 	}
-	v.builtin, v.unit, v.hasRange, v.low, v.high = info.dataType, info.unit, info.hasRange, info.low, info.high
+	v.builtin, v.unit, v.hasRange, v.low, v.high = info.dataType, adapters.UnitName(info.unit), info.hasRange, info.low, info.high
 	res, err := d.cl.Read(ctx, []*ua.ReadValueID{
 		{NodeID: n, AttributeID: ua.AttributeIDDataType},
 		{NodeID: n, AttributeID: ua.AttributeIDAccessLevel},

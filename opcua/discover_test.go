@@ -264,3 +264,23 @@ func TestDiscoverMatchesTheFixtureMapping(t *testing.T) {
 		t.Errorf("discovered %d actions, the fixture has %d (estop proposed, not mapped)", len(cfg.Actions), len(want.Actions))
 	}
 }
+
+// TestDiscoverConfigHook: the onboarding interview's hook returns the file
+// and the summary to confirm, and the file loads.
+func TestDiscoverConfigHook(t *testing.T) {
+	srv := startPlant(t)
+	var hook func(ctx context.Context, kind, target string) ([]byte, string, error) = discoverRegistry(t).DiscoverConfig
+	b, summary, err := hook(ctxT(t), Kind, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(adapters.Source{Path: "hook.yaml", Data: b}); err != nil {
+		t.Fatalf("Load of the hook's file: %v", err)
+	}
+	if !strings.Contains(summary, "mapped") || !strings.Contains(summary, "proposal: interlock") {
+		t.Fatalf("summary %q", summary)
+	}
+	if _, _, err := hook(ctxT(t), "plc9000", srv.URL); err == nil || !strings.Contains(err.Error(), "no discovery for kind") {
+		t.Fatalf("unknown kind: %v", err)
+	}
+}

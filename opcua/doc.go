@@ -1,7 +1,9 @@
 // Package opcua wraps an OPC UA server (a PLC, a LADS instrument) as an MHP
 // device with no Go code: a config file ([Config]) lists the variables that
-// become signals and settings, the methods, LADS programs/functions and Part
-// 10 programs that become actions, and the estop; [New] turns it into a
+// become signals and settings, the methods, LADS functional units (their
+// programs or Start; LADS control functions are not actions: map their
+// TargetValue and CurrentValue as a setting and a signal) and Part 10
+// programs that become actions, and the estop; [New] turns it into a
 // [binding.Driver], and [Register] adds the "opcua" kind to an adapter registry
 // so that `mhp serve plc.yaml` serves it.
 //
@@ -67,4 +69,12 @@
 // timeouts.interlock_max_age_s, served from the subscription while its
 // values are known current within that bound. After an
 // applied write, the node's signals show the written value at once.
+//
+// # Peers checked against
+//
+// Served through `mhp serve` and `mhp conformance` against open62541 1.4.19
+// (Basic256Sha256 with a username; it revises a 50 ms publishing interval to
+// 100 ms, which the keep-alive follows) and node-opcua 2.186.4 (a PLC and a
+// LADS device: testdata/server.mjs); the tests run against the gopcua
+// v0.8.0 fake (opcua/opcuatest).
 package opcua

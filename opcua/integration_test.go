@@ -57,6 +57,22 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// loopbackOnly checks the READY line's bound addresses: the test server
+// must listen on loopback only, not only name it in its endpoints.
+func loopbackOnly(ready string) error {
+	f := strings.Fields(ready)
+	if len(f) < 3 {
+		return fmt.Errorf("server.mjs READY line %q lists no bound address", ready)
+	}
+	for _, a := range strings.Split(f[2], ",") {
+		host, _, err := net.SplitHostPort(a)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			return fmt.Errorf("server.mjs listens on %s, not on loopback only", a)
+		}
+	}
+	return nil
+}
+
 // startNode starts testdata/server.mjs and waits for its READY line.
 func startNode(t *testing.T) *nodePeer {
 	t.Helper()
@@ -85,8 +101,8 @@ func (p *nodePeer) start() {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "READY") {
-				ready <- nil
+			if line := sc.Text(); strings.HasPrefix(line, "READY") {
+				ready <- loopbackOnly(line)
 				for sc.Scan() { // keep draining
 				}
 				return

@@ -62,6 +62,15 @@ func children(ctx context.Context, cl Client, n *ua.NodeID) (map[string]*ua.Node
 	return out, nil
 }
 
+// errUnsupportedKind: a lads action's node is of a kind the adapter cannot
+// run (a LADS control function): the action is refused NotSupported,
+// nothing sent, rather than as a server refusal.
+type errUnsupportedKind struct{ kind string }
+
+func (e errUnsupportedKind) Error() string {
+	return "the node is " + e.kind + "; lads actions run functional units only (map a control function's TargetValue as a setting and its CurrentValue as a signal)"
+}
+
 // resolveLADS browses a functional unit for the nodes a job needs.
 func resolveLADS(ctx context.Context, cl Client, unit *ua.NodeID) (*ladsUnit, error) {
 	u := &ladsUnit{unit: unit, methods: map[string]*ua.NodeID{}, startArgs: map[string][]*ua.Argument{}}
@@ -71,6 +80,9 @@ func resolveLADS(ctx context.Context, cl Client, unit *ua.NodeID) (*ladsUnit, er
 	}
 	sm, ok := top["FunctionalUnitState"]
 	if !ok {
+		if _, fn := top["ControlFunctionState"]; fn {
+			return nil, errUnsupportedKind{"a LADS control function (it has ControlFunctionState, not FunctionalUnitState)"}
+		}
 		return nil, errors.New("no FunctionalUnitState")
 	}
 	u.stateMach = sm
@@ -302,6 +314,11 @@ func (a *adapter) runLADS(item ActionItem) func(context.Context, *binding.Job) (
 		if u == nil {
 			var err error
 			if u, err = resolveLADS(ctx, cl, a.node(spec.FunctionalUnit)); err != nil {
+				var kind errUnsupportedKind
+				if errors.As(err, &kind) {
+					return nil, mhp.Errorf(mhp.CodeNotSupported, "%s: lads.functional_unit %s: %v; nothing was sent", what, spec.FunctionalUnit, err).
+						With("reason", "unsupported_kind")
+				}
 				return nil, refusalError(fmt.Sprintf("%s: functional unit %s: %v", what, spec.FunctionalUnit, err), ua.StatusBadNodeIDUnknown)
 			}
 			a.mu.Lock()
@@ -531,8 +548,13 @@ func (t *ladsJob) awaitInitial(ctx context.Context) error {
 		}
 	}
 	if t.state != "Stopped" {
-		return refusalError(fmt.Sprintf("%s: functional unit %s is %s, not Stopped", t.what, t.spec.FunctionalUnit, t.state), ua.StatusBadInvalidState).
-			With("lads_state", t.state)
+		why := fmt.Sprintf("%s: functional unit %s is %s, not Stopped", t.what, t.spec.FunctionalUnit, t.state)
+		if t.state == "Aborted" {
+			// A cancel by Abort (or an estop) leaves a LADS unit Aborted
+			// until Clear: safety/reset clears it.
+			why += " (an Abort leaves it there until Clear: run safety/reset, which clears an Aborted unit, then invoke again)"
+		}
+		return refusalError(why, ua.StatusBadInvalidState).With("lads_state", t.state)
 	}
 	// Whatever ran before is not ours: its completion and runtime.
 	t.sawRunning, t.sawComplete, t.runtime, t.lastP = false, false, 0, 0
@@ -723,6 +745,45 @@ func (t *ladsJob) liveState(ctx context.Context) string {
 		return ""
 	}
 	return t.a.stateName(res[0])
+}
+
+// haltedLADS reports a LADS unit state in which nothing runs: Stopped, or
+// Aborted (and the transient Stopping/Aborting on the way there).
+func haltedLADS(st string) bool {
+	switch st {
+	case "Stopped", "Aborted", "Stopping", "Aborting":
+		return true
+	}
+	return false
+}
+
+// unitStateOf reads the current state of the resolved functional unit whose
+// FunctionalUnitState is obj (the object an estop method is called on);
+// isUnit is false when obj is no such unit's.
+func (a *adapter) unitStateOf(ctx context.Context, obj *ua.NodeID) (state string, isUnit bool) {
+	a.mu.Lock()
+	var u *ladsUnit
+	for _, x := range a.units {
+		if x.stateMach.String() == obj.String() || x.unit.String() == obj.String() {
+			u = x
+		}
+	}
+	a.mu.Unlock()
+	cl := a.client()
+	if u == nil || cl == nil {
+		return "", false
+	}
+	node := u.state
+	if u.stateID != nil {
+		node = u.stateID
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), seconds(a.cfg.Timeouts.RequestS))
+	defer cancel()
+	res, err := cl.Read(rctx, []*ua.ReadValueID{{NodeID: node, AttributeID: ua.AttributeIDValue}})
+	if err != nil {
+		return "", true
+	}
+	return a.stateName(res[0]), true
 }
 
 // verifyUnits is the LADS part of a reset's verification: every functional

@@ -187,3 +187,37 @@ func transportError(what string, err error) error {
 	}
 	return unknownOutcome(what, err)
 }
+
+// probeWarning is the start-up warning when the first probe for units and
+// ranges failed: it names the cause (the password variable unset, the login
+// or the client certificate refused, the server not reachable) instead of
+// calling every failure unreachable.
+func probeWarning(err error) string {
+	const tail = " to read units and ranges; the config's are used until a connection succeeds"
+	msg := err.Error()
+	var sc ua.StatusCode
+	code := ua.StatusCode(0)
+	if errors.As(err, &sc) {
+		code = codeOnly(sc)
+	}
+	switch {
+	case strings.Contains(msg, "password_env") && strings.Contains(msg, "is not set"):
+		return "opcua: cannot log in: the password variable (auth.password_env) is not set" + tail
+	case code == ua.StatusBadUserAccessDenied || code == ua.StatusBadIdentityTokenRejected || code == ua.StatusBadIdentityTokenInvalid ||
+		strings.Contains(msg, "BadUserAccessDenied") || strings.Contains(msg, "BadIdentityToken"):
+		return "opcua: the server refused the login (check auth.username and the password)" + tail
+	case certificateCodes[code] || strings.Contains(msg, "client certificate"):
+		return "opcua: the server refused this client's certificate (trust it on the server; see the error)" + tail
+	case connectionTrouble(err) || errors.Is(err, context.DeadlineExceeded) || isDialError(err):
+		return "opcua: server not reachable" + tail
+	}
+	return "opcua: the server answered but units and ranges could not be read" + tail
+}
+
+// isDialError reports a failure to reach the server at all (refused,
+// unresolvable, timed out before an answer).
+func isDialError(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) || errors.As(err, &dns)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -327,16 +328,29 @@ func shapeOf(t TypeDesc) *mhp.Shape {
 		notes = append(notes, "names of deck resources"+resourceKinds(t.Items.ResourceTypes))
 	}
 	if len(t.OneOf) > 0 {
-		var alts []string
+		// The resource members are one alternative: "a deck resource name
+		// (ResourceStack or ResourceHolder)", not one per class.
+		var alts, kinds []string
+		resAt := -1
 		for _, m := range t.OneOf {
 			switch {
 			case m.Resource:
-				alts = append(alts, "a deck resource name"+resourceKinds(m.ResourceTypes))
+				kinds = append(kinds, m.ResourceTypes...)
+				if len(m.ResourceTypes) == 0 && m.PythonType != "" {
+					kinds = append(kinds, m.PythonType)
+				}
+				if resAt < 0 {
+					resAt = len(alts)
+					alts = append(alts, "")
+				}
 			case m.PythonType != "":
 				alts = append(alts, fmt.Sprintf("%s (%s)", jsonType(m.Type), m.PythonType))
 			default:
 				alts = append(alts, jsonType(m.Type))
 			}
+		}
+		if resAt >= 0 {
+			alts[resAt] = "a deck resource name" + resourceKinds(slices.Compact(kinds))
 		}
 		notes = append(notes, "one of: "+strings.Join(alts, ", or "))
 	}
@@ -417,6 +431,10 @@ func (b *bridgeAdapter) follow(ctx context.Context, job *binding.Job, t *Task) (
 	var lastProgress float64 = -1
 	lastMsg := ""
 	for {
+		if t.Status != TaskQueued && t.Status != TaskRunning && lastProgress >= 0 {
+			// The job's extra says how the task ended, not "running".
+			job.Progress(lastProgress, map[string]any{"task_id": id, "status": t.Status})
+		}
 		switch t.Status {
 		case TaskDone:
 			return t.Result, nil
@@ -479,6 +497,10 @@ func (b *bridgeAdapter) follow(ctx context.Context, job *binding.Job, t *Task) (
 			}
 			failures++
 			if failures >= b.cfg.PollFailures {
+				if errors.As(err, &he) {
+					// It answered: an error status is not "unreachable".
+					return nil, fmt.Errorf("bridge task %s (%s): the bridge answered HTTP %d to %d polls in a row: %w", id, t.Method, he.Status, failures, err)
+				}
 				return nil, fmt.Errorf("bridge task %s (%s): bridge unreachable (%d polls failed): %w", id, t.Method, failures, err)
 			}
 			continue

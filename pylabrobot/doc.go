@@ -58,4 +58,10 @@
 // to the backend seam: [Machine] and [Tasks] (the bridge) or [Legacy] (the
 // liquid-handling server), nil for the HTTP clients of [Config.URL]. The
 // fakes of both APIs are in package plrtest.
+//
+// # Peers checked against
+//
+// Served through `mhp serve` and `mhp conformance` against PyLabRobot 0.2.2
+// behind plrbridge (pylabrobot/plrbridge); the tests run against the fake
+// (pylabrobot/plrtest) and, where Python is installed, the real plrbridge.
 package pylabrobot

@@ -27,11 +27,11 @@ func cachedDescription(cfg Config, cause error) (*Description, error) {
 		return nil, fmt.Errorf("%w (link.fail_fast is set: not starting without the bridge)", cause)
 	}
 	if cfg.Link.DescriptorCache == "" {
-		return nil, fmt.Errorf("%w; the device's items come from the bridge's /describe, so starting before the bridge needs link.descriptor_cache (written on the first start with the bridge up)", cause)
+		return nil, adapters.NeverReached(fmt.Errorf("%w; the device's items come from the bridge's /describe, so starting before the bridge needs link.descriptor_cache (written on the first start with the bridge up)", cause))
 	}
 	var d Description
 	if _, err := adapters.LoadDescriptor(cfg.Link.DescriptorCache, Kind, cfg.URL, &d); err != nil {
-		return nil, fmt.Errorf("%w; and no usable descriptor cache: %v", cause, err)
+		return nil, adapters.NeverReached(fmt.Errorf("%w; and no usable descriptor cache: %v", cause, err))
 	}
 	return &d, nil
 }

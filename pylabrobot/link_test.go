@@ -136,8 +136,11 @@ func TestUnionResourceParams(t *testing.T) {
 	}
 	mv, _ := desc.Action("move_plate")
 	to, _ := mv.Params.Get("to")
-	if !strings.Contains(to.Notes, "a deck resource name (ResourceStack)") || !strings.Contains(to.Notes, "Coordinate") {
-		t.Fatalf("move_plate.to notes %q, want its alternatives", to.Notes)
+	// One resource alternative naming both classes: before the fix each
+	// class repeated "a deck resource name".
+	if !strings.Contains(to.Notes, "a deck resource name (ResourceStack or ResourceHolder)") || !strings.Contains(to.Notes, "Coordinate") ||
+		strings.Count(to.Notes, "a deck resource name") != 1 {
+		t.Fatalf("move_plate.to notes %q, want its alternatives, each once", to.Notes)
 	}
 	// The names go to the bridge as names; plrbridge resolves them.
 	j := f.finish(t, f.invoke(t, "drop_tips", map[string]any{"tip_spots": []any{"tips_A1", "trash"}}))

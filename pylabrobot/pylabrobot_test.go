@@ -2,6 +2,7 @@ package pylabrobot_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +176,10 @@ func TestBridgeTerminalStates(t *testing.T) {
 				if n := b.Requests("POST /tasks/{id}/cancel"); n != 1 {
 					t.Errorf("cancel posted %d times", n)
 				}
+				// Before the fix extra kept the last poll's "running".
+				if j.Extra["status"] != pylabrobot.TaskCancelled {
+					t.Errorf("cancelled job's extra.status %v, want %s", j.Extra["status"], pylabrobot.TaskCancelled)
+				}
 			}},
 		{name: "cancel_ignored_ends_done", action: conformance.ActionRun, params: run,
 			setup: func(b *plrtest.Bridge) { b.In.Script(conformance.ActionRun, conformance.IgnoreCancel) },
@@ -217,6 +222,20 @@ func TestBridgeTerminalStates(t *testing.T) {
 			check: func(t *testing.T, b *plrtest.Bridge, j *mhp.Job) {
 				if !strings.Contains(j.Error.Message, "unreachable") {
 					t.Errorf("error %v", j.Error)
+				}
+			}},
+		// A bridge that answers 500 is not "unreachable". Before the fix
+		// the job failed "bridge unreachable (3 polls failed)".
+		{name: "polls_answered_500", action: conformance.ActionRun, params: run,
+			setup: func(b *plrtest.Bridge) { b.In.Script(conformance.ActionRun, conformance.Block) },
+			during: func(t *testing.T, f *fixture, b *plrtest.Bridge, job string) {
+				b.FailPolls(http.StatusInternalServerError)
+			},
+			state: mhp.JobFailed, outcome: mhp.OutcomeUnknown, deviceAfter: mhp.StateFault,
+			check: func(t *testing.T, b *plrtest.Bridge, j *mhp.Job) {
+				b.FailPolls(0)
+				if !strings.Contains(j.Error.Message, "answered HTTP 500") || strings.Contains(j.Error.Message, "unreachable") {
+					t.Errorf("error %v, want it to say the bridge answered 500", j.Error)
 				}
 			}},
 		{name: "no_terminal_status_before_deadline", action: conformance.ActionRun, params: run,

@@ -138,4 +138,13 @@
 // [Conn] is the seam between the mapping and the wire; package
 // ros2/rosbridgetest is a fake rosbridge server for integration tests that
 // plays each of these versions and settings.
+//
+// # Peers checked against
+//
+// Served through `mhp serve` and `mhp conformance` against the unmodified
+// rosbridge_suite 2.1.0 (ROS 2; its rosapi lists no type for the hidden
+// <action>/_action/send_goal and serves no /rosapi/action_type, so
+// check_types warns instead of checking an action's type) and 0.11.17
+// (ROS 1); the tests run against the fake (ros2/rosbridgetest), which plays
+// those releases.
 package ros2

@@ -33,6 +33,9 @@ func Load(src adapters.Source) (Config, error) {
 // `adapter: ros2` builds the robot's driver with [Load] then [New], the
 // file's [adapters.Source.Refine] applied.
 func Register(r *adapters.Registry) error {
+	if err := r.RegisterDiscovery(Kind, discoveryEntry); err != nil { // mhp init (discover.go)
+		return err
+	}
 	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 		cfg, err := Load(src)
 		if err != nil {

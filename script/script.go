@@ -155,10 +155,35 @@ func Run(ctx context.Context, src string, lab Lab, opts Options) (*Result, error
 			res.Error = ee.Backtrace()
 		}
 		if me, ok := mhp.AsError(err); ok {
-			res.MHP = me
+			res.MHP = budgetEnded(ctx, opts.Timeout, me)
+			if res.MHP != me {
+				res.Error = res.MHP.Message
+			}
 		}
 	}
 	return res, nil
+}
+
+// ReasonTimeBudget is data.reason of a script stopped because its time
+// budget ended during a device call (rather than the link failing).
+const ReasonTimeBudget = "time_budget"
+
+// budgetEnded says a device call cut short by the run's own deadline was
+// the budget ending, not the transport: the client reports any call that
+// got no answer as reason "transport". Whether the request may have acted
+// (data.sent, data.outcome) is kept.
+func budgetEnded(ctx context.Context, budget time.Duration, me *mhp.Error) *mhp.Error {
+	if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		return me
+	}
+	out := mhp.Errorf(mhp.CodeServerError, "the script's time budget of %s ended during a device call: %s", budget, mhp.Truncate(me.Message, 512)).
+		With(mhp.DataReason, ReasonTimeBudget).With(mhp.DataLimit, budget.Seconds())
+	for _, k := range []string{"sent", mhp.DataOutcome} {
+		if v, ok := me.Data[k]; ok {
+			out = out.With(k, v)
+		}
+	}
+	return out
 }
 
 type capped struct {

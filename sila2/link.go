@@ -31,11 +31,11 @@ func cachedFeatures(cfg *Config, cause error) ([]string, error) {
 		return nil, fmt.Errorf("sila2: %s: %w (link.fail_fast is set: not starting without the server)", cfg.Endpoint, cause)
 	}
 	if cfg.Link.DescriptorCache == "" {
-		return nil, fmt.Errorf("sila2: %s: %w; the device's items come from the server's Feature Definitions, so starting before the server needs link.descriptor_cache (written on the first start with the server up)", cfg.Endpoint, cause)
+		return nil, adapters.NeverReached(fmt.Errorf("sila2: %s: %w; the device's items come from the server's Feature Definitions, so starting before the server needs link.descriptor_cache (written on the first start with the server up)", cfg.Endpoint, cause))
 	}
 	var d serverDescription
 	if _, err := adapters.LoadDescriptor(cfg.Link.DescriptorCache, Kind, cfg.Endpoint, &d); err != nil {
-		return nil, fmt.Errorf("sila2: %s: %w; and no usable descriptor cache: %v", cfg.Endpoint, cause, err)
+		return nil, adapters.NeverReached(fmt.Errorf("sila2: %s: %w; and no usable descriptor cache: %v", cfg.Endpoint, cause, err))
 	}
 	return d.Features, nil
 }

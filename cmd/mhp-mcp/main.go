@@ -20,8 +20,11 @@
 // and credentials unless --insecure. --ca, --pin, --client-cert and
 // --client-key (MHP_CA, MHP_CLIENT_CERT, MHP_CLIENT_KEY) are how the bridge
 // reaches https:// devices and the directory. Without --policy the host policy is
-// enabled with every other flag off: hardware devices (cards not tagged
-// "simulated") are refused for actuation, operator ops are not listed.
+// enabled with every other flag off: hardware devices are refused for
+// actuation (a device is simulated only when the host says so: the fleet,
+// or --simulated NAME for a named target; never from the device's own
+// tags), operator ops are not listed. SIGINT and SIGTERM end the bridge and
+// release its leases.
 // MHP_MCP_ENABLED=0|1 overrides the policy's enabled flag for one process.
 //
 // --operator-token-file F gives the bridge the devices' operator token (mhp
@@ -43,6 +46,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,13 +64,19 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM (systemd, docker stop, kill) ends the bridge as SIGINT does:
+	// the deferred Close releases every lease instead of leaving them to
+	// their ttl.
+	ctx, stop := signal.NotifyContext(context.Background(), shutdownSignals...)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "mhp-mcp:", err)
 		os.Exit(1)
 	}
 }
+
+// shutdownSignals end the bridge (its leases released on the way out).
+var shutdownSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 
 type origins []string
 
@@ -96,6 +106,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	home := fs.String("home", "", "the host's home with fleet.yaml and devices/ (default $MHP_HOME or ~/.mhp); used without targets")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
+	sessionIdle := fs.Duration("session-idle", mcpbridge.DefaultSessionIdle, "over HTTP, release an MCP session's device leases once it shows no life "+
+		"(no request, no open stream) for this long; a client that vanished without DELETE does not keep the devices")
+	var simNames origins
+	fs.Var(&simNames, "simulated", "a named device the host knows to be simulated, so actuated without allow_hardware (repeatable); "+
+		"a device's own tags never count")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mhp-mcp [--policy FILE] [--directory URL | name=target ... | --home DIR] [--http ADDR --token-file F --allow-origin O --insecure]")
 		fs.PrintDefaults()
@@ -154,6 +169,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		policy = p
 	}
+
 	switch v := os.Getenv("MHP_MCP_ENABLED"); v { // one process's override (seed 001)
 	case "":
 	case "0":
@@ -162,6 +178,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		policy.Enabled = true
 	default:
 		return fmt.Errorf("MHP_MCP_ENABLED=%q: want 0 or 1", v)
+	}
+	for _, w := range policy.Warnings() { // say why at start, not by listing 0 tools
+		fmt.Fprintln(stderr, "mhp-mcp:", w)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if *logFormat == "json" {
@@ -226,14 +245,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// Named targets are the operator's own command line: stdio: may start
 		// their processes. A directory's targets never do (client default).
 		copts.AllowStdio = true
-		n := &mcpbridge.Named{Targets: named, Client: copts}
+		sims := map[string]bool{}
+		for _, s := range simNames {
+			if _, ok := named[s]; !ok {
+				return fmt.Errorf("--simulated %q: no device of that name (give name=target)", s)
+			}
+			sims[s] = true
+		}
+		n := &mcpbridge.Named{Targets: named, Simulated: sims, Client: copts}
 		defer n.Close()
 		finder = n
 	}
 	if opToken != "" && !policy.OperatorTools {
 		fmt.Fprintln(stderr, "mhp-mcp: --operator-token-file is unused: the host policy's operator_tools is off, so mhp_permit is not listed")
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Fleet: fleet, Onboard: iv, Client: copts, Policy: &policy, OperatorToken: opToken})
+	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Fleet: fleet, Onboard: iv, Client: copts, Policy: &policy, OperatorToken: opToken,
+		SessionIdle: *sessionIdle})
 	if err != nil {
 		return err
 	}

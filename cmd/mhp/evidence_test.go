@@ -12,14 +12,17 @@ import (
 	"github.com/openmhp/mhp-go/evidence"
 )
 
+// runEvidenceCLI runs the CLI and returns its exit code, stdout and stderr.
+func runEvidenceCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	a := &app{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	return a.run(context.Background(), args), out.String(), errb.String()
+}
+
 func TestEvidenceVerb(t *testing.T) {
 	dir := t.TempDir()
 	priv, pub := filepath.Join(dir, "k.pem"), filepath.Join(dir, "k.pub")
-	run := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		a := &app{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
-		return a.run(context.Background(), args), out.String(), errb.String()
-	}
+	run := runEvidenceCLI
 	if code, _, e := run("evidence", "keygen", priv, pub); code != exitOK {
 		t.Fatalf("keygen: %d %s", code, e)
 	}
@@ -68,11 +71,7 @@ func TestEvidenceVerb(t *testing.T) {
 func TestEvidenceVerifyTailAndEarlierHead(t *testing.T) {
 	dir := t.TempDir()
 	priv, pub := filepath.Join(dir, "k.pem"), filepath.Join(dir, "k.pub")
-	run := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		a := &app{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
-		return a.run(context.Background(), args), out.String(), errb.String()
-	}
+	run := runEvidenceCLI
 	run("evidence", "keygen", priv, pub)
 	key, _ := evidence.LoadPrivateKey(priv)
 	chain := filepath.Join(dir, "chain")

@@ -8,7 +8,11 @@ import (
 	"testing"
 
 	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/madsci/madscitest"
+	"github.com/openmhp/mhp-go/mqtt/mqtttest"
 	"github.com/openmhp/mhp-go/opcua/opcuatest"
+	"github.com/openmhp/mhp-go/pylabrobot/plrtest"
+	"github.com/openmhp/mhp-go/ros2/rosbridgetest"
 )
 
 // serveFile serves a config file over HTTP in process until cleanup; it
@@ -87,5 +91,86 @@ func TestInitOPCUA(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInitSelfDescribing: `mhp init` of a MADSci node and a PyLabRobot
+// bridge writes the config and its snapshot; the file serves (wire
+// conformance) and, with the backend gone, serves the snapshot and says
+// the backend is down.
+func TestInitSelfDescribing(t *testing.T) {
+	for _, kind := range []string{"madsci", "plr"} {
+		t.Run(kind, func(t *testing.T) {
+			var url string
+			var stop func()
+			switch kind {
+			case "madsci":
+				n := madscitest.New(madscitest.Options{})
+				url, stop = n.URL, n.Close
+			default:
+				b := plrtest.NewBridge()
+				url, stop = b.URL, b.Close
+			}
+			defer stop()
+			dir := t.TempDir()
+			out := filepath.Join(dir, "dev.yaml")
+			r := runCLI(t, "init", kind, url, "-o", out)
+			if r.code != 0 || !strings.Contains(r.stdout, "dev.descriptor.json") {
+				t.Fatalf("init: %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			if v := runCLI(t, "validate", out); v.code != 0 || !strings.Contains(v.stdout, "TODO(integrator): watchdog") {
+				t.Fatalf("validate: %d %s", v.code, v.stdout)
+			}
+			t.Run("up", func(t *testing.T) {
+				u := serveFile(t, out)
+				if c := runCLI(t, "conformance", u); c.code != 0 || !strings.Contains(c.stdout, "0 failed") {
+					t.Errorf("conformance: %d\n%s", c.code, c.stdout)
+				}
+			})
+			stop()
+			u := serveFile(t, out)
+			if l := pingBackend(t, u); l == nil || l.Connected {
+				t.Fatalf("backend %+v with the backend gone", l)
+			}
+			d := runCLI(t, u, "describe", "full", "--json")
+			if d.code != 0 || !strings.Contains(d.stdout, `"approval": "confirm"`) {
+				t.Fatalf("the snapshot is not served: %d %s", d.code, d.stdout)
+			}
+		})
+	}
+}
+
+// TestInitROS2AndMQTT: the files `mhp init` writes for a rosbridge and a
+// broker serve unchanged and pass the wire conformance checks.
+func TestInitROS2AndMQTT(t *testing.T) {
+	robot := rosbridgetest.New(rosbridgetest.Options{})
+	defer robot.Close()
+	robot.AddTopic("/cell/door_closed", "std_msgs/msg/Bool", true)
+	robot.AddService("/arm/home", "std_srvs/srv/Trigger", func(context.Context, *rosbridgetest.Call) (any, error) {
+		return map[string]any{"success": true}, nil
+	})
+	broker, err := mqtttest.NewBroker("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	if err := broker.Publish("lab/oven/signal/temperature", []byte(`{"value": 21.5}`), true, 1); err != nil {
+		t.Fatal(err)
+	}
+	for kind, target := range map[string]string{
+		"ros2": robot.URL(),
+		"mqtt": "mqtt://" + strings.TrimPrefix(broker.Addr(), "tcp://") + "/lab",
+	} {
+		t.Run(kind, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), kind+".yaml")
+			r := runCLI(t, "init", kind, target, "-o", out, "--listen", "300ms")
+			if r.code != 0 || !strings.Contains(r.stdout, "1 signal(s)") {
+				t.Fatalf("init: %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			u := serveFile(t, out)
+			if c := runCLI(t, "conformance", u); c.code != 0 || !strings.Contains(c.stdout, "0 failed") {
+				t.Errorf("conformance: %d\n%s", c.code, c.stdout)
+			}
+		})
 	}
 }

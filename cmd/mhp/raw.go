@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,8 +54,12 @@ func (a *app) rpcCmd(ctx context.Context, target, token string, timeout time.Dur
 	if r.Error != nil {
 		return a.fail(r.Error.Err(), p.has("json"))
 	}
+	// json.Number keeps every digit of the wire's numbers (an int64 beyond
+	// 2^53 printed through a float64 would change).
 	var v any
-	if err := json.Unmarshal(r.Result, &v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(r.Result))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
 		fmt.Fprintf(a.stdout, "%s\n", r.Result)
 		return exitOK
 	}

@@ -246,15 +246,10 @@ func openTarget(ctx context.Context, target string, simOpts sim.Options, log *sl
 	if err != nil {
 		return nil, nil, err
 	}
-	drv, err := reg.Open(ctx, target)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := drv.Start(ctx); err != nil {
-		drv.Close()
-		return nil, nil, err
-	}
-	return drv, drv.Close, nil
+	// A self-describing backend never reached, with no descriptor cache,
+	// still serves (its identity and link) and adopts its description when
+	// it first connects (adapters.Pending).
+	return reg.OpenDevice(ctx, target, log)
 }
 
 // buildPackage builds a package's device on the bindings its card names: a

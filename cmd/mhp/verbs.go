@@ -216,8 +216,17 @@ func readVerb(ctx context.Context, v *verbCtx) int {
 	if err != nil {
 		return v.fail(err, v.json)
 	}
+	// Every signal unavailable is not a reading: the exit code says so
+	// (the answer is still printed, with the reasons).
+	code := exitOK
+	if len(res.Unavailable) > 0 && len(res.Unavailable) >= len(res.Values) {
+		code = exitRefused
+	}
 	if v.json {
-		return v.printJSON(res)
+		if c := v.printJSON(res); c != exitOK {
+			return c
+		}
+		return code
 	}
 	names := make([]string, 0, len(res.Values))
 	for n := range res.Values {
@@ -235,7 +244,10 @@ func readVerb(ctx context.Context, v *verbCtx) int {
 		}
 		fmt.Fprintf(v.stdout, "%s = %s\n", n, compact(res.Values[n]))
 	}
-	return exitOK
+	if code != exitOK {
+		fmt.Fprintf(v.stderr, "mhp: read: every signal read is unavailable\n")
+	}
+	return code
 }
 
 func writeVerb(ctx context.Context, v *verbCtx) int {

@@ -53,13 +53,28 @@ func estop(ctx context.Context, conn *Conn) error {
 }
 
 // restore resets the device from whichever session may (the lease holder
-// first), and reports a device it could not bring out of estop.
+// first), and reports a device it could not bring out of estop. A device
+// with a watchdog refuses an unleased reset (NotLeased lease_required), and
+// the estop dropped the lease: the session takes the lease, resets and
+// releases it.
 func (c *checker) restore(ctx context.Context, sessions ...*session) string {
 	for _, s := range append(sessions, c.main) {
 		if s == nil {
 			continue
 		}
-		if _, e, err := s.call(ctx, "safety/reset", nil); err == nil && e == nil {
+		_, e, err := s.call(ctx, "safety/reset", nil)
+		if err == nil && e == nil {
+			return ""
+		}
+		if err != nil || e.Code != mhp.CodeNotLeased {
+			continue
+		}
+		if _, ae, aerr := s.call(ctx, "session/acquire", map[string]any{"ttl": 30}); aerr != nil || ae != nil {
+			continue // another client holds it: try the next session
+		}
+		_, e, err = s.call(ctx, "safety/reset", nil)
+		_, _, _ = s.call(ctx, "session/release", nil)
+		if err == nil && e == nil {
 			return ""
 		}
 	}

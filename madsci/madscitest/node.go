@@ -61,6 +61,10 @@ type Options struct {
 	// Addr is the address to listen on ("127.0.0.1:port"), so a test can
 	// bring a node back where an adapter expects it; default a free port.
 	Addr string
+	// ResultSchema is the json_schema the run action declares for its
+	// json result (MADSci wraps the value as {"data": ...}); nil declares
+	// none.
+	ResultSchema map[string]any
 }
 
 // UploadedFile is one file the node received for an action.
@@ -146,7 +150,7 @@ func New(opts Options) *Node {
 		Actions: map[string]madsci.ActionDef{
 			conformance.ActionRun: {Name: conformance.ActionRun, Description: "run for duration_s",
 				Args:    map[string]madsci.ArgDef{"duration_s": arg("duration_s", "float", true, nil)},
-				Results: map[string]madsci.ResultDef{"json_result": {ResultLabel: "json_result", ResultType: "json"}}},
+				Results: map[string]madsci.ResultDef{"json_result": {ResultLabel: "json_result", ResultType: "json", JSONSchema: opts.ResultSchema}}},
 			conformance.ActionQuick:   {Name: conformance.ActionQuick, Description: "quick action"},
 			conformance.ActionMonitor: {Name: conformance.ActionMonitor, Description: "non-blocking monitor", Blocking: &f},
 			conformance.ActionProfile: {Name: conformance.ActionProfile, Args: map[string]madsci.ArgDef{

@@ -466,7 +466,38 @@ func (p *Publisher) drain(ctx context.Context, c mqtt.Client) {
 			p.queue = p.queue[1:]
 		}
 		p.status.Published++
+		// The broker acknowledged: the link is up, whether or not watchLink
+		// has woken to the change yet (under load it had not, and Status
+		// said disconnected after the queue had gone out).
+		up := p.recordLinkLocked(true)
 		p.mu.Unlock()
+		p.logLink(up, true)
+	}
+}
+
+// recordLinkLocked records the broker link as up or down and reports
+// whether that changed it. mu is held.
+func (p *Publisher) recordLinkLocked(up bool) bool {
+	if p.status.Connected == up {
+		return false
+	}
+	p.status.Connected = up
+	p.status.Since = time.Now()
+	if !up {
+		p.status.Outages++
+	}
+	return true
+}
+
+// logLink logs a change of the link that recordLinkLocked reported.
+func (p *Publisher) logLink(changed, up bool) {
+	switch {
+	case !changed:
+	case up:
+		p.log.Info("fleet: broker connected", "broker", p.target.Broker, "device", p.devID)
+	default:
+		p.log.Warn("fleet: broker unreachable; device functions are unaffected, events are queued",
+			"broker", p.target.Broker, "device", p.devID)
 	}
 }
 
@@ -477,25 +508,11 @@ func (p *Publisher) watchLink(ctx context.Context, c mqtt.Client) {
 	first := time.NewTimer(p.cfg.PublishTimeout)
 	defer first.Stop()
 	for {
-		st := c.State()
 		p.mu.Lock()
-		was := p.status.Connected
-		if st.Up != was {
-			p.status.Connected = st.Up
-			p.status.Since = time.Now()
-			if !st.Up {
-				p.status.Outages++
-			}
-		}
+		st := c.State() // read under mu: a drain's "up" cannot be overwritten by an older "down"
+		changed := p.recordLinkLocked(st.Up)
 		p.mu.Unlock()
-		if st.Up != was {
-			if st.Up {
-				p.log.Info("fleet: broker connected", "broker", p.target.Broker, "device", p.devID)
-			} else {
-				p.log.Warn("fleet: broker unreachable; device functions are unaffected, events are queued",
-					"broker", p.target.Broker, "device", p.devID)
-			}
-		}
+		p.logLink(changed, st.Up)
 		select {
 		case <-st.Changed:
 		case <-first.C:

@@ -17,7 +17,9 @@
 //   - LADS-style functional units FU_run and FU_monitor (FunctionalUnitState
 //     with CurrentState/Id in the LADS namespace, Start/Stop/Abort/Clear,
 //     and RunningStateMachine/CurrentState/Id); an estop during a run
-//     leaves the unit Aborted until Clear, as LADS devices do.
+//     leaves the unit Aborted until Clear, as LADS devices do;
+//   - TempControl: a LADS control function (ControlFunctionState,
+//     TargetValue), not a functional unit.
 //
 // Freeze/Thaw hang the server with its sockets open; SetValueLag delays
 // value notifications as a real server's sampling does; the server's
@@ -33,6 +35,7 @@ package opcuatest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -40,6 +43,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gopcua/opcua/id"
@@ -157,13 +161,30 @@ type Options struct {
 	// with Input/OutputArguments, EURange, a custom DataType, a program
 	// template set.
 	Plant bool
+	// MinPublishingInterval makes the server revise a subscription's
+	// publishing interval up to at least this (open62541 1.4 grants
+	// nothing below 100 ms); zero grants what is asked.
+	MinPublishingInterval time.Duration
 }
 
 // Start starts a fake on 127.0.0.1 with a free port.
 func Start(in *conformance.Instrument) (*Server, error) { return StartWith(in, Options{}) }
 
-// StartWith starts a fake with options.
+// StartWith starts a fake with options. The gopcua server binds its own
+// port (it takes no listener), so the free port picked for it may be taken
+// by another process before it binds: a start that lost that race is tried
+// again on a fresh port.
 func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := startWith(in, o)
+		inUse := err != nil && (errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use"))
+		if !inUse || attempt == 5 {
+			return s, err
+		}
+	}
+}
+
+func startWith(in *conformance.Instrument, o Options) (*Server, error) {
 	registerOnce.Do(func() {
 		// LADS is namespace 2 in the fake: StartProgram's Properties decode.
 		ua.RegisterExtensionObject(ua.NewNumericNodeID(2, 5045), new(KeyValue))
@@ -214,6 +235,20 @@ func StartWith(in *conformance.Instrument, o Options) (*Server, error) {
 	}
 	s.srv.RegisterHandler(id.WriteRequest_Encoding_DefaultBinary, s.handleWrite)
 	s.srv.RegisterHandler(id.CallRequest_Encoding_DefaultBinary, s.handleCall)
+	if min := float64(o.MinPublishingInterval.Milliseconds()); min > 0 {
+		s.srv.RegisterHandler(id.CreateSubscriptionRequest_Encoding_DefaultBinary, func(sc *uasc.SecureChannel, r ua.Request, reqID uint32) (ua.Response, error) {
+			if req, ok := r.(*ua.CreateSubscriptionRequest); ok && req.RequestedPublishingInterval < min {
+				req.RequestedPublishingInterval = min // gopcua's server grants what the request says
+			}
+			return s.srv.SubscriptionService.CreateSubscription(sc, r, reqID) // set up by Start
+		})
+		s.srv.RegisterHandler(id.ModifySubscriptionRequest_Encoding_DefaultBinary, func(sc *uasc.SecureChannel, r ua.Request, reqID uint32) (ua.Response, error) {
+			if req, ok := r.(*ua.ModifySubscriptionRequest); ok && req.RequestedPublishingInterval < min {
+				req.RequestedPublishingInterval = min
+			}
+			return s.srv.SubscriptionService.ModifySubscription(sc, r, reqID)
+		})
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	if err := s.srv.Start(ctx); err != nil {
@@ -396,6 +431,11 @@ func (s *Server) build() {
 	for _, action := range []string{conformance.ActionRun, conformance.ActionMonitor} {
 		s.buildUnit(root, action)
 	}
+	// A LADS control function (ControlFunctionState, TargetValue), as a
+	// LADS device lists under a unit's FunctionSet: not a functional unit.
+	cf := s.object(root, "TempControl", "TempControl")
+	s.object(cf, "ControlFunctionState", "TempControl.ControlFunctionState")
+	s.variable(cf, "TargetValue", "TempControl.TargetValue", id.Double, 3, func() *ua.DataValue { return good(37.0) })
 	s.buildProgram(root)
 }
 
@@ -687,7 +727,12 @@ func (s *Server) handleCall(sc *uasc.SecureChannel, r ua.Request, reqID uint32) 
 			w, running := u.work, u.state == 5099
 			s.mu.Unlock()
 			if !running || w == nil {
-				return status(ua.StatusBadInvalidState), nil
+				return status(ua.StatusBadInvalidState), nil // already Stopped or Aborted, as LADS units answer
+			}
+			if key == prefix+"Abort" {
+				s.mu.Lock()
+				u.estopped = true // Abort ends Aborting -> Aborted, until Clear
+				s.mu.Unlock()
 			}
 			w.Cancel()
 			return status(ua.StatusOK), nil

@@ -5,7 +5,7 @@
 //
 // Listens on 127.0.0.1:<port>, security None and Basic256Sha256
 // SignAndEncrypt, anonymous or user "mhp" / password "secret"; prints
-// "READY <port>" once serving. Address space (namespace "urn:mhp:testserver",
+// "READY <port> <bound addresses>" once serving. Address space (namespace "urn:mhp:testserver",
 // string ids):
 //
 //   Plant.Temperature   Double, read only, changes on Control.SetTemperature
@@ -37,11 +37,28 @@
 //   Stop -> Stopping -> Stopped; Abort -> Aborting -> Aborted (then Clear
 //   happens by itself after 300 ms); Clear: Aborted -> Clearing -> Stopped.
 //   Start when not Stopped: BadInvalidState.
+import net from "node:net";
 import path from "node:path";
 import {
     OPCUAServer, OPCUACertificateManager, nodesets, DataType, Variant, StatusCodes,
     SecurityPolicy, MessageSecurityMode, NodeId, LocalizedText, coerceNodeId, standardUnits,
 } from "node-opcua";
+
+// Loopback only, whatever node-opcua does with hostname (older releases
+// named 127.0.0.1 in the endpoints but listened on every interface): every
+// TCP listen of this process is bound to 127.0.0.1, and READY lists the
+// bound addresses so that the Go side can check.
+const listening = [];
+const listen = net.Server.prototype.listen;
+net.Server.prototype.listen = function (...args) {
+    const cb = args.find((a) => typeof a === "function");
+    const first = args[0];
+    const opts = typeof first === "object" && first !== null ? { ...first } : { port: Number(first) || 0 };
+    opts.host = "127.0.0.1";
+    delete opts.path;
+    listening.push(this);
+    return cb ? listen.call(this, opts, cb) : listen.call(this, opts);
+};
 
 const port = Number(process.argv[2] || 4840);
 const pki = process.argv[3] || path.join(process.cwd(), "pki");
@@ -252,5 +269,6 @@ method(fus, "Clear", [], [], () => {
 });
 
 await server.start();
-process.stdout.write(`READY ${port}\n`);
+const bound = listening.map((l) => l.address()).filter(Boolean).map((a) => `${a.address}:${a.port}`);
+process.stdout.write(`READY ${port} ${bound.join(",")}\n`);
 process.on("SIGTERM", async () => { await server.shutdown(100); process.exit(0); });

@@ -416,7 +416,9 @@ class Bridge:
             d["kind"] = "keyword_only" if p.kind == p.KEYWORD_ONLY else "positional_or_keyword"
             d["required"] = p.default is inspect.Parameter.empty
             if p.default is not inspect.Parameter.empty:
-                dv = _jsonable(p.default)
+                # An enum default is published by name, as the enum lists
+                # (a value such as 1 would fall outside its own enum).
+                dv = p.default.name if isinstance(p.default, enum.Enum) else _jsonable(p.default)
                 if isinstance(dv, str) and not isinstance(p.default, (str, enum.Enum)):
                     d["default_repr"] = dv
                 else:
@@ -501,7 +503,13 @@ class Bridge:
             out = [self._value(name, item, x, depth + 1) for x in v]
             return tuple(out) if origin is tuple else out
         if _is_resource_class(ann) and isinstance(v, str):
-            return self._resource(name, v)
+            # The class is checked for every resource parameter, not only
+            # inside a Union: a tip rack named for `plate` is refused
+            # before the task starts, nothing moved.
+            r = self._resource(name, v)
+            if inspect.isclass(ann) and not isinstance(r, ann):
+                raise BridgeError(400, f"{name}: {v!r} is a {type(r).__name__}, not {ann.__name__}")
+            return r
         if ann is int and isinstance(v, float) and v.is_integer():
             return int(v)
         if ann is float and isinstance(v, int) and not isinstance(v, bool):

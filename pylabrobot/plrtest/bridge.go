@@ -38,13 +38,14 @@ type Bridge struct {
 
 	srv *httptest.Server
 
-	mu        sync.Mutex
-	desc      pylabrobot.Description
-	tasks     map[string]*bridgeTask
-	forced    map[string]string
-	vanished  bool
-	requests  map[string]int
-	submitted []string
+	mu         sync.Mutex
+	desc       pylabrobot.Description
+	tasks      map[string]*bridgeTask
+	forced     map[string]string
+	vanished   bool
+	pollStatus int // FailPolls: GET /tasks/{id} answers this HTTP status
+	requests   map[string]int
+	submitted  []string
 	// notSetUp is PyLabRobot's setup_finished == false: after stop() every
 	// method but setup fails until setup runs again.
 	notSetUp bool
@@ -145,6 +146,14 @@ func NewBridgeAt(addr string) *Bridge {
 	return b
 }
 
+// FailPolls makes every task poll (GET /tasks/{id}) answer the HTTP status
+// code (a bridge whose handler raises answers 500); 0 answers normally again.
+func (b *Bridge) FailPolls(code int) {
+	b.mu.Lock()
+	b.pollStatus = code
+	b.mu.Unlock()
+}
+
 // Close stops the server and releases every blocked work.
 func (b *Bridge) Close() {
 	b.In.ReleaseAll()
@@ -222,9 +231,14 @@ func (b *Bridge) middleware(h http.Handler) http.Handler {
 			}
 		}
 		b.requests[r.Method+" "+path]++
+		failPoll := b.pollStatus
 		b.mu.Unlock()
 		if gone {
 			dropConn(w)
+			return
+		}
+		if failPoll != 0 && r.Method == http.MethodGet && path == "/tasks/{id}" {
+			reply(w, failPoll, map[string]any{"detail": "Internal Server Error"})
 			return
 		}
 		h.ServeHTTP(w, r)

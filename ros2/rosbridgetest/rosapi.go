@@ -8,10 +8,11 @@ import (
 
 // rosapi answers the rosapi services the fake serves, and reports whether
 // name is one of them for the server's Version:
-//   - /rosapi/topics, /rosapi/topic_type, /rosapi/service_type: every
-//     version; the types are spelled as declared (AddTopic, AddService). An
-//     action server's hidden <action>/_action/send_goal service has type ""
-//     as in rosbridge 2.0.0/2.1.0, whose rosapi omits hidden services
+//   - /rosapi/topics, /rosapi/services, /rosapi/topic_type,
+//     /rosapi/service_type: every version; the types are spelled as declared
+//     (AddTopic, AddService). An action server's hidden
+//     <action>/_action/send_goal service has type "" as in rosbridge
+//     2.0.0/2.1.0, whose rosapi omits hidden services
 //     (Options.HiddenServiceTypes: "<pkg>/action/<Type>_SendGoal");
 //   - /rosapi/action_type ({action} -> {type}): only with
 //     Options.RosapiActionType, as newer rosapi builds serve it;
@@ -68,6 +69,13 @@ func (s *Server) rosapi(name string, args json.RawMessage) (any, bool) {
 			types[i] = s.topics[n].typ
 		}
 		return map[string]any{"topics": names, "types": types}, true
+	case "/rosapi/services": // names, as rosapi lists them (mhp init ros2)
+		names := make([]string, 0, len(s.services))
+		for n := range s.services {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return map[string]any{"services": names}, true
 	case "/rosapi/get_ros_version":
 		if v == Rosbridge011 {
 			return nil, false

@@ -68,6 +68,11 @@ type Options struct {
 	ResetState string
 	// Verbose records every request's method (see Methods).
 	Verbose bool
+	// WatchdogS, when positive, declares a watchdog: as in the reference,
+	// safety/reset then needs the lease (NotLeased lease_required when
+	// nobody holds it), and the estop drops the lease. The fake never trips
+	// the watchdog itself.
+	WatchdogS float64
 }
 
 // Reference is the fake server. It is safe for concurrent use.
@@ -345,6 +350,10 @@ func (r *Reference) dispatch(method string, p map[string]any, client string) (an
 		if h := r.holder(); h != "" && h != client {
 			return nil, refuse(-32030, map[string]any{"holder": h}, "device is leased to another client")
 		}
+		if r.opts.WatchdogS > 0 && r.holder() != client {
+			return nil, refuse(-32030, map[string]any{"reason": "lease_required", "watchdog_s": r.opts.WatchdogS},
+				"this device declares a watchdog: acquire a lease (session/acquire) and keep it renewed before operating it")
+		}
 		r.state = r.opts.ResetState
 		return map[string]any{"state": r.state, "verified": r.opts.ResetVerified}, nil
 	case "session/acquire", "session/renew":
@@ -363,7 +372,7 @@ func (r *Reference) dispatch(method string, p map[string]any, client string) (an
 			return nil, refuse(-32030, map[string]any{"reason": "lease_lost"}, "lease lost")
 		}
 		r.lease, r.leaseTo = client, time.Now().Add(time.Duration(ttl*float64(time.Second)))
-		return map[string]any{"holder": client, "ttl": ttl, "watchdog_s": nil}, nil
+		return map[string]any{"holder": client, "ttl": ttl, "watchdog_s": r.watchdog()}, nil
 	case "session/release":
 		if r.lease == client {
 			r.lease = ""
@@ -375,6 +384,14 @@ func (r *Reference) dispatch(method string, p map[string]any, client string) (an
 		return map[string]any{"holder": h}, nil
 	}
 	return nil, refuse(-32601, nil, "unknown method %s", method)
+}
+
+// watchdog is watchdog_s as the reference answers it (a number or null).
+func (r *Reference) watchdog() any {
+	if r.opts.WatchdogS > 0 {
+		return r.opts.WatchdogS
+	}
+	return nil
 }
 
 func (r *Reference) holder() string {
@@ -408,7 +425,7 @@ func (r *Reference) initialize(p map[string]any, client string) (any, *rpcError)
 		"protocolVersion": v,
 		"device":          map[string]any{"id": d["id"], "class": d["class"], "make": d["make"], "model": d["model"]},
 		"capabilities": map[string]any{"signals": true, "settings": true, "actions": true, "methods": false,
-			"subscribe": true, "lease": true, "estop": true, "watchdog_s": nil, "resources": false},
+			"subscribe": true, "lease": true, "estop": true, "watchdog_s": r.watchdog(), "resources": false},
 		"session": client,
 	}, nil
 }

@@ -219,7 +219,7 @@ class BridgeTest(unittest.TestCase):
         self.assertEqual(p["flow_rate"]["type"], "number")
         self.assertEqual(p["mode"]["type"], "string")
         self.assertEqual(p["mode"]["enum"], ["FAST", "SLOW"])
-        self.assertEqual(p["mode"]["default"], "fast")
+        self.assertEqual(p["mode"]["default"], "FAST", "an enum default is published by name, as the enum lists")
         self.assertEqual(p["blow_out"], {**p["blow_out"], "type": "boolean", "default": False})
         shake = next(m for m in d["methods"] if m["name"] == "shake")
         sp = {x["name"]: x for x in shake["params"]}
@@ -307,6 +307,23 @@ class BridgeTest(unittest.TestCase):
         t = self.terminal(self.b.submit("move_to", {"to": {"x": 1, "y": 2, "z": 3}, "via": None})["id"])
         self.assertEqual(t["status"], "done", t)
         self.assertEqual(self.m.calls[-1], ("move_to", ("Coordinate", {"x": 1, "y": 2, "z": 3}), None))
+
+    def test_resource_class_checked_outside_union(self) -> None:
+        # Before the fix only Union members were checked: a tip spot named
+        # for a Well parameter reached the machine.
+        with self.assertRaises(plrbridge.BridgeError) as e:
+            self.b.submit("aspirate", {"resources": ["tips_A1"], "vols": [1]})
+        self.assertEqual(e.exception.status, 400)
+        self.assertIn("is a TipSpot, not Well", str(e.exception))
+        with self.assertRaises(plrbridge.BridgeError) as e:
+            self.b.submit("pick_up_tips", {"tip_spot": "plate_well_A1"})
+        self.assertIn("is a Well, not TipSpot", str(e.exception))
+        self.assertEqual(self.m.calls, [], "a task with a resource of the wrong class ran")
+
+    def test_enum_default_published_by_name(self) -> None:
+        d = {m["name"]: m for m in self.b.describe()["methods"]}
+        mode = {x["name"]: x for x in d["aspirate"]["params"]}["mode"]
+        self.assertIn(mode["default"], mode["enum"], "the default falls outside its own enum")
 
     def test_failed_carries_message(self) -> None:
         t = self.terminal(self.b.submit("explode", {"code": 7})["id"])
