@@ -74,11 +74,11 @@ func measureEvidence(_ context.Context, o Options) (Row, error) {
 	n := o.n(20000)
 	var added []float64
 	for r := 0; r < o.Rounds; r++ {
-		tb, err := timeN(n, wr(bare))
+		tb, err := cpuN(n, wr(bare))
 		if err != nil {
 			return Row{}, err
 		}
-		te, err := timeN(n, wr(ev))
+		te, err := cpuN(n, wr(ev))
 		if err != nil {
 			return Row{}, err
 		}
@@ -89,7 +89,7 @@ func measureEvidence(_ context.Context, o Options) (Row, error) {
 	return Row{
 		What:     "evidence receipt in process (settings/write, SyncNever)",
 		Baseline: fmt.Sprintf("bare write, %.0f allocs", ab),
-		Now:      fmt.Sprintf("+%s us, +%.0f allocs", spread(added, "%.1f"), ae-ab),
+		Now:      fmt.Sprintf("+%s us CPU, +%.0f allocs", spread(added, "%.1f"), ae-ab),
 		Goal:     "<= +5 us, <= +15 allocs",
 		Met:      ptr(median(added) <= 5 && ae-ab <= 15),
 	}, nil
