@@ -196,6 +196,11 @@ func New(cfg Config) (*Bridge, error) {
 		cfg.OperatorDial = func(ctx context.Context, target string) (*client.Device, error) {
 			return client.Dial(ctx, target, opts)
 		}
+		if f := cfg.Fleet; f != nil { // a hosted device: an in-process operator connection
+			cfg.OperatorDial = func(ctx context.Context, target string) (*client.Device, error) {
+				return f.DialWith(ctx, target, opts)
+			}
+		}
 	}
 	if cfg.Updates <= 0 {
 		cfg.Updates = 256
