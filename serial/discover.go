@@ -253,7 +253,8 @@ func (p *prober) ask(ctx context.Context, cmd string) (string, error) {
 	chunk := make([]byte, 128)
 	for {
 		if i := bytes.Index(buf, end); i >= 0 {
-			if text := string(bytes.TrimSpace(buf[:i])); text != "" {
+			// An echo of the command (a port not in raw mode) is not its reply.
+			if text := string(bytes.TrimSpace(buf[:i])); text != "" && text != cmd {
 				return text, nil
 			}
 			buf = buf[i+len(end):]

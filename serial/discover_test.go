@@ -316,3 +316,21 @@ func TestTemplatesAreTheShippedFiles(t *testing.T) {
 		}
 	}
 }
+
+// echoing is an instrument behind a port that echoes every command (a
+// line not in raw mode) before the instrument's reply.
+type echoing struct{ serialtest.Protocol }
+
+func (e echoing) Handle(cmd string) ([]byte, bool) {
+	reply, ok := e.Protocol.Handle(cmd)
+	_ = ok
+	return append([]byte(cmd+"\r\n"), reply...), true
+}
+
+func TestDiscoverIgnoresAnEcho(t *testing.T) {
+	fake := serialtest.New(t, echoing{serialtest.NewHotplate()}, serialtest.Options{})
+	cfg, _, err := mhpserial.Discover(context.Background(), fake.Path(), discoverOpts(t.TempDir(), map[string]string{"profile": "namur"}))
+	if err != nil || cfg.Device.Model != "C-MAG HS7" {
+		t.Fatalf("Discover behind an echo: model %q, %v; want the plate's IN_NAME", cfg.Device.Model, err)
+	}
+}
