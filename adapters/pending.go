@@ -35,14 +35,34 @@ func NeverReached(err error) error { return &NeverReachedError{Err: err} }
 // answers. Any other error is Open's. The device is started; close it
 // with the returned func.
 func (r *Registry) OpenDevice(ctx context.Context, path string, log *slog.Logger) (mhp.Device, func() error, error) {
+	return r.OpenDeviceRefined(ctx, path, Refinement{}, log)
+}
+
+// Refinement is how a caller (a device package) edits the bindings of an
+// adapter config it serves.
+type Refinement struct {
+	// Bindings edits the adapter's generated bindings before the driver is
+	// built, as [Registry.OpenRefined]'s refine; nil keeps them.
+	Bindings func(*binding.Config) error
+	// Identity edits the identity-only bindings of a [Pending] device
+	// (device, notes, instructions, physical: there are no items to refine
+	// yet); nil keeps the config's own.
+	Identity func(*binding.Config) error
+}
+
+// OpenDeviceRefined is OpenDevice with ref applied: the adapter's driver,
+// now or when the backend is first reached, is built with ref.Bindings,
+// and the identity-only device served meanwhile with ref.Identity.
+func (r *Registry) OpenDeviceRefined(ctx context.Context, path string, ref Refinement, log *slog.Logger) (mhp.Device, func() error, error) {
 	src, err := ReadSource(path)
 	if err != nil {
 		return nil, nil, err
 	}
+	src.Refine = ref.Bindings
 	drv, err := r.Build(ctx, src)
 	var never *NeverReachedError
 	if errors.As(err, &never) {
-		p, err := NewPending(src, never, func(ctx context.Context) (*binding.Driver, error) { return r.Build(ctx, src) }, log)
+		p, err := newPending(src, never, func(ctx context.Context) (*binding.Driver, error) { return r.Build(ctx, src) }, ref.Identity, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -87,6 +107,10 @@ type Pending struct {
 // NewPending starts the identity-only device of src (never is why the
 // backend could not be described) and the retries of build.
 func NewPending(src Source, never error, build func(context.Context) (*binding.Driver, error), log *slog.Logger) (*Pending, error) {
+	return newPending(src, never, build, nil, log)
+}
+
+func newPending(src Source, never error, build func(context.Context) (*binding.Driver, error), identity func(*binding.Config) error, log *slog.Logger) (*Pending, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -99,6 +123,11 @@ func NewPending(src Source, never error, build func(context.Context) (*binding.D
 	}
 	var bc binding.Config
 	head.Common.Apply(&bc)
+	if identity != nil {
+		if err := identity(&bc); err != nil {
+			return nil, fmt.Errorf("%s: %w", src.Path, err)
+		}
+	}
 	bc.Safety.Interlocks = nil // they name the backend's signals, not known yet
 	bc.Safety.EStop = false
 	bc.Logger = log
@@ -380,3 +409,7 @@ func (p *Pending) EndSession(ctx context.Context) {
 	d, _ := p.device()
 	d.EndSession(ctx)
 }
+
+// Start implements the start of a served device: a Pending device is
+// started when made (its retries run from then on), so Start does nothing.
+func (p *Pending) Start(ctx context.Context) error { return nil }

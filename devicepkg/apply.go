@@ -42,23 +42,8 @@ func (m *merger) add(file, field, format string, args ...any) {
 // naming no signal, and an example the final parameter shapes refuse.
 func (p *Package) Apply(cfg *binding.Config) error {
 	m := &merger{p: p}
-	if p.Card.ID == "" {
-		m.add(CardFile, "id", "missing: the card needs the device id")
-	}
-	cfg.Device = p.Card.DeviceInfo
-	// Validate refuses a description of MaxDescription characters or more; a
-	// package served unvalidated is cut (a character is at most 4 bytes).
-	cfg.Device.Description = mhp.Truncate(cfg.Device.Description, 4*MaxDescription)
-	if p.Instructions != "" {
-		cfg.Instructions = mhp.Truncate(p.Instructions, MaxInstructions)
-	}
+	p.applyIdentity(cfg, m)
 	d := p.Descriptor
-	if d.Device.Notes != "" {
-		cfg.Notes = boundNotes(d.Device.Notes)
-	}
-	if d.Physical != nil {
-		cfg.Physical = d.Physical
-	}
 	signals := map[string]int{}
 	for i, s := range cfg.Signals {
 		signals[s.Spec.Name] = i
@@ -410,4 +395,36 @@ func union(a, b []string) []string {
 		}
 	}
 	return out
+}
+
+// ApplyIdentity merges only the package's identity over cfg: the card's
+// device info, the instructions, the device notes and the physical
+// description, not the items (for bindings that have none yet, such as
+// those of an adapter whose backend was never reached).
+func (p *Package) ApplyIdentity(cfg *binding.Config) error {
+	m := &merger{p: p}
+	p.applyIdentity(cfg, m)
+	if len(m.probs) > 0 {
+		return m.probs
+	}
+	return nil
+}
+
+func (p *Package) applyIdentity(cfg *binding.Config, m *merger) {
+	if p.Card.ID == "" {
+		m.add(CardFile, "id", "missing: the card needs the device id")
+	}
+	cfg.Device = p.Card.DeviceInfo
+	// Validate refuses a description of MaxDescription characters or more; a
+	// package served unvalidated is cut (a character is at most 4 bytes).
+	cfg.Device.Description = mhp.Truncate(cfg.Device.Description, 4*MaxDescription)
+	if p.Instructions != "" {
+		cfg.Instructions = mhp.Truncate(p.Instructions, MaxInstructions)
+	}
+	if n := p.Descriptor.Device.Notes; n != "" {
+		cfg.Notes = boundNotes(n)
+	}
+	if p.Descriptor.Physical != nil {
+		cfg.Physical = p.Descriptor.Physical
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/examples/sim"
@@ -144,11 +145,20 @@ func (f *Fleet) build(ctx context.Context, target string) (Device, func() error,
 		if f.cfg.Registry == nil {
 			return nil, nil, fmt.Errorf("adapter config files cannot be hosted here (no adapter registry)")
 		}
-		drv, err := f.cfg.Registry.Open(ctx, f.abs(strings.TrimPrefix(target, prefixConfig)))
+		// Started here: a self-describing backend never reached serves
+		// pending (adapters.Pending) and adopts its description later.
+		dev, closeDev, err := f.cfg.Registry.OpenDevice(ctx, f.abs(strings.TrimPrefix(target, prefixConfig)), f.cfg.Logger)
 		if err != nil {
 			return nil, nil, err
 		}
-		return drv, drv.Close, nil
+		switch d := dev.(type) {
+		case *binding.Driver:
+			return startedDriver{d}, closeDev, nil
+		case *adapters.Pending:
+			return d, closeDev, nil
+		}
+		closeDev()
+		return nil, nil, fmt.Errorf("%s: the adapter served a %T", mhp.Truncate(target, 200), dev)
 	}
 	twin := strings.HasPrefix(target, prefixTwin)
 	dir := f.abs(strings.TrimPrefix(strings.TrimPrefix(target, prefixTwin), prefixPackage))
@@ -156,11 +166,11 @@ func (f *Fleet) build(ctx context.Context, target string) (Device, func() error,
 	if err != nil {
 		return nil, nil, err
 	}
-	var dev *devicepkg.Device
+	var dev Device
 	if twin {
 		dev, err = f.buildTwin(pkg)
 	} else {
-		dev, err = f.BuildPackage(ctx, pkg)
+		dev, err = OpenPackage(ctx, pkg, f.cfg) // a backend never reached serves pending
 	}
 	if err != nil {
 		pkg.Close()
@@ -192,19 +202,11 @@ func BuildPackage(ctx context.Context, pkg *devicepkg.Package, cfg Config) (*dev
 	if manual.IsDriver(d) { // operated by a person: bindings from descriptor.yaml + manual.yaml
 		return manual.Build(pkg, manual.Options{Logger: cfg.Logger})
 	}
-	file, err := pkg.DriverFile() // inside the package, no symlink out
+	file, err := adapterFile(pkg, cfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Registry == nil {
-		return nil, fmt.Errorf("%s: driver %q is an adapter config, and no adapter registry is linked here", pkg.Card.ID, d)
-	}
-	drv, err := cfg.Registry.OpenRefined(ctx, file, func(bc *binding.Config) error {
-		if cfg.Logger != nil {
-			bc.Logger = cfg.Logger
-		}
-		return pkg.Apply(bc)
-	})
+	drv, err := cfg.Registry.OpenRefined(ctx, file, packageRefine(pkg, cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -230,7 +230,9 @@ func openTarget(ctx context.Context, target string, simOpts sim.Options, log *sl
 		if err != nil {
 			return nil, nil, err
 		}
-		dev, err := buildPackage(ctx, pkg, simOpts, log)
+		// A package on an adapter config whose backend was never reached
+		// still serves, and adopts the description when it connects.
+		dev, err := openPackage(ctx, pkg, simOpts, log)
 		if err != nil {
 			pkg.Close()
 			return nil, nil, err
@@ -262,6 +264,16 @@ func buildPackage(ctx context.Context, pkg *devicepkg.Package, simOpts sim.Optio
 		return nil, err
 	}
 	return host.BuildPackage(ctx, pkg, host.Config{Registry: reg, Sim: simOpts, Logger: log})
+}
+
+// openPackage is buildPackage for serving (host.OpenPackage): the caller
+// Starts the device.
+func openPackage(ctx context.Context, pkg *devicepkg.Package, simOpts sim.Options, log *slog.Logger) (host.Device, error) {
+	reg, err := newRegistry()
+	if err != nil {
+		return nil, err
+	}
+	return host.OpenPackage(ctx, pkg, host.Config{Registry: reg, Sim: simOpts, Logger: log})
 }
 
 func startDriver(ctx context.Context, cfg binding.Config) (mhp.Device, func() error, error) {
