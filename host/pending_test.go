@@ -2,9 +2,6 @@ package host
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +21,10 @@ import (
 // when the node comes up they adopt its description, the package's with
 // its narrower limit.
 func TestFleetHostsAPackageBeforeItsBackendWasReached(t *testing.T) {
-	addr := lowClosedPort(t)
+	addr, err := madscitest.LaterAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	files := map[string]string{
 		"node.yaml": "adapter: madsci\ndevice: {id: reader-01, class: plate_reader}\nnode_url: http://" + addr + "\n" +
@@ -93,22 +93,4 @@ func TestFleetHostsAPackageBeforeItsBackendWasReached(t *testing.T) {
 	if desc.ID != "reader-02" || desc.Notes != "Bench reader." || len(desc.Resources) == 0 {
 		t.Fatalf("adopted package describes %q notes %q resources %v", desc.ID, desc.Notes, desc.Resources)
 	}
-}
-
-// lowClosedPort returns an address nothing listens on, below the ephemeral
-// range (32768+) that the other tests' 127.0.0.1:0 listeners draw from, so
-// no other listener takes it before the test's own backend comes up there.
-func lowClosedPort(t *testing.T) string {
-	t.Helper()
-	for i := 0; i < 100; i++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return addr
-	}
-	t.Fatal("no free port in 20000-29999")
-	return ""
 }

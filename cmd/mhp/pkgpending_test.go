@@ -2,9 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,7 +40,10 @@ func writeMadsciPackage(t *testing.T, addr string) string {
 // ping, refuses actuation not_started, and adopts the node's description
 // with the package's narrower limit when the node comes up.
 func TestServePackageBeforeItsBackendWasReached(t *testing.T) {
-	addr := lowClosedPort(t)
+	addr, err := madscitest.LaterAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
 	url := serveFile(t, writeMadsciPackage(t, addr))
 	if l := pingBackend(t, url); l == nil || l.Connected || !strings.Contains(l.Error, "never reached") {
 		t.Fatalf("ping says the backend is %+v", l)
@@ -94,22 +94,4 @@ func TestServePackageBeforeItsBackendWasReached(t *testing.T) {
 	if r := runCLI(t, url, "write", "setpoint", "40", "--json"); r.code != 0 {
 		t.Fatalf("40 is within the package's limits: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-}
-
-// lowClosedPort returns an address nothing listens on, below the ephemeral
-// range (32768+) that the other tests' 127.0.0.1:0 listeners draw from, so
-// no other listener takes it before the test's own backend comes up there.
-func lowClosedPort(t *testing.T) string {
-	t.Helper()
-	for i := 0; i < 100; i++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return addr
-	}
-	t.Fatal("no free port in 20000-29999")
-	return ""
 }
