@@ -108,4 +108,5 @@ func TestEveryAdapterHasTheShape(t *testing.T) {
 	discoverShape[sila2.Config, sila2.DiscoverOptions]{sila2.Kind, sila2.Discover, sila2.Register}.check(t)
 	discoverShape[ros2.Config, ros2.DiscoverOptions]{ros2.Kind, ros2.Discover, ros2.Register}.check(t)
 	discoverShape[mqtt.Config, mqtt.DiscoverOptions]{mqtt.Kind, mqtt.Discover, mqtt.Register}.check(t)
+	discoverShape[serial.Config, serial.DiscoverOptions]{serial.Kind, serial.Discover, serial.Register}.check(t)
 }

@@ -18,9 +18,15 @@ func (d *Device) Call(ctx context.Context, method string, params, out any) error
 	if d.conn != nil {
 		return d.conn.call(ctx, method, params, out)
 	}
-	fn, ok := mhp.WireExtensions(d.base)[method]
+	base := mhp.Device(d.base)
+	if p, isInproc := d.base.(*inproc); isInproc {
+		// The session view hides the device's extensions: look them up on
+		// the device itself and call them as this connection's session.
+		base, ctx = p.raw, mhp.WithSession(ctx, p.session)
+	}
+	fn, ok := mhp.WireExtensions(base)[method]
 	if !ok && d.opts.OperatorToken != "" {
-		fn, ok = mhp.OperatorExtensions(d.base)[method]
+		fn, ok = mhp.OperatorExtensions(base)[method]
 	}
 	if !ok {
 		return mhp.Errorf(mhp.CodeMethodNotFound, "method %q not found", method).With(mhp.DataMethod, method)

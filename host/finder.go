@@ -89,7 +89,15 @@ func (f *Fleet) ping(ctx context.Context, target string) (mhp.DeviceState, error
 // an operator token: it is the model's connection.
 func (f *Fleet) Dial(ctx context.Context, target string) (*client.Device, error) {
 	opts := f.cfg.Client
-	opts.AllowStdio, opts.OperatorToken = false, ""
+	opts.OperatorToken = ""
+	return f.DialWith(ctx, target, opts)
+}
+
+// DialWith is Dial with the caller's client options: the operator's
+// connection (mhp_operator, mhp_permit) passes its operator token, which
+// an in-process connection honours as the transport would.
+func (f *Fleet) DialWith(ctx context.Context, target string, opts client.Options) (*client.Device, error) {
+	opts.AllowStdio = false
 	if IsHosted(target) {
 		dev, err := f.Hosted(ctx, target)
 		if err != nil {

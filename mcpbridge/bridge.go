@@ -157,6 +157,7 @@ type Bridge struct {
 	pending  map[string]time.Time // confirmation nonces not yet answered, with expiry
 	streams  map[string]int       // open GET streams by MCP session id
 	done     chan struct{}        // closed by Close: stops the idle watcher
+	closing  sync.WaitGroup       // sessions closing because their MCP session ended
 
 	runner *script.Runner // mhp_run: concurrency cap, memory budget, bounded timeouts
 }
@@ -195,6 +196,11 @@ func New(cfg Config) (*Bridge, error) {
 		opts.OperatorToken = cfg.OperatorToken
 		cfg.OperatorDial = func(ctx context.Context, target string) (*client.Device, error) {
 			return client.Dial(ctx, target, opts)
+		}
+		if f := cfg.Fleet; f != nil { // a hosted device: an in-process operator connection
+			cfg.OperatorDial = func(ctx context.Context, target string) (*client.Device, error) {
+				return f.DialWith(ctx, target, opts)
+			}
 		}
 	}
 	if cfg.Updates <= 0 {
@@ -305,6 +311,10 @@ func (b *Bridge) Close() error {
 	for _, s := range b.allSessions() {
 		errs = append(errs, s.close())
 	}
+	// Sessions whose MCP session ended just before (a signal ends the
+	// stream first) release their leases before Close returns and the
+	// process exits.
+	b.closing.Wait()
 	return errors.Join(errs...)
 }
 

@@ -209,3 +209,40 @@ func TestOnboardingInterview(t *testing.T) {
 		t.Fatalf("second unit: %v", body["id"])
 	}
 }
+
+// A manual package hosted by the fleet takes the operator's answers through
+// mhp_operator: the operator's connection is in process, with the token.
+func TestFleetHostedManualDeviceTakesOperatorAnswers(t *testing.T) {
+	home := t.TempDir()
+	f, err := host.Open(host.Config{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	dir := filepath.Join(home, host.DevicesDir, "ph-meter-01")
+	os.MkdirAll(dir, 0o700)
+	os.WriteFile(filepath.Join(dir, "DEVICE.md"), []byte("---\nid: ph-meter-01\nclass: ph_meter\ndescription: A benchtop pH meter read by a person.\n"+
+		"driver: manual\n---\n\n# ph-meter-01\n\nRead the display.\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "descriptor.yaml"), []byte("signals:\n  - {name: ph, type: number}\n"), 0o600)
+	e, err := f.Prepare(context.Background(), "ph-meter-01", host.AddOptions{})
+	if err == nil {
+		_, err = f.Commit(e)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mcpbridge.Policy{Enabled: true, AllowHardware: true, OperatorTools: true}
+	b, err := mcpbridge.New(mcpbridge.Config{Fleet: f, Policy: &p, OperatorToken: "operator-token-0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	cs := session(t, b, nil)
+	if res, body := mustCall(t, cs, "mhp_operator", map[string]any{"device": "ph-meter-01", "op": "record", "signal": "ph", "value": 7.2}); res.IsError {
+		t.Fatalf("record: %v", body)
+	}
+	res, body := mustCall(t, cs, "mhp_read", map[string]any{"device": "ph-meter-01", "names": []string{"ph"}})
+	if res.IsError || !strings.Contains(jsonOf(body), "7.2") {
+		t.Fatalf("read after the operator recorded: %v", body)
+	}
+}

@@ -31,6 +31,9 @@ func Load(src adapters.Source) (Config, error) {
 // Register adds the "serial" kind to r: [Load] the file, then [New] with
 // the file's [adapters.Source.Refine] and the real serial port.
 func Register(r *adapters.Registry) error {
+	if err := r.RegisterDiscovery(Kind, discoveryEntry); err != nil { // mhp init serial (discover.go)
+		return err
+	}
 	return r.Register(Kind, func(ctx context.Context, src adapters.Source) (*binding.Driver, error) {
 		cfg, err := Load(src)
 		if err != nil {

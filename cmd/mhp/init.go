@@ -19,7 +19,7 @@ var (
 	initFlags = flagSpec{"o": true, "output": true, "force": false, "depth": true, "include": true, "exclude": true,
 		"listen": true, "id": true}
 	adapterFlags = flagSpec{"root": true, "security-policy": true, "username": true, "password-env": true,
-		"server-certificate": true, "ca": true, "pin": true, "plaintext": false}
+		"server-certificate": true, "ca": true, "pin": true, "plaintext": false, "baud": true, "profile": true}
 )
 
 const initUsage = `init: usage: mhp init KIND TARGET [-o FILE] [--force] [--id ID] [--depth N] [--include P,...] [--exclude P,...] [--listen D]
@@ -28,6 +28,7 @@ const initUsage = `init: usage: mhp init KIND TARGET [-o FILE] [--force] [--id I
       ros2 ws://HOST:9090            mqtt mqtt://BROKER[:PORT][/PREFIX] [--listen 10s]
       sila2 HOST:PORT [--ca FILE | --pin SHA256 | --plaintext]
       madsci http://HOST:2000        plr http://HOST:5050
+      serial /dev/ttyUSB0 [--profile namur|mtsics|ne1000] [--baud 9600]
     Without -o the config goes to stdout (and the descriptor snapshot is not written).`
 
 // initCmd runs `mhp init KIND TARGET`: the kind's discovery reads the live
