@@ -148,7 +148,7 @@ func measureDevices(_ context.Context, o Options) (Row, error) {
 	}
 	last, lastBare := dev[len(dev)-1], bare[len(bare)-1]
 	return Row{
-		What:     fmt.Sprintf("%d simulated devices, each on its own HTTP listener, one process (RSS)", n),
+		What: fmt.Sprintf("%d simulated devices, each on its own HTTP listener, one process (RSS)", n),
 		Baseline: fmt.Sprintf("bare net/http listeners %s MB (heap %.0f MB, stacks %.0f MB)", spread(br, "%.0f"),
 			mb(lastBare.heap), mb(lastBare.stack)),
 		Now: fmt.Sprintf("%s MB (%sx; heap %.0f MB, stacks %.0f MB, %d goroutines)", spread(dr, "%.0f"), spread(ratio, "%.2f"),

@@ -74,11 +74,11 @@ func measureEvidence(_ context.Context, o Options) (Row, error) {
 	n := o.n(20000)
 	var added []float64
 	for r := 0; r < o.Rounds; r++ {
-		tb, err := timeN(n, wr(bare))
+		tb, err := cpuN(n, wr(bare))
 		if err != nil {
 			return Row{}, err
 		}
-		te, err := timeN(n, wr(ev))
+		te, err := cpuN(n, wr(ev))
 		if err != nil {
 			return Row{}, err
 		}
@@ -89,7 +89,7 @@ func measureEvidence(_ context.Context, o Options) (Row, error) {
 	return Row{
 		What:     "evidence receipt in process (settings/write, SyncNever)",
 		Baseline: fmt.Sprintf("bare write, %.0f allocs", ab),
-		Now:      fmt.Sprintf("+%s us, +%.0f allocs", spread(added, "%.1f"), ae-ab),
+		Now:      fmt.Sprintf("+%s us CPU, +%.0f allocs", spread(added, "%.1f"), ae-ab),
 		Goal:     "<= +5 us, <= +15 allocs",
 		Met:      ptr(median(added) <= 5 && ae-ab <= 15),
 	}, nil
@@ -258,12 +258,12 @@ func measureDirectory(_ context.Context, o Options) (Row, error) {
 	}
 	var sUs, bUs, ratio []float64
 	for r := 0; r < o.Rounds; r++ {
-		ns, nb := o.n(2000), o.n(100)
-		ts, err := timeN(ns, search(small))
+		ns, nb := o.n(5000), o.n(500)
+		ts, err := cpuN(ns, search(small))
 		if err != nil {
 			return Row{}, err
 		}
-		tb, err := timeN(nb, search(big))
+		tb, err := cpuN(nb, search(big))
 		if err != nil {
 			return Row{}, err
 		}
@@ -272,8 +272,8 @@ func measureDirectory(_ context.Context, o Options) (Row, error) {
 	}
 	return Row{
 		What:     "directory search (top 3, class filter)",
-		Baseline: "2,000 cards " + spread(sUs, "%.0f") + " us",
-		Now:      fmt.Sprintf("100,000 cards %s us, %sx for 50x the cards", spread(bUs, "%.0f"), spread(ratio, "%.1f")),
+		Baseline: "2,000 cards " + spread(sUs, "%.0f") + " us CPU",
+		Now:      fmt.Sprintf("100,000 cards %s us CPU, %sx for 50x the cards", spread(bUs, "%.0f"), spread(ratio, "%.1f")),
 		Goal:     "100,000 cards <= 1000 us, growth at most linear (<= 50x)",
 		Met:      ptr(median(bUs) <= 1000 && median(ratio) <= 50),
 	}, nil

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -116,6 +117,9 @@ func (c *httpConn) post(ctx context.Context, method string, params, out any) err
 		var he *auth.HandshakeError
 		if errors.As(auth.ExplainTLS(err), &he) { // refused in the handshake: nothing was sent
 			return transportError(method, false, "%s: %v", c.base, he)
+		}
+		if dialFailed(err) { // refused, no route, no such host: nothing was sent
+			return transportError(method, false, "%v", err)
 		}
 		return transportError(method, true, "%v", err)
 	}
@@ -271,4 +275,15 @@ func (c *httpConn) close() error {
 		err = nil
 	}
 	return err
+}
+
+// dialFailed reports an error of making the connection (refused, no
+// route, the name unresolved): the request never left this process.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
 }

@@ -164,3 +164,48 @@ func TestServerAndRemote(t *testing.T) {
 		t.Fatalf("bad state: %v", err)
 	}
 }
+
+// The top n of a ranking (a heap of n, filters applied before scoring) is
+// the first n of the full ranking, with removed and replaced cards gone.
+func TestRankTopNIsThePrefixOfTheFullRanking(t *testing.T) {
+	cards := synthetic(3000)
+	x := directory.NewIndex(cards)
+	for i := 0; i < len(cards); i += 7 {
+		x.Remove(cards[i].ID)
+	}
+	c := cards[10]
+	c.Tags = append(c.Tags, "moved")
+	c.Location = "bay 12"
+	x.Add(c) // replaced: the old card is gone
+	queries := []string{"thermocycler bay 12", "plate reader lab", "door_closed run", "robot arm bay 3 temperature"}
+	filters := []directory.Filter{{}, {Class: "thermocycler"}, {Location: "bay 12"}, {Tags: []string{"lab"}}, {Class: "nope"}}
+	for _, q := range queries {
+		for _, f := range filters {
+			full := x.Rank(q, f, 0)
+			for _, s := range full {
+				if s.Card.ID == cards[7].ID || (f.Class != "" && s.Card.Class != f.Class) ||
+					(f.Location != "" && s.Card.Location != f.Location) {
+					t.Fatalf("%q %+v: %s should not rank", q, f, s.Card.ID)
+				}
+			}
+			for _, n := range []int{1, 3, 10, 50} {
+				top := x.Rank(q, f, n)
+				want := full[:min(n, len(full))]
+				if len(top) != len(want) {
+					t.Fatalf("%q %+v n=%d: %d results, want %d", q, f, n, len(top), len(want))
+				}
+				for i := range top {
+					if top[i].Card.ID != want[i].Card.ID || top[i].Score != want[i].Score {
+						t.Fatalf("%q %+v n=%d #%d: %s %.2f, want %s %.2f", q, f, n, i, top[i].Card.ID, top[i].Score, want[i].Card.ID, want[i].Score)
+					}
+				}
+			}
+			for i := 1; i < len(full); i++ {
+				a, b := full[i-1], full[i]
+				if a.Score < b.Score || (a.Score == b.Score && a.Card.ID > b.Card.ID) {
+					t.Fatalf("%q %+v: not best first at %d: %s %.2f then %s %.2f", q, f, i, a.Card.ID, a.Score, b.Card.ID, b.Score)
+				}
+			}
+		}
+	}
+}

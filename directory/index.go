@@ -8,6 +8,7 @@ package directory
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -66,13 +67,18 @@ type Index struct {
 	lengths  []float32
 	postings map[string][]posting
 	totalLen float64
-	removed  map[int]bool
-	scratch  sync.Pool // *scoreBuf, reused across queries
+	removed  []bool // by doc: replaced or removed
+	nRemoved int
+	// The exact filters' fields as small ids, by doc, so a posting of a
+	// card the filter refuses is skipped before it is scored.
+	classOf, locOf   []int32
+	classIDs, locIDs map[string]int32
+	scratch          sync.Pool // *scoreBuf, reused across queries
 }
 
 // NewIndex builds an index of cards; a later card with the same id replaces an earlier one.
 func NewIndex(cards []Card) *Index {
-	x := &Index{byID: map[string]int{}, postings: map[string][]posting{}, removed: map[int]bool{}}
+	x := &Index{byID: map[string]int{}, postings: map[string][]posting{}, classIDs: map[string]int32{}, locIDs: map[string]int32{}}
 	for _, c := range cards {
 		x.Add(c)
 	}
@@ -92,10 +98,14 @@ func (x *Index) Add(c Card) {
 	defer x.mu.Unlock()
 	if old, ok := x.byID[c.ID]; ok {
 		x.removed[old] = true
+		x.nRemoved++
 		x.totalLen -= float64(x.lengths[old])
 	}
 	doc := int32(len(x.cards))
 	x.cards = append(x.cards, c)
+	x.removed = append(x.removed, false)
+	x.classOf = append(x.classOf, smallID(x.classIDs, c.Class))
+	x.locOf = append(x.locOf, smallID(x.locIDs, c.Location))
 	x.byID[c.ID] = int(doc)
 	tf := map[string]float64{}
 	add := func(text string, w float64) {
@@ -129,6 +139,7 @@ func (x *Index) Remove(id string) bool {
 	}
 	delete(x.byID, id)
 	x.removed[doc] = true
+	x.nRemoved++
 	x.totalLen -= float64(x.lengths[doc])
 	return true
 }
@@ -177,6 +188,7 @@ func (f Filter) match(c *Card) bool {
 type scoreBuf struct {
 	scores  []float64
 	touched []int32
+	heap    []hit
 }
 
 // Scored is a card with its BM25 score.
@@ -213,70 +225,137 @@ func (x *Index) Rank(query string, f Filter, n int) []Scored {
 		}
 		scores := buf.scores[:len(x.cards)]
 		touched := buf.touched[:0]
-		seen := map[string]bool{}
-		for _, t := range terms {
-			if seen[t] {
+		// The exact filters as ids: a posting of a card they refuse is
+		// never scored (the idf still counts every live card).
+		classID, locID := int32(-1), int32(-1)
+		if f.Class != "" {
+			id, ok := x.classIDs[f.Class]
+			if !ok {
+				return nil
+			}
+			classID = id
+		}
+		if f.Location != "" {
+			id, ok := x.locIDs[f.Location]
+			if !ok {
+				return nil
+			}
+			locID = id
+		}
+		for i, t := range terms {
+			if slices.Contains(terms[:i], t) {
 				continue
 			}
-			seen[t] = true
 			plist := x.postings[t]
 			if len(plist) == 0 {
 				continue
 			}
 			df := len(plist)
-			if len(x.removed) > 0 {
+			if x.nRemoved > 0 {
 				df = 0
 				for _, p := range plist {
-					if !x.removed[int(p.doc)] {
+					if !x.removed[p.doc] {
 						df++
 					}
 				}
 			}
 			idf := math.Log(1 + (float64(live)-float64(df)+0.5)/(float64(df)+0.5))
+			// norm = tf(k1+1) / (tf + k1(1-b) + k1 b len/avg)
+			base, perLen := bm25K1*(1-bm25B), bm25K1*bm25B/avg
 			for _, p := range plist {
-				if len(x.removed) > 0 && x.removed[int(p.doc)] {
+				doc := p.doc
+				if (classID >= 0 && x.classOf[doc] != classID) || (locID >= 0 && x.locOf[doc] != locID) ||
+					(x.nRemoved > 0 && x.removed[doc]) {
 					continue
 				}
 				tf := float64(p.tf)
-				norm := tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*float64(x.lengths[p.doc])/avg))
-				if scores[p.doc] == 0 {
-					touched = append(touched, p.doc)
+				norm := tf * (bm25K1 + 1) / (tf + base + perLen*float64(x.lengths[doc]))
+				if scores[doc] == 0 {
+					touched = append(touched, doc)
 				}
-				scores[p.doc] += idf * norm
+				scores[doc] += idf * norm
 			}
 		}
-		better := func(a, b Scored) bool {
-			if a.Score != b.Score {
-				return a.Score > b.Score
-			}
-			return a.Card.ID < b.Card.ID
-		}
-		for _, doc := range touched {
-			sc := scores[doc]
-			scores[doc] = 0
-			c := &x.cards[doc]
-			if !f.match(c) {
-				continue
-			}
-			cand := Scored{Card: *c, Score: math.Round(sc*100) / 100}
-			if n <= 0 || len(out) < n {
-				out = append(out, cand)
-				if n > 0 && len(out) == n {
-					sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
-				}
-				continue
-			}
-			if better(cand, out[n-1]) { // keep the best n, in order
-				i := sort.Search(n, func(i int) bool { return better(cand, out[i]) })
-				copy(out[i+1:], out[i:n-1])
-				out[i] = cand
-			}
-		}
-		buf.touched = touched
-		sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
+		out = x.selectTop(buf, scores, touched, f, n)
 	}
 	if n > 0 && len(out) > n {
 		out = out[:n]
+	}
+	return out
+}
+
+// smallID is the id of value in ids, a new one when it has none.
+func smallID(ids map[string]int32, value string) int32 {
+	id, ok := ids[value]
+	if !ok {
+		id = int32(len(ids))
+		ids[value] = id
+	}
+	return id
+}
+
+// hit is a scored card during selection: its doc and its score.
+type hit struct {
+	doc   int32
+	score float64
+}
+
+// selectTop picks the best n of the touched docs that pass the filter's
+// tags (all of them when n <= 0), best first (ties by id). With n > 0 it
+// keeps a min-heap of n (the worst kept on top): the cost grows with the
+// touched docs, not with a sort of all of them, and only the n kept cards
+// are copied. It clears the scores it reads.
+func (x *Index) selectTop(buf *scoreBuf, scores []float64, touched []int32, f Filter, n int) []Scored {
+	worse := func(a, b hit) bool { // a ranks below b
+		if a.score != b.score {
+			return a.score < b.score
+		}
+		return x.cards[a.doc].ID > x.cards[b.doc].ID
+	}
+	heap := buf.heap[:0]
+	down := func(i int) {
+		for {
+			l, m := 2*i+1, i
+			if l < len(heap) && worse(heap[l], heap[m]) {
+				m = l
+			}
+			if r := l + 1; r < len(heap) && worse(heap[r], heap[m]) {
+				m = r
+			}
+			if m == i {
+				return
+			}
+			heap[i], heap[m] = heap[m], heap[i]
+			i = m
+		}
+	}
+	for _, doc := range touched {
+		h := hit{doc: doc, score: math.Round(scores[doc]*100) / 100}
+		scores[doc] = 0
+		if len(f.Tags) > 0 && !f.match(&x.cards[doc]) {
+			continue
+		}
+		switch {
+		case n <= 0 || len(heap) < n:
+			heap = append(heap, h)
+			for i := len(heap) - 1; i > 0; { // up
+				parent := (i - 1) / 2
+				if !worse(heap[i], heap[parent]) {
+					break
+				}
+				heap[i], heap[parent] = heap[parent], heap[i]
+				i = parent
+			}
+		case worse(heap[0], h):
+			heap[0] = h
+			down(0)
+		}
+	}
+	buf.touched, buf.heap = touched[:0], heap
+	sort.Slice(heap, func(i, j int) bool { return worse(heap[j], heap[i]) })
+	out := make([]Scored, len(heap))
+	for i, h := range heap {
+		out[i] = Scored{Card: x.cards[h.doc], Score: h.score}
 	}
 	return out
 }

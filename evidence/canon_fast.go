@@ -92,6 +92,15 @@ func (p *canonParser) value(out *bytes.Buffer, depth int) error {
 		for p.pos < len(p.in) && bytes.IndexByte([]byte("+-0123456789.eE"), p.in[p.pos]) >= 0 {
 			p.pos++
 		}
+		if text := p.in[start:p.pos]; plainInteger(text) {
+			// Up to 15 digits, no fraction or exponent: exactly a double,
+			// and its canonical form is its own text ("-0" is "0").
+			if string(text) == "-0" {
+				text = text[1:]
+			}
+			out.Write(text)
+			return nil
+		}
 		f, err := strconv.ParseFloat(string(p.in[start:p.pos]), 64)
 		if err != nil || math.IsInf(f, 0) {
 			return p.errf("number %s is not an IEEE 754 double", p.in[start:p.pos])
@@ -284,4 +293,21 @@ func (p *canonParser) object(out *bytes.Buffer, depth int) error {
 	}
 	out.WriteByte('}')
 	return nil
+}
+
+// plainInteger reports whether a JSON number's text is an integer of at most
+// 15 digits with no fraction or exponent (JSON already refuses leading zeros).
+func plainInteger(b []byte) bool {
+	if len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 15 || (len(b) > 1 && b[0] == '0') {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

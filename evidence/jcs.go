@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -103,8 +104,23 @@ func FormatNumber(f float64) string {
 	if f == 0 {
 		return "0" // also -0
 	}
+	if a := math.Abs(f); a >= 1e-6 && a < 1e21 {
+		// Plain notation: the shortest round-trip digits laid out with no
+		// exponent, which is Go's 'f' format at precision -1.
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return formatNumberExp(f)
+}
+
+// formatNumberExp is FormatNumber by the ECMAScript layout rules from the
+// shortest digits; FormatNumber takes it for values outside the plain range
+// (the test checks it agrees with the fast path inside).
+func formatNumberExp(f float64) string {
+	if f == 0 {
+		return "0" // also -0
+	}
 	if f < 0 {
-		return "-" + FormatNumber(-f)
+		return "-" + formatNumberExp(-f)
 	}
 	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddddde±XX
 	mant, expStr, _ := strings.Cut(e, "e")

@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -65,6 +66,34 @@ func TestCanonicalJSON(t *testing.T) {
 	for _, bad := range []string{`{"a":1,"a":2}`, `[1e400]`, "\"\xff\"", `{"a":1} x`} {
 		if _, err := CanonicalJSON([]byte(bad)); err == nil {
 			t.Errorf("CanonicalJSON(%q) accepted", bad)
+		}
+	}
+}
+
+// FormatNumber's plain-notation path agrees with the ECMAScript layout
+// rules applied to the shortest digits, and an integer text passes through
+// the canonicalizer unchanged.
+func TestFormatNumberFastPathAgrees(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(30, 30))
+	vals := []float64{1e-6, 0.000001, 1e-7, 1e20, 1e21, 999999999999999999999, 123.456, 0.1, 5e-324, 1.7976931348623157e308,
+		9007199254740993, 4.35, 0.000123, 100, 1.5, 2e-6, 123456789012345680000}
+	for i := 0; i < 20000; i++ {
+		vals = append(vals, math.Float64frombits(rnd.Uint64()), rnd.Float64()*math.Pow(10, float64(rnd.IntN(44)-22)), float64(rnd.Int64N(1<<53)))
+	}
+	for _, v := range vals {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		for _, f := range []float64{v, -v} {
+			if got, want := FormatNumber(f), formatNumberExp(f); got != want {
+				t.Fatalf("FormatNumber(%v) = %s, the layout rules give %s", f, got, want)
+			}
+		}
+	}
+	for _, c := range []struct{ in, want string }{{`[0,-0,123456789012345,-42,1234567890123456,1.0,1e2]`, `[0,0,123456789012345,-42,1234567890123456,1,100]`}} {
+		got, err := CanonicalJSON([]byte(c.in))
+		if err != nil || string(got) != c.want {
+			t.Fatalf("CanonicalJSON(%s) = %s %v, want %s", c.in, got, err, c.want)
 		}
 	}
 }

@@ -157,6 +157,7 @@ type Bridge struct {
 	pending  map[string]time.Time // confirmation nonces not yet answered, with expiry
 	streams  map[string]int       // open GET streams by MCP session id
 	done     chan struct{}        // closed by Close: stops the idle watcher
+	closing  sync.WaitGroup       // sessions closing because their MCP session ended
 
 	runner *script.Runner // mhp_run: concurrency cap, memory budget, bounded timeouts
 }
@@ -310,6 +311,10 @@ func (b *Bridge) Close() error {
 	for _, s := range b.allSessions() {
 		errs = append(errs, s.close())
 	}
+	// Sessions whose MCP session ended just before (a signal ends the
+	// stream first) release their leases before Close returns and the
+	// process exits.
+	b.closing.Wait()
 	return errors.Join(errs...)
 }
 

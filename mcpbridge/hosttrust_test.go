@@ -48,6 +48,11 @@ func TestSelfTaggedSimulatedGainsNothing(t *testing.T) {
 		if hostSays && (res.IsError || writes != 1) {
 			t.Fatalf("the host's simulated flag did not allow the write: %s", text(res))
 		}
+		_, lab := mustCall(t, cs, "mhp_lab", map[string]any{"op": "list"})
+		devs, _ := lab["devices"].([]any)
+		if len(devs) != 1 || devs[0].(map[string]any)["simulated"] != hostSays {
+			t.Fatalf("mhp_lab list tells the model simulated=%v, want the host's %v", devs, hostSays)
+		}
 	}
 }
 

@@ -272,7 +272,8 @@ func (b *Bridge) lab(ctx context.Context, s *session, req *mcp.CallToolRequest, 
 		out := make([]map[string]any, 0, len(names))
 		for _, n := range names {
 			d := conns[n]
-			entry := map[string]any{"device": n, "leased": d.HoldsLease()}
+			// simulated is the host's word (what the hardware gate reads), not the device's tags.
+			entry := map[string]any{"device": n, "leased": d.HoldsLease(), "simulated": b.simulated(n)}
 			pctx, cancel := context.WithTimeout(ctx, followUp)
 			if p, err := d.Ping(pctx); err == nil {
 				entry["state"] = p.State

@@ -69,8 +69,15 @@ func (b *Bridge) session(req *mcp.CallToolRequest) (*session, error) {
 		_ = ss.Wait()
 		b.mu.Lock()
 		delete(b.sessions, ss)
+		closed := b.closed // Close took it with the others and closes it itself
+		if !closed {
+			b.closing.Add(1) // Close waits for this close (its leases' release)
+		}
 		b.mu.Unlock()
-		s.close()
+		if !closed {
+			s.close()
+			b.closing.Done()
+		}
 	}()
 	return s, nil
 }

@@ -30,8 +30,15 @@ commands:
 // openAdapter fronts the lab with the adapter (TLS pinned); extra is YAML appended to labConfig.
 func openAdapter(t *testing.T, l *lab, extra string) *binding.Driver {
 	t.Helper()
+	return openConfig(t, l, labConfig+extra)
+}
+
+// openConfig fronts the lab with the adapter of the config text, its
+// endpoint and TLS pin added.
+func openConfig(t *testing.T, l *lab, config string) *binding.Driver {
+	t.Helper()
 	tlsLine := fmt.Sprintf("tls: {pin_sha256: %q}\n", l.cert.PinSHA256)
-	text := labConfig + extra + fmt.Sprintf("endpoint: %s\n", l.addr) + tlsLine
+	text := config + fmt.Sprintf("endpoint: %s\n", l.addr) + tlsLine
 	cfg, err := sila2.Load(adapters.Source{Path: "lab.yaml", Data: []byte(text)})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,22 @@ func pattern(n int) []byte {
 	return b
 }
 
+// serveTLS starts srv over TLS with a fresh self-signed certificate,
+// stopped at cleanup.
+func serveTLS(t *testing.T, srv *silatest.Server) *lab {
+	t.Helper()
+	cert, err := silatest.SelfSigned(srv.UUID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := srv.Start(&cert.TLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return &lab{srv: srv, addr: addr, cert: cert}
+}
+
 func TestBinaryTransfer(t *testing.T) {
 	big := pattern(5<<20 + 123) // three chunks
 	small := []byte("tiny")
@@ -59,14 +75,8 @@ func TestBinaryTransfer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := silatest.SelfSigned(srv.UUID())
-	addr, err := srv.Start(&cert.TLS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
-	l := &lab{srv: srv, addr: addr, cert: cert}
-	c := l.dial(t, sila2.TLSConfig{PinSHA256: cert.PinSHA256})
+	l := serveTLS(t, srv)
+	c := l.dial(t, sila2.TLSConfig{PinSHA256: l.cert.PinSHA256})
 	// Three 2 MiB chunks each way under -race on a loaded machine: 60s.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -52,23 +52,38 @@ func Browse(ctx context.Context, timeout time.Duration) ([]DiscoveredServer, err
 // Interface returns the named network interface, or an error listing the
 // ones there are.
 func Interface(name string) (*net.Interface, error) {
-	ifi, err := net.InterfaceByName(name)
-	if err == nil {
-		if ifi.Flags&net.FlagUp == 0 {
-			return nil, fmt.Errorf("sila2: interface %s is down", name)
+	all, _ := net.Interfaces()
+	return pickInterface(name, all)
+}
+
+// pickInterface finds name among all; a refusal lists the interfaces mDNS
+// can use (up, with multicast) — loopback usually has no multicast flag.
+func pickInterface(name string, all []net.Interface) (*net.Interface, error) {
+	var usable, names []string
+	var found *net.Interface
+	for i := range all {
+		it := &all[i]
+		names = append(names, it.Name)
+		if it.Flags&net.FlagUp != 0 && it.Flags&net.FlagMulticast != 0 {
+			usable = append(usable, it.Name)
 		}
-		if ifi.Flags&net.FlagMulticast == 0 {
-			return nil, fmt.Errorf("sila2: interface %s does not support multicast (mDNS)", name)
+		if it.Name == name {
+			found = it
 		}
-		return ifi, nil
 	}
-	var names []string
-	if all, lerr := net.Interfaces(); lerr == nil {
-		for _, i := range all {
-			names = append(names, i.Name)
-		}
+	use := "none is up with multicast"
+	if len(usable) > 0 {
+		use = "use one of: " + strings.Join(usable, ", ")
 	}
-	return nil, fmt.Errorf("sila2: no network interface %q (have: %s)", name, strings.Join(names, ", "))
+	switch {
+	case found == nil:
+		return nil, fmt.Errorf("sila2: no network interface %q (have: %s; %s)", name, strings.Join(names, ", "), use)
+	case found.Flags&net.FlagUp == 0:
+		return nil, fmt.Errorf("sila2: interface %s is down (%s)", name, use)
+	case found.Flags&net.FlagMulticast == 0:
+		return nil, fmt.Errorf("sila2: interface %s does not support multicast, which mDNS needs (%s)", name, use)
+	}
+	return found, nil
 }
 
 // BrowseWith is Browse on one interface (o.Interface) or all.

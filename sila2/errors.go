@@ -90,7 +90,24 @@ type ConnectionError struct {
 
 // Error implements error.
 func (e *ConnectionError) Error() string {
-	return fmt.Sprintf("SiLA connection error (%s): %v", e.Code, e.Err)
+	return fmt.Sprintf("SiLA connection error (%s): %v%s", e.Code, e.Err, tlsHint(e.Err))
+}
+
+// tlsHint says which side of a TLS mismatch a handshake failure points at:
+// a plaintext client reads no HTTP/2 preface from a TLS server, and a TLS
+// client finds no handshake in a plaintext server's first bytes.
+func tlsHint(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "error reading server preface"):
+		return " (the server probably wants TLS: drop tls.insecure_plaintext and give tls.pin_sha256 or tls.ca)"
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return " (the server probably speaks plaintext, as legacy SiLA servers do: set tls.insecure_plaintext: true)"
+	}
+	return ""
 }
 
 // Unwrap returns the gRPC error.

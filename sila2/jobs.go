@@ -82,6 +82,18 @@ func (a *adapter) action(f *Compiled, c *Command, e *CommandEntry) (binding.Acti
 	}
 	fid, cid := f.Feature.FullyQualifiedID(), c.Identifier
 	act := binding.Action{Spec: spec, Timeout: timeout}
+	// Timestamp, Date, Time and Binary values are checked at the gate (a
+	// dry run says so), not first by the encoder at the invoke.
+	cmdParams := c.Parameters
+	act.Validate = func(params map[string]any) error {
+		for i := range cmdParams {
+			p := &cmdParams[i]
+			if err := f.CheckValue(&p.DataType, params[SnakeCase(p.Identifier)], SnakeCase(p.Identifier)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if !c.IsObservable() {
 		act.Run = func(ctx context.Context, job *binding.Job) (any, error) {
 			// Once sent, the command runs at the server: a cancel or estop does
@@ -261,13 +273,12 @@ func (a *adapter) runObservable(ctx context.Context, job *binding.Job, action, f
 		return res, nil
 	}
 	// finishedWithError: cancelled only when our CancelCommand succeeded.
+	// The job keeps the server's word on it (the error's id and message,
+	// e.g. ProtocolCancelled or ControlInterrupted) as its result.
 	if ctx.Err() != nil {
 		<-cancelSent
-		if cancelOK.Load() {
-			return nil, binding.ErrCancelled
-		}
-		if a.isCancelledError(rerr) {
-			return nil, binding.ErrCancelled
+		if cancelOK.Load() || a.isCancelledError(rerr) {
+			return serverWord(rerr), binding.ErrCancelled
 		}
 	}
 	if rerr == nil {
@@ -277,6 +288,24 @@ func (a *adapter) runObservable(ctx context.Context, job *binding.Job, action, f
 		return nil, a.commandError(action, rerr)
 	}
 	return nil, binding.Failed(fmt.Errorf("%s: finished with error: %w", action, rerr), nil)
+}
+
+// serverWord is a cancelled job's record of the SiLA error the server
+// ended the command with ({"sila_error": {kind, identifier, message}}), or
+// nil when it gave none.
+func serverWord(err error) map[string]any {
+	se, ok := AsSiLAError(err)
+	if !ok {
+		return nil
+	}
+	e := map[string]any{"kind": se.Kind.String(), "message": se.Message}
+	if se.Identifier != "" {
+		e["identifier"] = se.Identifier
+	}
+	if se.Kind == KindFramework {
+		e["framework_type"] = FrameworkErrorName(se.FrameworkType)
+	}
+	return map[string]any{"sila_error": e}
 }
 
 // isCancelledError reports whether err is a defined execution error the

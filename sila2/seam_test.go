@@ -54,6 +54,7 @@ func TestSeamOutcomes(t *testing.T) {
 		outcome string
 		fault   bool
 		text    string
+		check   func(t *testing.T, j *mhp.Job)
 	}{
 		{name: "info stream never comes back", state: mhp.JobFailed, outcome: mhp.OutcomeUnknown, fault: true, text: "no _Info stream",
 			start: func() (sila2.Execution, error) {
@@ -99,6 +100,15 @@ func TestSeamOutcomes(t *testing.T) {
 						return nil, &sila2.Error{Kind: sila2.KindDefined, Identifier: "x/y/Z/v1/DefinedExecutionError/Aborted", Message: "stopped"}
 					},
 				}, nil
+			},
+			// The cancelled job keeps the server's error id and message.
+			// Before the fix it kept nothing of it.
+			check: func(t *testing.T, j *mhp.Job) {
+				res, _ := j.Result.(map[string]any)
+				se, _ := res["sila_error"].(map[string]any)
+				if se["identifier"] != "x/y/Z/v1/DefinedExecutionError/Aborted" || se["message"] != "stopped" {
+					t.Fatalf("cancelled job result %v, want the server's error id and message", j.Result)
+				}
 			}},
 		{name: "cancel refused, command runs to the end", cancel: true, state: mhp.JobDone,
 			start: func() (sila2.Execution, error) {
@@ -139,6 +149,9 @@ func TestSeamOutcomes(t *testing.T) {
 			}
 			if st := deviceState(t, d); (st == mhp.StateFault) != tc.fault {
 				t.Fatalf("device %s, fault wanted %v", st, tc.fault)
+			}
+			if tc.check != nil {
+				tc.check(t, got)
 			}
 		})
 	}

@@ -60,7 +60,8 @@ func TestSIGTERMReleasesLeases(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MHP_MCP_HELPER_ARGS="+strings.Join([]string{"--simulated", "rig", "rig=" + hs.URL}, "\x1f"))
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
-	cmd.Stderr = io.Discard
+	var childErr bytes.Buffer
+	cmd.Stderr = &childErr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +90,13 @@ func TestSIGTERMReleasesLeases(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Logf("mhp-mcp's stderr:\n%s", childErr.String())
+		}
+	})
 	conformance.Eventually(t, "the lease released after SIGTERM (its ttl is an hour)", func() bool { return !leased() })
 }
 
