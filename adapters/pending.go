@@ -175,6 +175,16 @@ func (p *Pending) try() bool {
 	defer cancel()
 	d, err := p.build(ctx)
 	if err != nil {
+		var never *NeverReachedError
+		if !errors.As(err, &never) {
+			// The backend answered, but its description does not build
+			// (e.g. a device package refines an item it does not have):
+			// say why in the link rather than "never reached".
+			p.log.Warn("backend reached, but its description does not build; retrying", "config", p.name, "err", err)
+			if cur, adopted := p.device(); !adopted {
+				cur.SetLink(false, fmt.Errorf("backend reached, but its description does not build: %w", err))
+			}
+		}
 		return false
 	}
 	if l := d.Link(); l != nil && !l.Connected {

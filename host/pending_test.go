@@ -94,3 +94,51 @@ func TestFleetHostsAPackageBeforeItsBackendWasReached(t *testing.T) {
 		t.Fatalf("adopted package describes %q notes %q resources %v", desc.ID, desc.Notes, desc.Resources)
 	}
 }
+
+// A package that refines an item the node turns out not to have is not
+// adopted, and ping says why instead of "never reached".
+func TestPendingPackageThatDoesNotFitItsNode(t *testing.T) {
+	addr, err := madscitest.LaterAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"node.yaml": "adapter: madsci\ndevice: {id: reader-03, class: plate_reader}\nnode_url: http://" + addr + "\n" +
+			"link: {retry_min: 20ms, retry_max: 100ms}\n",
+		"DEVICE.md": "---\nmhp: \"2026-09-12\"\nid: reader-03\nclass: plate_reader\n" +
+			"description: Plate reader on a fake MADSci node. Use for fleet tests only.\ndriver: node.yaml\n---\n\n# Reader 03\n",
+		"descriptor.yaml": "settings:\n  - name: no_such_setting\n    limits: {min: 0, max: 50}\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := adapters.NewRegistry()
+	if err := madsci.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(Config{Home: t.TempDir(), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dev, err := f.Hosted(ctx, prefixPackage+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := madscitest.New(madscitest.Options{Addr: addr})
+	defer n.Close()
+	conformance.EventuallyWithin(t, "ping names the misfit", 10*time.Second, func() bool {
+		p, err := dev.Ping(ctx)
+		return err == nil && p.Backend != nil && strings.Contains(p.Backend.Error, "no_such_setting")
+	})
+	if _, err := dev.Write(ctx, mhp.WriteRequest{Name: "setpoint", Value: 1.0}); err == nil {
+		t.Fatal("a write was accepted by a package that never fit its node")
+	} else if e, _ := mhp.AsError(err); e == nil || e.Data[mhp.DataOutcome] != mhp.OutcomeNotStarted {
+		t.Fatalf("write on a package that never fit its node: %v", err)
+	}
+}
