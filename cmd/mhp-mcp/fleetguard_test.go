@@ -2,57 +2,19 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/openmhp/mhp-go/host"
 )
 
 // Serving the fleet, --evidence DIR keeps each hosted device's receipts
 // under DIR/<id>: a write through the bridge carries a command id and
 // leaves its receipt there, read back with mhp_evidence.
 func TestFleetEvidenceFlag(t *testing.T) {
-	home, evDir := t.TempDir(), t.TempDir()
-	f, err := host.Open(host.Config{Home: home})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkg, _ := filepath.Abs("../../examples/devices/thermocycler-01")
-	ctx := context.Background()
-	e, err := f.Prepare(ctx, pkg, host.AddOptions{Twin: true})
-	if err == nil {
-		_, err = f.Commit(e)
-	}
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := serveHTTP(t, "--http", "127.0.0.1:0", "--home", home, "--evidence", evDir)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: http.DefaultClient}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	call := func(tool string, args map[string]any) map[string]any {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body map[string]any
-		b, _ := json.Marshal(res.StructuredContent)
-		_ = json.Unmarshal(b, &body)
-		if res.IsError {
-			t.Fatalf("%s %v: %v", tool, args, body)
-		}
-		return body
-	}
+	home, e := twinFleet(t)
+	evDir := t.TempDir()
+	call := sdkCaller(t, serveHTTP(t, "--http", "127.0.0.1:0", "--home", home, "--evidence", evDir))
 	call("mhp_write", map[string]any{"device": e.ID, "name": "target_temperature", "value": 60})
 	list, _ := call("mhp_evidence", map[string]any{"device": e.ID})["entries"].([]any)
 	if len(list) != 1 {
