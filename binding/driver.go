@@ -47,6 +47,7 @@ type Driver struct {
 	// meanwhile returned, so the stop runs once more after this one.
 	reasserting, reassertAgain bool
 	reassertDone               chan struct{} // closed when the running re-assertion ends
+	faultHookDone              chan struct{} // closed when the last fault hook started returned
 
 	// Jobs: the records (finished ones trimmed to KeepJobs, oldest first in
 	// finished) and how many are not yet terminal.

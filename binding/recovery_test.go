@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
@@ -142,5 +143,52 @@ func TestResetRunsTheAdapterCheckAndThenTheSignals(t *testing.T) {
 	}
 	if got := rd.drv.RecoverySignals(); !got["door_closed"] || !got["coolant_level"] || got["nan_value"] {
 		t.Fatalf("RecoverySignals %v, want door_closed and coolant_level only", got)
+	}
+}
+
+// TestResetWaitsForTheFaultHook: a reset that comes while the fault hook
+// still stops the device waits for it (bounded by StopTimeout) before it
+// verifies recovery. Before the fix it verified at once, while the hook held
+// the backend: a serial line's stop commands made every signal read fail.
+func TestResetWaitsForTheFaultHook(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var hookRunning, verifiedDuringHook atomic.Bool
+	drv, err := binding.New(binding.Config{
+		Device: mhp.DeviceInfo{ID: "hook-01", Class: "test"},
+		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "ok", Type: mhp.TypeBoolean},
+			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: true}, nil }}},
+		EStop: func(context.Context) error { return nil },
+		OnFault: func(context.Context, string) error {
+			hookRunning.Store(true)
+			close(started)
+			<-release
+			hookRunning.Store(false)
+			return nil
+		},
+		Verify: func(context.Context) error {
+			verifiedDuringHook.Store(hookRunning.Load())
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drv.Close() })
+	drv.Fault("plc alarm")
+	<-started
+	done := make(chan error, 1)
+	go func() { _, err := drv.Reset(context.Background()); done <- err }()
+	// The hook ends a moment later; a reset that does not wait verifies
+	// before that (this only decides whether the bug shows, never makes a
+	// waiting reset fail).
+	time.AfterFunc(100*time.Millisecond, func() { close(release) })
+	if err := <-done; err != nil {
+		t.Fatalf("reset after the fault hook: %v", err)
+	}
+	if verifiedDuringHook.Load() {
+		t.Fatal("the reset verified recovery while the fault hook was still stopping the device")
 	}
 }

@@ -47,7 +47,12 @@ func (d *Driver) faultLatched(reason string) {
 		hook = func(ctx context.Context, _ string) error { return d.cfg.EStop(ctx) }
 	}
 	if hook != nil && !inEStop {
+		done := make(chan struct{})
+		d.mu.Lock()
+		d.faultHookDone = done
+		d.mu.Unlock()
 		go func() {
+			defer close(done)
 			ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
 			defer cancel()
 			if err := hook(ctx, reason); err != nil {
@@ -284,22 +289,32 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 // awaitReassert lets a reset that comes while the stop is being re-asserted
 // wait for it (bounded by StopTimeout and ctx) instead of being refused: the
 // re-assertion is the estop's last word, and a reset after it is safe.
+//
+// It waits the same way for a fault hook still stopping the device: a reset
+// that verified recovery while the hook held the backend (a serial line the
+// stop commands hold) would read the signals unreadable, or clear the fault
+// under a stop still being sent.
 func (d *Driver) awaitReassert(ctx context.Context) {
-	var done chan struct{}
+	var done, fault chan struct{}
 	d.locked(func() {
 		if d.reasserting {
 			done = d.reassertDone
 		}
+		fault = d.faultHookDone
 	})
-	if done == nil {
-		return
-	}
 	t := time.NewTimer(d.cfg.StopTimeout)
 	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	case <-ctx.Done():
+	for _, ch := range []chan struct{}{done, fault} {
+		if ch == nil {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 

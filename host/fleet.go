@@ -132,20 +132,12 @@ func (s *store) path() string { return filepath.Join(s.home, FleetFile) }
 // read loads the fleet file; a missing file is an empty fleet.
 func (s *store) read() (fleetDoc, error) {
 	var doc fleetDoc
-	f, err := os.Open(s.path())
+	b, err := ReadFileLimited(s.path(), MaxFleetBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return doc, nil
 	}
 	if err != nil {
-		return doc, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxFleetBytes+1))
-	if err != nil {
-		return doc, err
-	}
-	if len(b) > MaxFleetBytes {
-		return doc, fmt.Errorf("host: %s is larger than %d bytes", s.path(), MaxFleetBytes)
+		return doc, fmt.Errorf("host: %w", err)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return doc, nil
@@ -247,6 +239,25 @@ func syncDir(dir string) {
 		_ = d.Sync()
 		d.Close()
 	}
+}
+
+// ReadFileLimited reads a file of at most max bytes: a larger one is an
+// error naming it and the bound, never read whole into memory. A missing
+// file is an error that wraps [os.ErrNotExist].
+func ReadFileLimited(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return b, nil
 }
 
 // WriteFileAtomic writes a file the way the fleet file is written (a

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -53,21 +52,14 @@ func (s *state) save() error {
 }
 
 func loadState(dir string) (*state, error) {
-	f, err := os.Open(filepath.Join(dir, StateFile))
+	name := filepath.Join(dir, StateFile)
+	b, err := host.ReadFileLimited(name, maxState)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxState+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxState {
-		return nil, fmt.Errorf("%s is larger than %d bytes", f.Name(), maxState)
 	}
 	s := &state{dir: dir}
 	if err := json.Unmarshal(b, s); err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Name(), err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if s.Answers == nil {
 		s.Answers = map[string]json.RawMessage{}

@@ -454,9 +454,13 @@ func (c *Client) sendCancel(ctx context.Context, action, goalID string) error {
 	} else if s, err := c.takeSide(ctx); err == nil {
 		if err := c.write(ctx, s.ws, msg); err == nil {
 			c.putSide(s)
+			// The main connection is down: whatever took this write (an
+			// idle side connection about to be found dead, a restarted
+			// bridge that lost the goal's handle) proves nothing, so the
+			// cancel stays owed, without expiry, until the next main
+			// connection sends it again (a second cancel is harmless).
 			c.mu.Lock()
-			recheck.via = s.ws
-			c.oweLocked(recheck)
+			c.oweLocked(owedOp{what: recheck.what, msg: msg})
 			c.mu.Unlock()
 			return nil
 		}

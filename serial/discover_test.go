@@ -153,7 +153,19 @@ func TestDiscoverSkipsWhatDidNotAnswer(t *testing.T) {
 func TestDiscoverSilentPortNamesEveryProfile(t *testing.T) {
 	fake := serialtest.New(t, serialtest.NewHotplate(), serialtest.Options{})
 	fake.Silent(true)
-	_, _, err := mhpserial.Discover(context.Background(), fake.Path(), discoverOpts(t.TempDir(), nil))
+	// A pty ignores the line settings: record the modes each probe opened with.
+	var modes []string
+	o := discoverOpts(t.TempDir(), nil)
+	o.Open = func(ctx context.Context, path string, m *serial.Mode) (mhpserial.Port, error) {
+		modes = append(modes, fmt.Sprintf("%d %d %v %v", m.BaudRate, m.DataBits, m.Parity, m.StopBits))
+		return mhpserial.OpenPort(ctx, path, m)
+	}
+	_, _, err := mhpserial.Discover(context.Background(), fake.Path(), o)
+	e, n := fmt.Sprint(serial.EvenParity), fmt.Sprint(serial.NoParity)
+	want := []string{"9600 7 " + e + " 0", "9600 8 " + n + " 0", "19200 8 " + n + " 0", "9600 8 " + n + " 0"}
+	if !slices.Equal(modes, want) {
+		t.Errorf("probes opened with %q, want %q (NAMUR 7E1, MT-SICS 8N1, NE-1000 8N1 at 19200 then 9600)", modes, want)
+	}
 	if err == nil {
 		t.Fatal("a silent port was identified")
 	}

@@ -200,9 +200,34 @@ func bind(cfg *Config, feats []*Compiled, b Backend, client *Client, own *owned,
 	}
 	a.setDriver(d)
 	if a.link != nil {
-		a.link.Attach(d.SetLink)
+		a.link.Attach(func(up bool, err error) {
+			d.SetLink(up, err)
+			if up {
+				a.publishCached(d)
+			}
+		})
 	}
 	return d, a, nil
+}
+
+// publishCached publishes the subscribed values cached while the link was
+// down, right after the link-up.
+func (a *adapter) publishCached(d *binding.Driver) {
+	type pending struct {
+		name string
+		c    cached
+	}
+	var out []pending
+	a.mu.Lock()
+	for _, s := range a.subs {
+		if c := a.cache[s.signal]; c != nil && c.ok {
+			out = append(out, pending{s.signal, *c})
+		}
+	}
+	a.mu.Unlock()
+	for _, p := range out {
+		d.PublishSignal(p.name, binding.Sample{Value: p.c.value, Time: p.c.at})
+	}
 }
 
 // adapter is one driver's mapping state.
@@ -322,7 +347,12 @@ func (a *adapter) runSubscription(ctx context.Context, s subscription) {
 			a.cache[s.signal] = &cached{value: v, at: now, ok: true}
 			d := a.driver
 			a.mu.Unlock()
-			if d != nil {
+			// While the link still reads down (a resubscription after a
+			// restart is quicker than the link's probe, which also checks
+			// it is the same server), the value is only cached: it is
+			// published when the link is reported up (linkChanged), so no
+			// update comes before the link-up.
+			if d != nil && (a.link == nil || a.link.Connected()) {
 				d.PublishSignal(s.signal, binding.Sample{Value: v, Time: now})
 			}
 			return nil
