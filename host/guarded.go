@@ -159,7 +159,21 @@ func (f *Fleet) guarded(ctx context.Context, target string, dev Device, release 
 	if err != nil {
 		return nil, nil, err
 	}
-	g.EvidenceDir = dir
+	// One process appends to a device's chain: a second one hosting the
+	// same device (another bridge on this home) serves it without evidence
+	// rather than fork the chain.
+	unlockEv := func() {}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+		return nil, nil, fmt.Errorf("guarding %s: %w", id, err)
+	}
+	if u, lerr := lock(dir+".lock", 0); lerr != nil {
+		if f.cfg.Logger != nil {
+			f.cfg.Logger.Warn("hosted without evidence: another process keeps this device's evidence", "device", id, "dir", dir, "err", lerr)
+		}
+		g.EvidenceDir = ""
+	} else {
+		g.EvidenceDir, unlockEv = dir, u
+	}
 	switch {
 	case strings.HasPrefix(target, prefixPackage):
 		g.Methods = MethodsFor(f.abs(strings.TrimPrefix(target, prefixPackage)), f.cfg.Logger)
@@ -171,9 +185,10 @@ func (f *Fleet) guarded(ctx context.Context, target string, dev Device, release 
 		if g.Methods != nil {
 			g.Methods.Close()
 		}
+		unlockEv()
 		return nil, nil, fmt.Errorf("guarding %s: %w", id, err)
 	}
-	return wrappedHosted{w.Device}, func() error { w.Close(); return release() }, nil
+	return wrappedHosted{w.Device}, func() error { w.Close(); unlockEv(); return release() }, nil
 }
 
 // wrappedHosted is a hosted device behind its wrapping; the device is
