@@ -281,13 +281,31 @@ func (a *adapter) close() error {
 
 // ---- signals ----
 
+// read takes the line for one query. A query yields to an estop that
+// wants the line: it waits (bounded by ctx and yieldMax) until the stop is
+// on the wire, then asks. A read actuates nothing, and a reset's recovery
+// check must see the instrument after the stop, not fail because of it.
 func (a *adapter) read(ctx context.Context, sp *signalPlan) (any, error) {
-	if err := a.line.acquire(ctx); err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		if err := a.line.waitNoEStop(ctx, yieldMax); err != nil {
+			return nil, err
+		}
+		if err := a.line.acquire(ctx); err != nil {
+			return nil, err
+		}
+		v, err := a.readLocked(ctx, sp)
+		a.line.release()
+		// An estop that came for the line between the wait and the
+		// query made it give way unsent (EStopActive): ask again after it.
+		if me, ok := mhp.AsError(err); ok && me.Code == mhp.CodeEStopActive && attempt < 3 {
+			continue
+		}
+		return v, err
 	}
-	defer a.line.release()
-	return a.readLocked(ctx, sp)
 }
+
+// yieldMax bounds how long a query waits for an estop to give the line back.
+const yieldMax = 10 * time.Second
 
 func (a *adapter) readLocked(ctx context.Context, sp *signalPlan) (any, error) {
 	reply, err := a.line.exchange(ctx, sp.cfg.Query, anyOf(sp.reply, sp.none), seconds(a.cfg.Timeouts.ReplyS))

@@ -101,6 +101,29 @@ func (l *line) acquireWithin(d time.Duration) bool {
 
 func (l *line) release() { <-l.lock }
 
+// waitNoEStop returns once no estop wants the line, or an EStopActive
+// error when one still does after max (or when ctx ends first). It checks
+// every few milliseconds: an estop holds the line for a bounded time.
+func (l *line) waitNoEStop(ctx context.Context, max time.Duration) error {
+	if l.intr.Load() == 0 {
+		return nil
+	}
+	deadline := time.NewTimer(max)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for l.intr.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return mhp.Errorf(mhp.CodeEStopActive, "not sent: an estop has held the serial line for %v", max)
+		case <-ctx.Done():
+			return mhp.Errorf(mhp.CodeEStopActive, "not sent: an estop holds the serial line (%v)", context.Cause(ctx))
+		}
+	}
+	return nil
+}
+
 func (l *line) current() (Port, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
