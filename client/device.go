@@ -295,11 +295,13 @@ func Connect(dev mhp.Device, opts Options) *Device {
 	ctx, cancel := context.WithTimeout(context.Background(), opts.Timeout)
 	defer cancel()
 	if desc, err := dev.Describe(mhp.WithSession(ctx, id), mhp.DescribeRequest{Detail: mhp.DetailFull}); err == nil {
-		_, res := dev.(mhp.ResourceProvider)
+		// Decorators (guard, saved methods) wrap the device: look through them.
+		_, res := mhp.Find[mhp.ResourceProvider](dev)
+		cids, _ := mhp.Find[mhp.CommandIDer](dev)
 		d.info.Device = mhp.DeviceInfo{ID: desc.ID, Class: desc.Class, Make: desc.Make, Model: desc.Model}
 		d.info.Capabilities = mhp.Capabilities{Signals: len(desc.Signals) > 0, Settings: len(desc.Settings) > 0,
 			Actions: len(desc.Actions) > 0, Subscribe: len(desc.Signals) > 0, Lease: true, EStop: desc.Safety.EStop,
-			Resources: res}
+			Resources: res, CommandIDs: cids != nil && cids.HonoursCommandIDs()}
 	}
 	return d
 }
@@ -313,7 +315,7 @@ type inproc struct {
 
 // ListResources implements mhp.ResourceProvider when the device does.
 func (p *inproc) ListResources(ctx context.Context) ([]string, error) {
-	rp, ok := p.raw.(mhp.ResourceProvider)
+	rp, ok := mhp.Find[mhp.ResourceProvider](p.raw)
 	if !ok {
 		return nil, errNoResources()
 	}
@@ -322,7 +324,7 @@ func (p *inproc) ListResources(ctx context.Context) ([]string, error) {
 
 // ReadResource implements mhp.ResourceProvider when the device does.
 func (p *inproc) ReadResource(ctx context.Context, path string) (*mhp.Resource, error) {
-	rp, ok := p.raw.(mhp.ResourceProvider)
+	rp, ok := mhp.Find[mhp.ResourceProvider](p.raw)
 	if !ok {
 		return nil, errNoResources()
 	}

@@ -87,6 +87,11 @@ func (f *Fleet) Hosted(ctx context.Context, target string) (Device, error) {
 	if err == nil {
 		if err = dev.Start(bctx); err != nil {
 			release()
+		} else if gdev, grelease, gerr := f.guarded(bctx, target, dev, release); gerr != nil {
+			err = gerr
+			release()
+		} else {
+			dev, release = gdev, grelease
 		}
 	}
 	if err != nil {

@@ -32,6 +32,12 @@ type Config struct {
 	Logger *slog.Logger
 	// CardTimeout bounds fetching a remote card on add; default 5s.
 	CardTimeout time.Duration
+	// Guard is what every hosted device is wrapped in, as `mhp serve`
+	// wraps its device: command ids, permits (with OperatorToken), evidence
+	// and the package's saved methods. EvidenceDir is the root of the
+	// per-device evidence folders (default HOME/evidence); Methods is
+	// ignored (each package's own methods/ folder is served).
+	Guard GuardOptions
 }
 
 // Fleet is the host's fleet over one home folder. It is safe for concurrent

@@ -55,6 +55,7 @@ import (
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/cmd/internal/linked"
 	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/evidence"
 	"github.com/openmhp/mhp-go/examples/sim"
 	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/mcpbridge"
@@ -103,6 +104,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"only a JSON true turns a flag on (default: enabled, the rest off)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json (for log collectors)")
 	opTokenFile := fs.String("operator-token-file", "", "file holding the devices' operator token; with operator_tools, mhp_permit issues permits")
+	evidenceDir := fs.String("evidence", "", "without targets: keep each hosted device's evidence receipts under DIR/<id> (default HOME/evidence/<id>)")
+	evidenceKey := fs.String("evidence-key", "", "without targets: sign the hosted devices' evidence heads with this Ed25519 key file")
 	home := fs.String("home", "", "the host's home with fleet.yaml and devices/ (default $MHP_HOME or ~/.mhp); used without targets")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
@@ -135,6 +138,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if *dirURL != "" && len(named) > 0 {
 		fs.Usage()
 		return errors.New("give either --directory URL or name=target devices, not both (neither: the host's fleet)")
+	}
+	if (*evidenceDir != "" || *evidenceKey != "") && (*dirURL != "" || len(named) > 0) {
+		return errors.New("--evidence and --evidence-key are for the fleet's hosted devices (no targets); a named or directory device keeps its own evidence (mhp serve --evidence)")
 	}
 	token := ""
 	if *tokenFile != "" {
@@ -232,7 +238,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case len(named) == 0:
 		// No targets: the host's fleet ($MHP_HOME or --home), its packages
 		// hosted in this process; mhp_lab gets the fleet ops.
-		f, err := linked.Fleet(*home, copts, sim.Options{}, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		g := host.GuardOptions{EvidenceDir: *evidenceDir, OperatorToken: opToken}
+		if *evidenceKey != "" {
+			k, err := evidence.LoadPrivateKey(*evidenceKey)
+			if err != nil {
+				return fmt.Errorf("--evidence-key: %w", err)
+			}
+			g.EvidenceKey = k
+		}
+		f, err := linked.Fleet(*home, copts, sim.Options{}, g, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		if err != nil {
 			return err
 		}

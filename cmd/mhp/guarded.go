@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/evidence"
-	"github.com/openmhp/mhp-go/guard"
+	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/methods"
 )
 
@@ -23,19 +21,9 @@ var guardFlags = flagSpec{"evidence": true, "evidence-key": true, "evidence-sync
 	"evidence-head-every": true, "evidence-head-interval": true,
 	"require-permits": false}
 
-// guardOptions is what serve and demo put around a device.
-type guardOptions struct {
-	EvidenceDir string
-	EvidenceKey ed25519.PrivateKey
-	Sync        evidence.SyncPolicy
-	// HeadEvery and HeadInterval are the signed-head cadence (0: the defaults).
-	HeadEvery     int
-	HeadInterval  time.Duration
-	OperatorToken string
-	Require       bool
-	// Methods is the device's saved-methods store (nil: none).
-	Methods *methods.Store
-}
+// guardOptions is what serve and demo put around a device: the host's
+// wrapping, shared with the fleet's hosted devices.
+type guardOptions = host.GuardOptions
 
 // parseGuardFlags reads --evidence DIR, --evidence-key FILE,
 // --evidence-sync always|never, --evidence-head-every N,
@@ -108,76 +96,13 @@ func readSmallFile(path string) ([]byte, error) {
 
 // methodsFor opens the saved methods of a package target: a writable store
 // on a package folder, none for other targets.
-func methodsFor(target string, log *slog.Logger) *methods.Store {
-	if fi, err := os.Stat(target); err != nil || !fi.IsDir() {
-		return nil
-	}
-	st, err := methods.Open(target, nil)
-	if err != nil {
-		log.Warn("saved methods not served", "package", filepath.Base(target), "err", err)
-		return nil
-	}
-	return st
-}
+func methodsFor(target string, log *slog.Logger) *methods.Store { return host.MethodsFor(target, log) }
 
 // methodsFS opens the saved methods of a read-only (embedded) package.
-func methodsFS(fsys fs.FS, log *slog.Logger) *methods.Store {
-	st, err := methods.OpenFS(fsys, nil)
-	if err != nil {
-		log.Warn("saved methods not served", "err", err)
-		return nil
-	}
-	return st
-}
-
-// wrappedDevice is a device behind saved methods and the guard.
-type wrappedDevice struct {
-	Device mhp.Device
-	// Log is the evidence log, nil when evidence is off.
-	Log *evidence.Log
-	// Close ends the evidence log (signing its head) and the methods store.
-	Close func()
-}
+func methodsFS(fsys fs.FS, log *slog.Logger) *methods.Store { return host.MethodsFS(fsys, log) }
 
 // wrapDevice puts saved methods and the guard (command ids, permits,
-// evidence) around dev: methods outside, so the guard sees and records the
-// action a method resolves to.
-func wrapDevice(ctx context.Context, dev mhp.Device, g guardOptions, log *slog.Logger) (*wrappedDevice, error) {
-	id := describeID(ctx, dev)
-	cfg := guard.Config{Log: log, RequirePermits: g.Require}
-	var lg *evidence.Log
-	if g.EvidenceDir != "" {
-		var err error
-		lg, err = evidence.Open(evidence.Config{Dir: g.EvidenceDir, Device: id, Key: g.EvidenceKey, Sync: g.Sync,
-			HeadEvery: g.HeadEvery, HeadInterval: g.HeadInterval})
-		if err != nil {
-			return nil, err
-		}
-		cfg.Evidence = lg
-		log.Info("evidence on", "dir", g.EvidenceDir, "signed", g.EvidenceKey != nil, "head", lg.Head().Seq)
-	}
-	if g.OperatorToken != "" {
-		cfg.Permits = guard.NewPermits(id, nil)
-	}
-	gd, err := guard.New(dev, cfg)
-	if err != nil {
-		if lg != nil {
-			lg.Close()
-		}
-		return nil, err
-	}
-	return &wrappedDevice{Device: methods.Wrap(gd, g.Methods), Log: lg, Close: func() {
-		fctx, cancel := context.WithTimeout(context.Background(), 5e9)
-		gd.Flush(fctx)
-		cancel()
-		gd.Close()
-		if lg != nil {
-			if err := lg.Close(); err != nil {
-				log.Error("evidence log close", "err", err)
-			}
-		}
-		if g.Methods != nil {
-			g.Methods.Close()
-		}
-	}}, nil
+// evidence) around dev, as every served device is wrapped (host.Wrap).
+func wrapDevice(ctx context.Context, dev mhp.Device, g guardOptions, log *slog.Logger) (*host.Wrapped, error) {
+	return host.Wrap(ctx, dev, g, log)
 }

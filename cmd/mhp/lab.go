@@ -136,5 +136,5 @@ func (a *app) openFleet(p parsed) (*host.Fleet, error) {
 		}
 		home = h
 	}
-	return linked.Fleet(home, client.Options{ClientName: "mhp-cli", ClientID: a.clientID()}, sim.Options{}, a.quietLogger())
+	return linked.Fleet(home, client.Options{ClientName: "mhp-cli", ClientID: a.clientID()}, sim.Options{}, host.GuardOptions{}, a.quietLogger())
 }

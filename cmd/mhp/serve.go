@@ -201,13 +201,7 @@ func speedOf(p parsed, def float64) (float64, error) {
 	return f, nil
 }
 
-func describeID(ctx context.Context, dev mhp.Device) string {
-	d, err := dev.Describe(ctx, mhp.DescribeRequest{Detail: mhp.DetailCard})
-	if err != nil {
-		return "device"
-	}
-	return d.ID
-}
+func describeID(ctx context.Context, dev mhp.Device) string { return host.DeviceID(ctx, dev) }
 
 // openTarget builds and starts the device a serve target names: a device
 // package folder, sim:thermocycler / sim:arm, or an adapter config file.

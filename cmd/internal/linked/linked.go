@@ -37,13 +37,16 @@ func Registry() (*adapters.Registry, error) {
 }
 
 // Fleet opens the host's fleet in home ("" for $MHP_HOME or ~/.mhp) with
-// every linked adapter and driver kind.
-func Fleet(home string, copts client.Options, simOpts sim.Options, log *slog.Logger) (*host.Fleet, error) {
+// every linked adapter and driver kind. Every hosted device is wrapped as
+// `mhp serve` wraps its device (host.Wrap): guard, the device's own
+// evidence under guard.EvidenceDir (default HOME/evidence/<id>), and its
+// package's saved methods.
+func Fleet(home string, copts client.Options, simOpts sim.Options, guard host.GuardOptions, log *slog.Logger) (*host.Fleet, error) {
 	reg, err := Registry()
 	if err != nil {
 		return nil, err
 	}
-	return host.Open(host.Config{Home: home, Registry: reg, Client: copts, Sim: simOpts, Logger: log})
+	return host.Open(host.Config{Home: home, Registry: reg, Client: copts, Sim: simOpts, Guard: guard, Logger: log})
 }
 
 // Interview is the onboarding interview over f; its "ecosystem adapter"

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Serving the fleet, --evidence DIR keeps each hosted device's receipts
+// under DIR/<id>: a write through the bridge carries a command id and
+// leaves its receipt there, read back with mhp_evidence.
+func TestFleetEvidenceFlag(t *testing.T) {
+	home, e := twinFleet(t)
+	evDir := t.TempDir()
+	call := sdkCaller(t, serveHTTP(t, "--http", "127.0.0.1:0", "--home", home, "--evidence", evDir))
+	call("mhp_write", map[string]any{"device": e.ID, "name": "target_temperature", "value": 60})
+	list, _ := call("mhp_evidence", map[string]any{"device": e.ID})["entries"].([]any)
+	if len(list) != 1 {
+		t.Fatalf("receipts: %v", list)
+	}
+	if r, _ := list[0].(map[string]any); r["name"] != "target_temperature" || r["command_id"] == nil || r["command_id"] == "" {
+		t.Fatalf("receipt of the write: %v", r)
+	}
+	if files, err := os.ReadDir(filepath.Join(evDir, e.ID)); err != nil || len(files) == 0 {
+		t.Fatalf("no evidence under --evidence %s/%s: %v", evDir, e.ID, err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "evidence")); !os.IsNotExist(err) {
+		t.Fatalf("evidence kept under the home despite --evidence: %v", err)
+	}
+}
+
+// --evidence is for the fleet's hosted devices: with named targets it is
+// refused, not silently ignored.
+func TestEvidenceFlagNeedsTheFleet(t *testing.T) {
+	err := run(context.Background(), []string{"--evidence", t.TempDir(), "thermo=http://127.0.0.1:1"}, nil, nil, os.Stderr, nil)
+	if err == nil || !strings.Contains(err.Error(), "fleet") {
+		t.Fatalf("--evidence with a named target: %v", err)
+	}
+}
