@@ -34,20 +34,7 @@ func TestFleetHostsAPackageBeforeItsBackendWasReached(t *testing.T) {
 			"description: Plate reader on a fake MADSci node. Use for fleet tests only.\ndriver: node.yaml\n---\n\n# Reader 02\n",
 		"descriptor.yaml": "device:\n  notes: Bench reader.\nsettings:\n  - name: setpoint\n    limits: {min: 0, max: 50}\n",
 	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reg := adapters.NewRegistry()
-	if err := madsci.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	f, err := Open(Config{Home: t.TempDir(), Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := madsciFleet(t, dir, files)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	pkgDev, err := f.Hosted(ctx, prefixPackage+dir)
@@ -110,20 +97,7 @@ func TestPendingPackageThatDoesNotFitItsNode(t *testing.T) {
 			"description: Plate reader on a fake MADSci node. Use for fleet tests only.\ndriver: node.yaml\n---\n\n# Reader 03\n",
 		"descriptor.yaml": "settings:\n  - name: no_such_setting\n    limits: {min: 0, max: 50}\n",
 	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reg := adapters.NewRegistry()
-	if err := madsci.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	f, err := Open(Config{Home: t.TempDir(), Registry: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := madsciFleet(t, dir, files)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dev, err := f.Hosted(ctx, prefixPackage+dir)
@@ -141,4 +115,25 @@ func TestPendingPackageThatDoesNotFitItsNode(t *testing.T) {
 	} else if e, _ := mhp.AsError(err); e == nil || e.Data[mhp.DataOutcome] != mhp.OutcomeNotStarted {
 		t.Fatalf("write on a package that never fit its node: %v", err)
 	}
+}
+
+// madsciFleet writes files into dir and opens a fleet whose registry
+// builds madsci configs.
+func madsciFleet(t *testing.T, dir string, files map[string]string) *Fleet {
+	t.Helper()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := adapters.NewRegistry()
+	if err := madsci.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(Config{Home: t.TempDir(), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
