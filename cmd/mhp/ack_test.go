@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/devicepkg"
 	"github.com/openmhp/mhp-go/examples/sim"
 	"github.com/openmhp/mhp-go/transport"
@@ -60,9 +61,13 @@ func TestOperatorVerbs(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no job id in %q", r.stdout)
 	}
-	if r := run(0, append([]string{"pending"}, op...)...); !strings.Contains(r.stdout, "start a 20 s spin") {
-		t.Fatalf("pending: %s", r.stdout)
-	}
+	// The job reaches waiting_operator on its own goroutine after the
+	// invoke answers: wait for the instruction to be pending.
+	var pending result
+	conformance.Eventually(t, "the spin's instruction pending", func() bool {
+		pending = runCLI(t, append([]string{hs.URL, "pending"}, op...)...)
+		return pending.code == 0 && strings.Contains(pending.stdout, "start a 20 s spin")
+	})
 	if r := run(0, append([]string{"ack", id, "done", "spun", "fine"}, op...)...); !strings.Contains(r.stdout, "job done") {
 		t.Fatalf("ack: %s", r.stdout)
 	}
