@@ -346,7 +346,26 @@ func (d *Driver) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 	}
 	var snap mhp.Job
 	var paused bool
-	d.locked(func() { snap, paused = r.job, r.job.Paused })
+	var call *backendCall
+	d.locked(func() {
+		snap, paused = r.job, r.job.Paused
+		if paused || act.Pause == nil {
+			return
+		}
+		// A pause is a command to the backend: after an estop the stop is
+		// the last word it hears, so none is sent; one in flight when an
+		// estop lands is cut off like a write (the stop is re-asserted
+		// after it returns).
+		if d.estop {
+			e = d.errorf(mhp.CodeEStopActive, "device is in estop: job %s is not paused (no command follows the stop); safety/reset is needed", id).
+				With(mhp.DataGate, mhp.GateState).With("id", id)
+			return
+		}
+		call = d.beginCallLocked()
+	})
+	if e != nil {
+		return nil, e
+	}
 	if paused {
 		return &snap, nil
 	}
@@ -354,6 +373,10 @@ func (d *Driver) PauseJob(ctx context.Context, id string) (*mhp.Job, error) {
 		pctx, cancel := context.WithTimeout(ctx, d.cfg.HookTimeout)
 		err := act.Pause(pctx, r.handle)
 		cancel()
+		if d.endCall(call) {
+			return nil, d.errorf(mhp.CodeEStopActive, "an estop landed while job %s was pausing: the stop was sent after the pause; safety/reset is needed", id).
+				With(mhp.DataGate, mhp.GateState).With("id", id)
+		}
 		if err != nil {
 			return nil, d.hookRefusal("pause", r.job.ID, err)
 		}
