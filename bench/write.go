@@ -11,11 +11,11 @@ import (
 	"github.com/openmhp/mhp-go/binding"
 )
 
-// writeDevice is a driver with one setting behind all six gates: state,
+// WriteDevice is a driver with one setting behind all six gates: state,
 // approval (auto), an interlock signal read live, limits 0..100, the lease
 // (held by the writing session) and busy. It returns the driver, the
 // writer's context and the setting's Write hook for direct calls.
-func writeDevice() (*binding.Driver, context.Context, func(context.Context, any) (binding.WriteStatus, error), error) {
+func WriteDevice() (*binding.Driver, context.Context, func(context.Context, any) (binding.WriteStatus, error), error) {
 	var stored atomic.Value
 	write := func(ctx context.Context, v any) (binding.WriteStatus, error) {
 		stored.Store(v)
@@ -44,7 +44,7 @@ func writeDevice() (*binding.Driver, context.Context, func(context.Context, any)
 // measureWrite is settings/write through the six gates against the Write
 // hook called directly.
 func measureWrite(_ context.Context, o Options) (Row, error) {
-	drv, ctx, write, err := writeDevice()
+	drv, ctx, write, err := WriteDevice()
 	if err != nil {
 		return Row{}, err
 	}

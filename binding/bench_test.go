@@ -2,42 +2,23 @@ package binding_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/bench"
 	"github.com/openmhp/mhp-go/binding"
 )
 
-// benchDevice is a driver with one setting behind all six gates: state,
-// approval (auto), a real interlock signal read live, limits 0..100, the
-// lease (held by the writing session) and busy. It returns the driver, the
-// caller's context and the setting's Write hook for direct calls.
+// benchDevice is [bench.WriteDevice] (one setting behind all six gates,
+// the lease held by the writing session), closed at the benchmark's end.
 func benchDevice(b *testing.B) (*binding.Driver, context.Context, func(context.Context, any) (binding.WriteStatus, error)) {
 	b.Helper()
-	var stored atomic.Value
-	write := func(ctx context.Context, v any) (binding.WriteStatus, error) {
-		stored.Store(v)
-		return binding.Applied, nil
-	}
-	drv, err := binding.New(binding.Config{
-		Device: mhp.DeviceInfo{ID: "bench-01", Class: "bench"},
-		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "door_closed", Type: mhp.TypeBoolean},
-			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: true}, nil }}},
-		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "setpoint", Type: mhp.TypeNumber, Unit: "degC",
-			Limits: mhp.Range(0, 100), Approval: mhp.ApprovalAuto, Interlocks: []string{"door_closed"}},
-			Write: write}},
-		EStop: func(context.Context) error { return nil },
-	})
+	drv, ctx, write, err := bench.WriteDevice()
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { drv.Close() })
-	ctx := mhp.WithSession(context.Background(), "bench")
-	if _, err := drv.Acquire(ctx, time.Hour); err != nil {
-		b.Fatal(err)
-	}
 	return drv, ctx, write
 }
 
