@@ -22,9 +22,7 @@ type Driver struct {
 	settings byName[Setting]
 	actions  byName[Action]
 	watchdog time.Duration
-
-	// writeSem is the request lock: one setting write talks to the backend at a time.
-	writeSem chan struct{}
+	epoch    time.Time // the driver's time line starts here (since0), read once at New
 
 	// mu guards every field below.
 	mu sync.Mutex
@@ -40,7 +38,7 @@ type Driver struct {
 	// estop marks each as cut off, and when the last cut-off call returns the
 	// stop hook runs once more (stopOwed counts the cut-off calls still out),
 	// so the stop is the last command the backend hears.
-	calls    map[*backendCall]struct{}
+	calls    callList // a write's hook is on its writeOp (atBackend) instead
 	stopOwed int
 	// reasserting: the re-assertion runs (a reset waits for it, so no stale
 	// stop reaches the backend after a reset); reassertAgain: a call cut off
@@ -64,11 +62,13 @@ type Driver struct {
 	// Writes in progress, cancelled by estop or at their deadline by one
 	// sweeper timer (writeop.go): armed (sweepArmed) for sweepAt while any
 	// is pending; realClock: the clock is the real one (the timer is kept
-	// between writes); sweepFn is sweepWrites, made once.
+	// between writes); sweepFn is sweepWrites, made once; turn is the
+	// request lock (one write talks to the backend at a time).
 	writes     writeList // range over d.inflight to visit them
+	turn       writeTurn
 	sweeper    clock.Timer
 	sweepArmed bool
-	sweepAt    time.Time
+	sweepAt    time.Duration // on the driver's time line (since0)
 	realClock  bool
 	sweepFn    func()
 
@@ -90,10 +90,36 @@ type Driver struct {
 	link   linkState // the backend link as the adapter last reported it (SetLink)
 }
 
-// backendCall is one call that may command the backend: a setting's Write
-// hook or a job's Run, from the moment it is called until it returns.
+// backendCall is one call that may command the backend, a job's Run or
+// Pause, from the moment it is called until it returns (a setting's Write
+// hook is one too, kept on its writeOp).
 type backendCall struct {
-	cutOff bool // an estop latched while it was out: the stop is re-asserted after it returns
+	prev, next *backendCall // in Driver.calls
+	cutOff     bool         // an estop latched while it was out: the stop is re-asserted after it returns
+}
+
+// callList is the set of backend calls in flight, linked through them.
+// Guarded by Driver.mu.
+type callList struct{ head *backendCall }
+
+func (l *callList) add(c *backendCall) {
+	c.prev, c.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = c
+	}
+	l.head = c
+}
+
+func (l *callList) remove(c *backendCall) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
 }
 
 type jobRec struct {
@@ -128,10 +154,8 @@ func New(cfg Config) (*Driver, error) {
 	d := &Driver{
 		cfg:        cfg,
 		clk:        cfg.Clock,
-		writeSem:   make(chan struct{}, 1),
 		jobs:       map[string]*jobRec{},
 		sessions:   map[string]*sessionRec{},
-		calls:      map[*backendCall]struct{}{},
 		listeners:  map[int]func(mhp.Notification){},
 		lastValues: map[string]any{},
 		watchdog:   time.Duration(cfg.Safety.WatchdogS * float64(time.Second)),
@@ -139,6 +163,7 @@ func New(cfg Config) (*Driver, error) {
 	}
 	d.sweepFn = d.sweepWrites
 	_, d.realClock = cfg.Clock.(clock.Real)
+	d.epoch = cfg.Clock.Now()
 	d.desc = mhp.Descriptor{
 		MHP: mhp.ProtocolVersion, DeviceInfo: cfg.Device, Notes: cfg.Notes, Instructions: cfg.Instructions,
 		Physical: cfg.Physical, Safety: cfg.Safety,
@@ -232,13 +257,8 @@ func (d *Driver) Close() error {
 			expired = true
 		}
 	}
-	if !expired {
-		select {
-		case d.writeSem <- struct{}{}: // no write is talking to the backend
-			<-d.writeSem
-		case <-t.C:
-			expired = true
-		}
+	if !expired && !d.awaitTurn(t.C) { // until no write is talking to the backend
+		expired = true
 	}
 	if expired {
 		d.cfg.Logger.Warn("closing with work still running", "device", d.cfg.Device.ID, "waited", d.cfg.JobGrace)
