@@ -179,7 +179,7 @@ func (d *Driver) writeLastGatesLocked(op *writeOp, s string, now time.Time, set 
 // params. Gates 5 and 6 and admit (which registers the job) run in one
 // locked section, so no other invoke slips between the busy check and the
 // registration; admit is not called for a dry run.
-func (d *Driver) invokeGates(ctx context.Context, s string, now time.Time, act *Action, req mhp.InvokeRequest, notes *mhp.DryRunNotes,
+func (d *Driver) invokeGates(ctx context.Context, s string, now time.Time, act *boundAction, req mhp.InvokeRequest, notes *mhp.DryRunNotes,
 	admit func(params map[string]any) *mhp.Error) (map[string]any, *mhp.Error) {
 	// 1. state
 	if e := d.stateGate(); e != nil {

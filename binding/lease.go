@@ -44,8 +44,8 @@ func (d *Driver) touchLocked(s string, now time.Time) {
 			d.lease.lastSeen = now
 		}
 	}
-	if now.Sub(d.lastSweep) > d.cfg.SessionIdle/4 {
-		d.lastSweep = now
+	if at := d.since0(now); at-d.lastSweep > d.cfg.SessionIdle/4 {
+		d.lastSweep = at
 		for id, rec := range d.sessions {
 			// A session with subscriptions is kept until it unsubscribes or
 			// ends (EndSession): it may only be listening, on an event stream
@@ -103,7 +103,7 @@ func (d *Driver) leaseGateLocked(s string, now time.Time) *mhp.Error {
 	}
 	if d.watchdog > 0 && holder == "" {
 		return d.errorf(mhp.CodeNotLeased, "this device has a %gs watchdog: acquire a lease (session/acquire) before operating it",
-			d.cfg.Safety.WatchdogS).With(mhp.DataReason, mhp.ReasonLeaseRequired).With(mhp.DataGate, mhp.GateLease)
+			d.desc.Safety.WatchdogS).With(mhp.DataReason, mhp.ReasonLeaseRequired).With(mhp.DataGate, mhp.GateLease)
 	}
 	return nil
 }

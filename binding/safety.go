@@ -359,7 +359,7 @@ func (d *Driver) resetBusyLocked() *mhp.Error {
 // block it.
 func (d *Driver) verify(ctx context.Context) (map[string]string, error) {
 	d.mu.Lock()
-	down, why := d.linkDownLocked(), d.link.err
+	down, why := d.linkDownLocked(), d.linkErrLocked()
 	d.mu.Unlock()
 	if down && d.cfg.Verify == nil {
 		// With the link down no signal can be read. An adapter's own
@@ -377,8 +377,8 @@ func (d *Driver) verify(ctx context.Context) (map[string]string, error) {
 	vctx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
 	defer cancel()
 	var unavailable map[string]string
-	for i := range d.cfg.Signals {
-		s := &d.cfg.Signals[i]
+	for i := range d.signals.items {
+		s := &d.signals.items[i]
 		_, err := d.readSignal(vctx, s)
 		if err == nil {
 			continue
@@ -406,7 +406,7 @@ func (d *Driver) RecoverySignals() map[string]bool {
 }
 
 // requiredWhy says why a signal must read for a reset.
-func (d *Driver) requiredWhy(s *Signal) string {
+func (d *Driver) requiredWhy(s *boundSignal) string {
 	if s.Spec.RequiredForRecovery {
 		return "required for recovery"
 	}

@@ -195,7 +195,7 @@ func (d *Driver) endWrite(op *writeOp, name string, value any, by string, ok, ap
 	d.removeWriteLocked(op)
 	d.turn.releaseLocked()
 	deliver := false
-	if ok && !inEStop && len(d.listenerList) > 0 {
+	if ok && !inEStop && len(d.listeners) > 0 {
 		d.enqueueLocked(mhp.NotifySettingsChanged, map[string]any{"name": name, "value": value, "by": by, "applied": applied})
 		deliver = !d.draining
 	}
