@@ -34,7 +34,9 @@ func TestGuardFlagsOptions(t *testing.T) {
 		{"sync with the fleet's default dir", GuardFlags{EvidenceSync: "never", EvidenceDirDefault: true}, "", nil},
 		{"key without evidence", GuardFlags{EvidenceKey: key}, "--evidence-key needs --evidence", nil},
 		{"cadence", GuardFlags{Evidence: dir, EvidenceKey: key, EvidenceHeadEvery: "10", EvidenceHeadInterval: "2s"}, "",
-			func(g GuardOptions) bool { return g.HeadEvery == 10 && g.HeadInterval == 2*time.Second && g.EvidenceKey != nil }},
+			func(g GuardOptions) bool {
+				return g.HeadEvery == 10 && g.HeadInterval == 2*time.Second && g.EvidenceKey != nil
+			}},
 		{"cadence unsigned", GuardFlags{Evidence: dir, EvidenceHeadEvery: "10"}, "need --evidence-key", nil},
 		{"interval too short", GuardFlags{Evidence: dir, EvidenceKey: key, EvidenceHeadInterval: "1ms"}, "between 100ms and 1h", nil},
 		{"permits", GuardFlags{OperatorTokenFile: tok, RequirePermits: true}, "",
