@@ -83,5 +83,9 @@
 // (Basic256Sha256 with a username; it revises a 50 ms publishing interval to
 // 100 ms, which the keep-alive follows) and node-opcua 2.186.4 (a PLC and a
 // LADS device: testdata/server.mjs); the tests run against the gopcua
-// v0.8.0 fake (opcua/opcuatest).
+// v0.8.0 fake (opcua/opcuatest) and, with MHP_PEER_OPCUA=1, against
+// node-opcua 2.186.4 (TestNode*: units and EURange read at a connection
+// after a late server start among them). The refusal of a LADS control
+// function as an action is checked against the fake only: server.mjs has
+// no control function, and open62541 was not run again for it.
 package opcua
