@@ -107,7 +107,13 @@ func run(ctx context.Context, w io.Writer, n int) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Devices: n, NaiveTokens: naive, FindTokens: tokens(map[string]any{"results": found}),
+	// The find step costs what mhp_find hands the agent: the results with
+	// what they share said once (directory.Compact).
+	agentFound, err := directory.Compact(found)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Devices: n, NaiveTokens: naive, FindTokens: tokens(agentFound),
 		SummaryTokens: tokens(summary), SelectTokens: tokens(sel), SearchLatency: latency, Found: found[0].ID}
 	r.PathTokens = r.FindTokens + r.SummaryTokens + r.SelectTokens
 	fmt.Fprintf(w, "%d simulated devices, %d classes, 40 bays\n", n, len(classes))
