@@ -24,8 +24,11 @@ func OperatorToolNames() []string { return []string{"mhp_permit", "mhp_operator"
 // decisions: mhp_permit; mhp_lab's reset is an operator op) are listed only
 // when the host policy allows them. Examples are kept where they teach what a
 // schema cannot (a query's phrasing, a selection, an action's params, a
-// script): tools/list stays under 4 KiB (4,049 bytes with the default policy;
-// an operator's host listing mhp_permit and mhp_operator too: about 5 KiB).
+// script). tools/list is 3,917 bytes with the default policy, 4,371 with
+// the host's fleet and interview ops, 4,948 on an operator's host listing
+// mhp_permit and mhp_operator too (TestToolsListSize holds each). JSON
+// Schema $defs would not help: each tool's inputSchema stands alone, and a
+// $ref is longer than the {"type":"string"} it replaces.
 type tool struct {
 	name, description string
 	schema            map[string]any
@@ -207,7 +210,7 @@ func argFloat(args map[string]any, k string, def float64) float64 {
 
 func (b *Bridge) tools() []tool {
 	labOps := []string{"list", "updates", "limits", "acquire", "release"}
-	labDesc := "Lab: list (devices, policy), updates (notifications, paged), limits, acquire/release lease"
+	labDesc := "Lab: list (devices, policy), updates (paged notifications), limits, acquire/release lease"
 	if b.policy.OperatorTools {
 		labOps = append(labOps, "reset")
 		labDesc += ", reset (after estop/fault)"
@@ -215,14 +218,14 @@ func (b *Bridge) tools() []tool {
 	labProps := map[string]any{"op": nil, "device": deviceProp(), "ttl_s": num(1, maxWait)}
 	if b.cfg.Fleet != nil {
 		labOps = append(labOps, fleetOps()...)
-		labDesc += "; fleet: scan hosts, add target (URL/folder/config; twin), remove (force), locate"
+		labDesc += "; fleet: scan hosts, add target (URL/folder/config; twin), remove, locate"
 		for k, v := range fleetProps() {
 			labProps[k] = v
 		}
 	}
 	if b.cfg.Fleet != nil && b.cfg.Onboard != nil {
 		labOps = append(labOps, onboardOps()...)
-		labDesc += "; onboard (answers, id), new/write/validate package (id, path, content)"
+		labDesc += "; onboard answers, new/write/validate package files"
 		for k, v := range onboardProps() {
 			labProps[k] = v
 		}

@@ -42,15 +42,20 @@ type Report struct {
 	SelectTokens  int
 	SearchLatency time.Duration
 	Found         string
+	// FindJSON, SummaryJSON and SelectJSON are what each step handed the
+	// agent, as counted.
+	FindJSON, SummaryJSON, SelectJSON []byte
 }
 
 // tokens counts as the spec does: bytes of JSON / 4.
-func tokens(v any) int {
+func tokens(v any) int { return len(mustJSON(v)) / 4 }
+
+func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err)
 	}
-	return len(b) / 4
+	return b
 }
 
 func run(ctx context.Context, w io.Writer, n int) (*Report, error) {
@@ -113,8 +118,9 @@ func run(ctx context.Context, w io.Writer, n int) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Devices: n, NaiveTokens: naive, FindTokens: tokens(agentFound),
-		SummaryTokens: tokens(summary), SelectTokens: tokens(sel), SearchLatency: latency, Found: found[0].ID}
+	r := &Report{Devices: n, NaiveTokens: naive, SearchLatency: latency, Found: found[0].ID,
+		FindJSON: mustJSON(agentFound), SummaryJSON: mustJSON(summary), SelectJSON: mustJSON(sel)}
+	r.FindTokens, r.SummaryTokens, r.SelectTokens = len(r.FindJSON)/4, len(r.SummaryJSON)/4, len(r.SelectJSON)/4
 	r.PathTokens = r.FindTokens + r.SummaryTokens + r.SelectTokens
 	fmt.Fprintf(w, "%d simulated devices, %d classes, 40 bays\n", n, len(classes))
 	fmt.Fprintf(w, "every descriptor up front:       %9d tokens\n", r.NaiveTokens)
