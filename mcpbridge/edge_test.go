@@ -334,7 +334,7 @@ func TestToolsListSize(t *testing.T) {
 		tools int
 	}{
 		{mcpbridge.Policy{Enabled: true}, "", 3950, len(mcpbridge.ToolNames())},
-		{mcpbridge.Policy{Enabled: true}, "op-tok", 3950, len(mcpbridge.ToolNames())}, // a token alone lists nothing more
+		{mcpbridge.Policy{Enabled: true}, "op-tok", 3950, len(mcpbridge.ToolNames())},                                          // a token alone lists nothing more
 		{mcpbridge.Policy{Enabled: true, OperatorTools: true, AllowHardware: true}, "", 3950 + 32, len(mcpbridge.ToolNames())}, // reset
 		// An operator's host also lists mhp_permit and mhp_operator: a person
 		// reads them, not a model on every turn, so they get a little more room.
