@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"time"
@@ -26,6 +27,8 @@ import (
 func main() {
 	n := flag.Int("n", 2000, "number of simulated devices")
 	flag.Parse()
+	// The in-process bridge's session notices are not the demo's output.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if _, err := run(context.Background(), os.Stdout, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(1)
