@@ -124,9 +124,9 @@ func TestLabAddHardwareWithoutElicitation(t *testing.T) {
 	}
 }
 
-// With the fleet and interview ops, tools/list holds its size: 4,371 bytes
+// With the fleet and interview ops, tools/list holds its size: 4,421 bytes
 // (4,556 before issue 30's trim); an operator's host with the fleet lists
-// mhp_permit, mhp_operator and reset too: 5,402 (5,583).
+// mhp_permit, mhp_operator and reset too: 5,452 (5,583).
 func TestToolsListSizeWithFleet(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -134,8 +134,8 @@ func TestToolsListSizeWithFleet(t *testing.T) {
 		token string
 		limit int
 	}{
-		{"fleet", mcpbridge.DefaultPolicy(), "", 4400},
-		{"fleet and operator tools", mcpbridge.Policy{Enabled: true, OperatorTools: true}, "op-tok", 5440},
+		{"fleet", mcpbridge.DefaultPolicy(), "", 4450},
+		{"fleet and operator tools", mcpbridge.Policy{Enabled: true, OperatorTools: true}, "op-tok", 5480},
 	} {
 		f, err := host.Open(host.Config{Home: t.TempDir()})
 		if err != nil {

@@ -24,8 +24,8 @@ func OperatorToolNames() []string { return []string{"mhp_permit", "mhp_operator"
 // decisions: mhp_permit; mhp_lab's reset is an operator op) are listed only
 // when the host policy allows them. Examples are kept where they teach what a
 // schema cannot (a query's phrasing, a selection, an action's params, a
-// script). tools/list is 3,917 bytes with the default policy, 4,371 with
-// the host's fleet and interview ops, 4,948 on an operator's host listing
+// script). tools/list is 3,941 bytes with the default policy, 4,421 with
+// the host's fleet and interview ops, 4,972 on an operator's host listing
 // mhp_permit and mhp_operator too (TestToolsListSize holds each). JSON
 // Schema $defs would not help: each tool's inputSchema stands alone, and a
 // $ref is longer than the {"type":"string"} it replaces.
@@ -225,7 +225,7 @@ func (b *Bridge) tools() []tool {
 	}
 	if b.cfg.Fleet != nil && b.cfg.Onboard != nil {
 		labOps = append(labOps, onboardOps()...)
-		labDesc += "; onboard answers, new/write/validate package files"
+		labDesc += "; onboard (answers, id), new/write/validate package files (id, path, content)"
 		for k, v := range onboardProps() {
 			labProps[k] = v
 		}
@@ -238,7 +238,7 @@ func (b *Bridge) tools() []tool {
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 50}, "live": boolProp()}),
 			examples: []map[string]any{{"query": "PCR at 95 C in bay 2", "state": "idle"}},
 			handle:   b.find},
-		{name: "mhp_describe", description: "Summary by default; select: items' full specs; methods: saved ('' all, text finds, a name).",
+		{name: "mhp_describe", description: "Summary by default; select: items' full specs; methods: saved methods ('' all, text finds, a name in full).",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "detail": enum("card", "summary", "full"),
 				"select":  obj(nil, map[string]any{"signals": namesProp(), "settings": namesProp(), "actions": namesProp()}),
 				"methods": strProp()}),
@@ -257,7 +257,7 @@ func (b *Bridge) tools() []tool {
 			examples: []map[string]any{{"device": "tc-01", "action": "run_protocol",
 				"params": map[string]any{"steps": []any{map[string]any{"temp": 95, "hold_s": 30}}, "cycles": 30}, "wait_s": 60}},
 			handle: b.invoke},
-		{name: "mhp_job", description: "Job: status (default), wait (wait_s, 30), control; list.",
+		{name: "mhp_job", description: "Job: status (default), wait (wait_s, default 30), control; list.",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "id": strProp(),
 				"op": enum("status", "wait", "cancel", "pause", "resume", "list"), "wait_s": waitProp()}),
 			handle: b.job},
