@@ -15,7 +15,6 @@ import (
 	"github.com/openmhp/mhp-go/examples/sim"
 	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/mcpbridge"
-	"github.com/openmhp/mhp-go/onboard"
 	"github.com/openmhp/mhp-go/transport"
 )
 
@@ -137,20 +136,7 @@ func TestToolsListSizeWithFleet(t *testing.T) {
 		{"fleet", mcpbridge.DefaultPolicy(), "", 4450},
 		{"fleet and operator tools", mcpbridge.Policy{Enabled: true, OperatorTools: true}, "op-tok", 5480},
 	} {
-		f, err := host.Open(host.Config{Home: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		iv, err := onboard.NewInterview(onboard.Config{Fleet: f})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := mcpbridge.New(mcpbridge.Config{Fleet: f, Onboard: iv, Policy: &c.p, OperatorToken: c.token})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
+		b := onboardBridgeWith(t, t.TempDir(), mcpbridge.Config{Policy: &c.p, OperatorToken: c.token})
 		res, err := session(t, b, nil).ListTools(context.Background(), &mcp.ListToolsParams{})
 		if err != nil {
 			t.Fatal(err)
