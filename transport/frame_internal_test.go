@@ -279,3 +279,46 @@ func (d *refDupScanner) object(path string) {
 		}
 	}
 }
+
+// Each fast params reader agrees with the strict decoder wherever it
+// accepts: the same request, field by field.
+func FuzzFastParamsAgree(f *testing.F) {
+	for _, s := range []string{
+		`{"names":["block_temperature"]}`, `{"names":[]}`, `{"names":["a","b"]}`, `{ "names" : [ "a" , "b" ] }`, `{"names":null}`,
+		`{"names":["a\"b"]}`, `{"NAMES":["a"]}`, `{"names":["a",1]}`, `{"names":"a"}`, `{}`, `{"names":["a"],"x":1}`,
+		`{"detail":"summary"}`, `{"detail":"card","select":{"signals":["a"]}}`, `{"detail":null}`, `{"detail":"\u0073ummary"}`,
+		`{"name":"target_temperature","value":50,"dryRun":true}`, `{"name":"x","value":null}`, `{"name":"x","value":{"a":[1]},"approved":false}`,
+		`{"name":"x","value":1e400}`, `{"name":"x","value":"s","commandId":"c-1","permitId":"p"}`, `{"name":1,"value":2}`,
+		`{"name":"x","dryrun":true}`, `{"name":"x","value":true,"dryRun":"yes"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if !utf8.Valid(p) || !json.Valid(p) || len(trimJSONSpace(p)) == 0 || trimJSONSpace(p)[0] != '{' {
+			return
+		}
+		if _, _, dup := duplicateMember(append(append([]byte(`{"params":`), p...), '}')); dup {
+			return // the frame decoder refuses it before any method runs
+		}
+		p = trimJSONSpace(p)
+		agree(t, "signals/read", p, fastNames)
+		agree(t, "device/describe", p, fastDescribe)
+		agree(t, "settings/write", p, fastWrite)
+	})
+}
+
+func agree[Req any](t *testing.T, method string, p []byte, fast func(json.RawMessage) (Req, bool)) {
+	got, ok := fast(p)
+	if !ok {
+		return
+	}
+	want, err := mhp.DecodeAs[Req](method, p)
+	if err != nil {
+		t.Fatalf("%s %s: the fast reader accepted what the decoder refuses: %v", method, p, err)
+	}
+	gj, _ := json.Marshal(got)
+	wj, _ := json.Marshal(want)
+	if !bytes.Equal(gj, wj) {
+		t.Fatalf("%s %s: the fast reader read %s, the decoder %s", method, p, gj, wj)
+	}
+}

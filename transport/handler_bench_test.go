@@ -101,6 +101,7 @@ func rpcRequest(body, sid string) *http.Request {
 	r, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/rpc", bytes.NewReader([]byte(body)))
 	r.Header.Set("Content-Type", "application/json")
 	r.RemoteAddr = "127.0.0.1:5555"
+	r.Host = "127.0.0.1:18900"
 	if sid != "" {
 		r.Header.Set(mhp.HeaderSession, sid)
 	}

@@ -227,7 +227,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 // (the device call before it may have taken a while).
 func (s *Server) writeAnswer(w http.ResponseWriter, status int, resp *Response) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-	writeJSON(w, status, resp)
+	writeResponse(w, status, resp)
 }
 
 // sessionOf finds the session of an events or session request.
