@@ -34,6 +34,10 @@ type dupScanner struct {
 	name  string     // the repeated member, as written (unescaped)
 	path  []pathPart // the duplicate's object path, innermost component first
 	keys  [][]byte   // the names of the objects being scanned, a stack (folded where folding applies)
+	fold  []byte     // the folded names' bytes (appended only: keys point into it)
+	// keysBuf and foldBuf back keys and fold for the usual frame.
+	keysBuf [16][]byte
+	foldBuf [64]byte
 	// membersOnly skips the duplicate check: the scan only keeps the
 	// top-level members (of a frame whose duplicate is inside params).
 	membersOnly bool
@@ -77,6 +81,7 @@ func memberKind(k pathKind, key []byte) pathKind {
 // scan walks b from its start.
 func (d *dupScanner) scan(b []byte) {
 	d.b, d.i = b, 0
+	d.keys, d.fold = d.keysBuf[:0], d.foldBuf[:0]
 	d.value(0, kindEmpty)
 }
 
@@ -180,15 +185,28 @@ func unquote(raw []byte) []byte {
 	return key
 }
 
-// folded is key as the decoder matches it (strings.ToLower); key itself
-// when it has no upper-case letter to fold.
-func folded(key []byte) []byte {
+// folded is key as the decoder matches it (strings.ToLower): key itself
+// when it has no upper-case letter to fold, an ASCII name lowered into
+// d.fold, any other through strings.ToLower.
+func (d *dupScanner) folded(key []byte) []byte {
+	upper := false
 	for _, c := range key {
-		if c >= utf8.RuneSelf || ('A' <= c && c <= 'Z') {
+		if c >= utf8.RuneSelf {
 			return []byte(strings.ToLower(string(key)))
 		}
+		upper = upper || ('A' <= c && c <= 'Z')
 	}
-	return key
+	if !upper {
+		return key
+	}
+	start := len(d.fold)
+	for _, c := range key {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		d.fold = append(d.fold, c)
+	}
+	return d.fold[start:len(d.fold):len(d.fold)]
 }
 
 // manyKeys is the member count beyond which an object's names are checked
@@ -217,7 +235,7 @@ func (d *dupScanner) object(depth int, kind pathKind) {
 		key := unquote(d.str())
 		k := key
 		if fold {
-			k = folded(key)
+			k = d.folded(key)
 		}
 		dup := false
 		switch {

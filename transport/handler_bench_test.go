@@ -6,12 +6,16 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/examples/sim"
 	"github.com/openmhp/mhp-go/transport"
 )
+
+// SetWriteDeadline is accepted (a net/http writer has it).
+func (w *sinkWriter) SetWriteDeadline(time.Time) error { return nil }
 
 // sinkWriter is a reusable http.ResponseWriter that keeps nothing: the
 // handler benchmarks count the server's own work, not a recorder's.

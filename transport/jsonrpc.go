@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/openmhp/mhp-go"
@@ -185,6 +186,9 @@ func decodeString(v []byte) (string, bool) {
 		return "", false
 	}
 	if bytes.IndexByte(v, '\\') < 0 {
+		if name, ok := knownMethods()[string(v[1:len(v)-1])]; ok {
+			return name, true // a method name: no copy
+		}
 		return string(v[1 : len(v)-1]), true
 	}
 	var s string
@@ -193,6 +197,16 @@ func decodeString(v []byte) (string, bool) {
 	}
 	return s, true
 }
+
+// knownMethods maps the name of every built-in method to itself, for the
+// decoder to take a frame's method without copying it.
+var knownMethods = sync.OnceValue(func() map[string]string {
+	m := map[string]string{mhp.MethodInitialize: mhp.MethodInitialize, Version: Version}
+	for name := range builtinMethods() {
+		m[name] = name
+	}
+	return m
+})
 
 // trimJSONSpace trims the four whitespace bytes of JSON (not \v, \f or
 // Unicode spaces, which make a frame malformed).
