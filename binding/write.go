@@ -28,7 +28,7 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 		d.touch(ctx)
 		return nil, e
 	}
-	set, ok := d.settings.get(req.Name) // read once: the write uses this spec throughout
+	set, ok := d.settingsNow().get(req.Name) // one load: the write keeps these specs throughout (refine.go)
 	if !ok {
 		d.touch(ctx)
 		return nil, d.errorf(mhp.CodeUnknownName, "no setting %q", req.Name).With(mhp.DataKind, "setting").With(mhp.DataName, req.Name)
