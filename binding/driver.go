@@ -102,33 +102,14 @@ type Driver struct {
 // Pause, from the moment it is called until it returns (a setting's Write
 // hook is one too, kept on its writeOp).
 type backendCall struct {
-	prev, next *backendCall // in Driver.calls
-	cutOff     bool         // an estop latched while it was out: the stop is re-asserted after it returns
+	link   link[backendCall] // in Driver.calls
+	cutOff bool              // an estop latched while it was out: the stop is re-asserted after it returns
 }
 
-// callList is the set of backend calls in flight, linked through them.
-// Guarded by Driver.mu.
-type callList struct{ head *backendCall }
+// callList is the set of backend calls in flight.
+type callList = linked[backendCall, *backendCall]
 
-func (l *callList) add(c *backendCall) {
-	c.prev, c.next = nil, l.head
-	if l.head != nil {
-		l.head.prev = c
-	}
-	l.head = c
-}
-
-func (l *callList) remove(c *backendCall) {
-	if c.prev != nil {
-		c.prev.next = c.next
-	} else {
-		l.head = c.next
-	}
-	if c.next != nil {
-		c.next.prev = c.prev
-	}
-	c.prev, c.next = nil, nil
-}
+func (c *backendCall) links() *link[backendCall] { return &c.link }
 
 type jobRec struct {
 	job    mhp.Job

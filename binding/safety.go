@@ -105,7 +105,7 @@ func (d *Driver) estopLocked() []string {
 			d.stopOwed++
 		}
 	}
-	for c := d.calls.head; c != nil; c = c.next {
+	for c := d.calls.head; c != nil; c = c.link.next {
 		if !c.cutOff {
 			c.cutOff = true
 			d.stopOwed++

@@ -226,7 +226,7 @@ func (d *Driver) abortWrite(op *writeOp, turn bool) {
 // (see armSweeperLocked). mu is held.
 func (d *Driver) removeWriteLocked(op *writeOp) {
 	d.writes.remove(op)
-	if d.writes.n == 0 && d.sweepArmed && !d.realClock {
+	if d.writes.head == nil && d.sweepArmed && !d.realClock {
 		d.sweeper.Stop()
 		d.sweeper, d.sweepArmed = nil, false
 	}

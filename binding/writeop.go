@@ -24,10 +24,10 @@ type writeOp struct {
 	parent context.Context
 
 	// Guarded by Driver.mu.
-	prev, next *writeOp      // in Driver.writes
-	deadline   time.Duration // on the driver's time line (Driver.since0)
-	atBackend  bool          // its hook was called and has not returned: a backend call
-	cutOff     bool          // an estop latched while at the backend: the stop is re-asserted after it returns
+	link      link[writeOp] // in Driver.writes
+	deadline  time.Duration // on the driver's time line (Driver.since0)
+	atBackend bool          // its hook was called and has not returned: a backend call
+	cutOff    bool          // an estop latched while at the backend: the stop is re-asserted after it returns
 
 	ended     bool        // guarded by mu (with wait); set after cancelled
 	cancelled atomic.Bool // Err's answer
@@ -140,40 +140,49 @@ func (o *writeOp) cancel() {
 
 func (o *writeOp) String() string { return "binding.writeContext" }
 
-// writeList is the set of writes in flight: a doubly linked list through
-// the writeOps (no map insert and delete per write). Guarded by Driver.mu.
-type writeList struct {
-	head *writeOp
-	n    int
-}
+// linked is a list of the things in flight (writes, backend calls), linked
+// through them (no map insert and delete per request). Guarded by
+// Driver.mu.
+type linked[T any, P interface {
+	*T
+	links() *link[T]
+}] struct{ head *T }
 
-func (l *writeList) add(o *writeOp) {
-	o.prev, o.next = nil, l.head
+// link is an item's place in a linked list.
+type link[T any] struct{ prev, next *T }
+
+func (l *linked[T, P]) add(o *T) {
+	ln := P(o).links()
+	ln.prev, ln.next = nil, l.head
 	if l.head != nil {
-		l.head.prev = o
+		P(l.head).links().prev = o
 	}
 	l.head = o
-	l.n++
 }
 
-func (l *writeList) remove(o *writeOp) {
-	if o.prev != nil {
-		o.prev.next = o.next
+func (l *linked[T, P]) remove(o *T) {
+	ln := P(o).links()
+	if ln.prev != nil {
+		P(ln.prev).links().next = ln.next
 	} else {
-		l.head = o.next
+		l.head = ln.next
 	}
-	if o.next != nil {
-		o.next.prev = o.prev
+	if ln.next != nil {
+		P(ln.next).links().prev = ln.prev
 	}
-	o.prev, o.next = nil, nil
-	l.n--
+	ln.prev, ln.next = nil, nil
 }
+
+// writeList is the set of writes in flight.
+type writeList = linked[writeOp, *writeOp]
+
+func (o *writeOp) links() *link[writeOp] { return &o.link }
 
 // inflight visits the writes in flight (range over d.inflight); mu is held.
 // The visit may cancel them, not add or remove any.
 func (d *Driver) inflight(yield func(int, *writeOp) bool) {
 	i := 0
-	for o := d.writes.head; o != nil; o = o.next {
+	for o := d.writes.head; o != nil; o = o.link.next {
 		if !yield(i, o) {
 			return
 		}
