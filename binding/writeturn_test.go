@@ -152,3 +152,42 @@ func TestCloseWaitsForTheWriteAtTheBackend(t *testing.T) {
 		t.Fatal("the Close hook did not run")
 	}
 }
+
+// TestSettingsChangedOnlyForAnOkWrite: a write answered ok is published as
+// notifications/settings/changed (name, value, by, applied); a write cut
+// off by an estop, answered EStopActive, is not.
+func TestSettingsChangedOnlyForAnOkWrite(t *testing.T) {
+	td := newTurnDevice(t)
+	var mu sync.Mutex
+	var changed []map[string]any
+	stop := td.drv.Listen(func(n mhp.Notification) {
+		if n.Method == mhp.NotifySettingsChanged {
+			mu.Lock()
+			changed = append(changed, n.Params)
+			mu.Unlock()
+		}
+	})
+	defer stop()
+	seen := func() []map[string]any {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]map[string]any(nil), changed...)
+	}
+	ctx := mhp.WithSession(context.Background(), "s1")
+	if _, err := td.drv.Write(ctx, mhp.WriteRequest{Name: "sp", Value: 5.0}); err != nil {
+		t.Fatal(err)
+	}
+	if got := seen(); len(got) != 1 || got[0]["name"] != "sp" || got[0]["value"] != 5.0 || got[0]["by"] != "s1" || got[0]["applied"] != true {
+		t.Fatalf("after an ok write: %v, want one settings/changed for sp=5 by s1, applied", got)
+	}
+	_, first := td.write(ctx, 0)
+	waitClosed(t, td.inHook, "the write to reach its hook")
+	if _, err := td.drv.EStop(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	close(td.release)
+	conformance.ExpectCode(t, <-first, mhp.CodeEStopActive)
+	if got := seen(); len(got) != 1 {
+		t.Fatalf("a write cut off by the estop was published: %v", got)
+	}
+}
