@@ -126,7 +126,8 @@ func (d *Driver) stateGate() *mhp.Error {
 // writeGates runs gates 2 to 4 of settings/write and returns the checked
 // value; they take no lock. Gate 1 (state) is admitWriteLocked's, in the
 // locked step that registers the write right before; gates 5 and 6 are
-// writeLastGatesLocked's, in the locked step that sends it.
+// writeLastGatesLocked's, in the locked step that sends it. (A setting
+// without interlocks has all but these in one locked step: sendQuick.)
 func (d *Driver) writeGates(ctx context.Context, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (any, *mhp.Error) {
 	// 1. state: checked by admitWriteLocked
 	// 2. approval
@@ -169,6 +170,12 @@ func (d *Driver) writeLastGatesLocked(op *writeOp, s string, now time.Time, set 
 		}
 	}
 	// 5. lease and 6. busy
+	return d.writeLeaseAndBusyLocked(s, now, set, req, notes)
+}
+
+// writeLeaseAndBusyLocked are gates 5 and 6 of settings/write; a dry run
+// turns them into notes. mu is held.
+func (d *Driver) writeLeaseAndBusyLocked(s string, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) *mhp.Error {
 	busy := d.active > 0 && !set.Spec.DuringJob
 	return d.leaseAndBusyLocked(s, now, busy, func() string {
 		return fmt.Sprintf("setting %q cannot be written while a job runs (during_job is false)", req.Name)

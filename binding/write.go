@@ -17,12 +17,15 @@ import (
 // "not_started" (the backend refused it), and the stop is re-asserted once
 // the last such call returns.
 //
-// A write is three locked steps: beginWrite (the session's touch, the
-// request lock, gate 1 and the write's registration), sendWrite (gates 1, 5
-// and 6 again or for the first time, and the hook's registration as a
-// backend call) and endWrite (the call's return, the write leaving the
-// in-flight set, the request lock handed on and the listeners told). The
-// gates between them (approval, interlocks read live, limits) take no lock.
+// A write of a setting with interlocks is three locked steps: beginWrite
+// (the session's touch, the request lock, gate 1 and the write's
+// registration), sendWrite (gates 1, 5 and 6 again or for the first time,
+// and the hook's registration as a backend call) and endWrite (the call's
+// return, the write leaving the in-flight set, the request lock handed on
+// and the listeners told); the gates between them (approval, interlocks
+// read live, limits) take no lock. A setting without interlocks has nothing
+// to read between the first two, which are then one (sendQuick), and a dry
+// run of it is that one step alone.
 func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteResult, error) {
 	if e := d.unhonoured(mhp.MethodSettingsWrite, req.CommandID, req.PermitID, ""); e != nil {
 		d.touch(ctx)
@@ -39,25 +42,16 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	// away does not cut a write half way.
 	wc := &writeCall{op: writeOp{parent: ctx}}
 	op := &wc.op
-	s, now, e := d.beginWrite(ctx, op, set, req.Name, req.DryRun)
-	if e != nil {
-		return nil, e
-	}
-	inFlight := true // until a locked step ended the write; a refusal or a panic on the way ends it here
-	defer func() {
-		if inFlight {
-			d.abortWrite(op, !req.DryRun)
-		}
-	}()
 	var notes mhp.DryRunNotes
-	value, e := d.writeGates(op, now, set, req, &notes)
+	s, value, done, e := d.sendQuick(ctx, op, set, req, &notes)
+	if !done && e == nil {
+		s, value, e = d.prepareWrite(ctx, op, set, req, &notes)
+	}
 	if e != nil {
 		return nil, e
 	}
-	if e := d.sendWrite(op, s, now, set, req, &notes); e != nil {
-		return nil, e
-	}
-	inFlight = false // a dry run ended in sendWrite; the hook's call ends in callWrite
+	// A dry run has ended; a real write's hook is registered as a backend
+	// call, and callWrite ends it.
 	res := &wc.res
 	if req.DryRun {
 		*res = mhp.WriteResult{OK: true, Name: req.Name, Value: value, DryRun: true, WouldWrite: value}
@@ -84,6 +78,80 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 		res.Status = mhp.WriteSent
 	}
 	return res, nil
+}
+
+// prepareWrite takes a write through its first two locked steps and the
+// gates between them, up to its hook: on success a dry run has ended and a
+// real write is registered as a backend call.
+func (d *Driver) prepareWrite(ctx context.Context, op *writeOp, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (string, any, *mhp.Error) {
+	s, now, e := d.beginWrite(ctx, op, set, req.Name, req.DryRun)
+	if e != nil {
+		return s, nil, e
+	}
+	inFlight := true // until a locked step ended the write; a refusal or a panic on the way ends it here
+	defer func() {
+		if inFlight {
+			d.abortWrite(op, !req.DryRun)
+		}
+	}()
+	value, e := d.writeGates(op, now, set, req, notes)
+	if e != nil {
+		return s, nil, e
+	}
+	if e := d.sendWrite(op, s, now, set, req, notes); e != nil {
+		return s, nil, e
+	}
+	inFlight = false
+	return s, value, nil
+}
+
+// sendQuick is a write of a setting without interlocks in one locked step:
+// the session's touch and the six gates in order (approval and limits,
+// which take no lock, checked before it and reported in their place), then
+// a real write takes the request lock and is registered as a backend call
+// in the same hold of mu (so an estop either refuses it here or cuts the
+// call off). done is false, with nothing done but the touch, when the
+// setting has interlocks or another write holds the request lock: the write
+// then takes the three steps (prepareWrite), and waits its turn there.
+func (d *Driver) sendQuick(ctx context.Context, op *writeOp, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (s string, value any, done bool, e *mhp.Error) {
+	if len(set.Spec.Interlocks) > 0 {
+		return "", nil, false, nil
+	}
+	value, gateErr := d.writeGates(op, time.Time{}, set, req, notes) // 2. approval, (3. no interlocks), 4. limits
+	s = mhp.SessionFrom(ctx)
+	now := d.reqNow()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.touchLocked(s, now)
+	// 1. state
+	if e := d.stateGateLocked(); e != nil {
+		return s, nil, true, e
+	}
+	if d.closed {
+		return s, nil, true, d.errorf(mhp.CodeDeviceFault, "settings/write %s: driver is closed", req.Name)
+	}
+	if gateErr != nil {
+		return s, nil, true, gateErr
+	}
+	if !req.DryRun && d.turn.held {
+		return s, nil, false, nil
+	}
+	// 5. lease and 6. busy
+	if e := d.writeLeaseAndBusyLocked(s, now, set, req, notes); e != nil {
+		return s, nil, true, e
+	}
+	if req.DryRun {
+		return s, value, true, nil
+	}
+	d.turn.held = true
+	at := d.since0(now)
+	op.deadline = at + d.cfg.HookTimeout
+	d.writes.add(op)
+	if !d.sweepArmed || op.deadline < d.sweepAt {
+		d.armSweeperLocked(op.deadline, at)
+	}
+	op.atBackend = true
+	return s, value, true, nil
 }
 
 // beginWrite is the write's first locked step: the session's touch, then
