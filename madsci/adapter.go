@@ -101,7 +101,10 @@ func build(ctx context.Context, cfg Config, opt Options) (binding.Config, *adapt
 		clk = clock.Real{}
 	}
 	a := &adapter{cfg: cfg, node: opt.Node, acts: opt.Actions, info: info, running: map[string]string{}, clk: clk,
-		log: log, reachable: true, firstState: desc.State}
+		log: log, reachable: true, firstState: desc.State, poll: cfg.pollRetry(opt.PollClock)}
+	if cfg.PollFailures > 0 {
+		log.Warn("madsci: " + adapters.DeprecatedPollFailures(cfg.PollFailures))
+	}
 	a.status = &cached[*NodeStatus]{ttl: cfg.SignalCache, fetch: a.readStatus}
 	a.state = &cached[map[string]any]{ttl: cfg.SignalCache, fetch: opt.Node.State}
 
@@ -206,7 +209,9 @@ type adapter struct {
 
 	// clk times the status watch (the driver's clock).
 	clk clock.Clock
-	log *slog.Logger
+	// poll times the action polls and retries their failures.
+	poll adapters.PollRetry
+	log  *slog.Logger
 
 	mu      sync.Mutex
 	running map[string]string // MHP job id -> node action id

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
@@ -38,6 +39,7 @@ func baseConfig(url, files string) madsci.Config {
 		SignalCache:    -1,
 		FilesDir:       files,
 		ReadyInterlock: &f,
+		PollRetry:      adapters.PollRetry{Backoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Window: 200 * time.Millisecond},
 	}
 }
 

@@ -42,16 +42,30 @@ type Config struct {
 	URL string `yaml:"url,omitempty"`
 	// RequestTimeout bounds every HTTP request; default 10s.
 	RequestTimeout time.Duration `yaml:"request_timeout,omitempty"`
-	// PollInterval is the wait between task polls; default 200ms.
+	// PollInterval is the wait between task polls when the bridge does
+	// not long-poll (an older bridge, long_poll: false, the legacy
+	// server); default 200ms.
 	PollInterval time.Duration `yaml:"poll_interval,omitempty"`
+	// LongPoll lets the adapter wait for a task's change at the bridge
+	// (GET /tasks/{id}?wait=) when the bridge's /describe says it can
+	// (bridge.long_poll_s), so a task's end reaches the job at once instead
+	// of up to poll_interval later; default true. false polls every
+	// poll_interval.
+	LongPoll *bool `yaml:"long_poll,omitempty"`
+	// PollRetry is the retry policy of failed task polls (see
+	// [adapters.PollRetry]): back-off from poll_retry.backoff (250ms)
+	// doubling to poll_retry.max_backoff (5s), for poll_retry.window (2m)
+	// from the first failure in a row before the outcome is unknown.
+	PollRetry adapters.PollRetry `yaml:"poll_retry,omitempty"`
 	// ActionTimeout bounds an action with no timeout of its own (and is sent
 	// to the bridge as the task's timeout_s); default 1h.
 	ActionTimeout time.Duration `yaml:"action_timeout,omitempty"`
 	// CancelWait bounds how long a cancelled job keeps polling for the
 	// task's end state after the cancel was sent; default 60s.
 	CancelWait time.Duration `yaml:"cancel_wait,omitempty"`
-	// PollFailures is how many task polls in a row may fail before the
-	// outcome is unknown; default 3.
+	// PollFailures is deprecated (poll_retry.window replaces it): when
+	// set, the outcome is also given up as unknown after that many failed
+	// polls in a row, and New logs a warning. Unset by default.
 	PollFailures int `yaml:"poll_failures,omitempty"`
 	// SignalCache is how long one /state reply serves signal reads; default
 	// 250ms; negative disables.
@@ -136,9 +150,11 @@ func (c Config) Defaults() Config {
 		t := true
 		c.ResetSetup = &t
 	}
-	if c.PollFailures == 0 {
-		c.PollFailures = 3
+	if c.LongPoll == nil {
+		t := true
+		c.LongPoll = &t
 	}
+	c.PollRetry = c.PollRetry.Defaults()
 	return c
 }
 
@@ -167,8 +183,11 @@ func (c Config) Validate() error {
 			return fmt.Errorf("pylabrobot: %s must be positive, got %v", name, d)
 		}
 	}
-	if c.PollFailures < 1 {
-		return fmt.Errorf("pylabrobot: poll_failures must be >= 1")
+	if c.PollFailures < 0 {
+		return fmt.Errorf("pylabrobot: poll_failures (deprecated: use poll_retry.window) must be >= 1 when set, got %d", c.PollFailures)
+	}
+	if err := c.PollRetry.Validate(); err != nil {
+		return fmt.Errorf("pylabrobot: %w", err)
 	}
 	if err := c.Link.Validate(); err != nil {
 		return fmt.Errorf("pylabrobot: %w", err)
@@ -190,4 +209,15 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// pollRetry is the config's poll policy on the options' poll clock, with
+// the deprecated poll_failures as its count bound.
+func (c Config) pollRetry(opt Options) adapters.PollRetry {
+	p := c.PollRetry
+	p.MaxFailures = c.PollFailures
+	if opt.PollClock != nil {
+		p.Clock = opt.PollClock
+	}
+	return p.Defaults()
 }

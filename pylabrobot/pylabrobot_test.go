@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/pylabrobot"
@@ -24,7 +25,8 @@ type fixture struct {
 
 func fastConfig(mode, url string) pylabrobot.Config {
 	return pylabrobot.Config{Mode: mode, URL: url, RequestTimeout: 5 * time.Second, PollInterval: 2 * time.Millisecond,
-		ActionTimeout: 10 * time.Second, CancelWait: 3 * time.Second, SignalCache: -1}
+		ActionTimeout: 10 * time.Second, CancelWait: 3 * time.Second, SignalCache: -1,
+		PollRetry: adapters.PollRetry{Backoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Window: 200 * time.Millisecond}}
 }
 
 func start(t *testing.T, cfg pylabrobot.Config) *fixture {
