@@ -196,7 +196,7 @@ func (f *PollFailures) giveUp(spent time.Duration) error {
 		msg = fmt.Sprintf("%s: %s answered HTTP %d to %d polls in a row %s; giving up: %v",
 			f.what, f.backend, f.lastStatus, f.n, bound, f.lastErr)
 	case f.answered == 0:
-		msg = fmt.Sprintf("%s: %s unreachable: %d polls in a row got no answer %s; giving up: %v",
+		msg = fmt.Sprintf("%s: %s is unreachable: %d polls in a row got no answer %s; giving up: %v",
 			f.what, f.backend, f.n, bound, f.lastErr)
 	default:
 		msg = fmt.Sprintf("%s: %d polls in a row failed %s: %s answered HTTP %d to %d of them and %d got no answer; giving up: %v",

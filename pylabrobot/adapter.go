@@ -116,7 +116,7 @@ func build(ctx context.Context, cfg Config, opt Options) (binding.Config, *adapt
 	}
 	b := &bridgeAdapter{cfg: cfg, m: opt.Machine, t: opt.Tasks, desc: desc, poll: cfg.pollRetry(opt)}
 	if *cfg.LongPoll && desc.Bridge.LongPollS > 0 {
-		b.longPoll = min(longPollWait, time.Duration(desc.Bridge.LongPollS*float64(time.Second)))
+		b.longPoll = min(cfg.LongPollWait, time.Duration(desc.Bridge.LongPollS*float64(time.Second)))
 	}
 	b.state = &stateCache{ttl: cfg.SignalCache, fetch: opt.Machine.State}
 	b.link = newLink(cfg, opt, b.probe, downErr)
@@ -510,11 +510,6 @@ func (b *bridgeAdapter) follow(ctx context.Context, job *binding.Job, t *Task) (
 		}
 	}
 }
-
-// longPollWait is the most a poll asks a long-polling bridge to hold its
-// answer: a change answers at once, so this only bounds how long one
-// bridge thread serves one request.
-const longPollWait = 5 * time.Second
 
 // taskPoll follows one task's polls: the wait before the next one, the
 // long-poll when the bridge offers it, and the failed polls under the

@@ -52,6 +52,11 @@ type Config struct {
 	// of up to poll_interval later; default true. false polls every
 	// poll_interval.
 	LongPoll *bool `yaml:"long_poll,omitempty"`
+	// LongPollWait is the most one long-poll asks the bridge to hold its
+	// answer (clamped to the bridge's long_poll_s): a change answers at
+	// once, so this only bounds how long one request stays open; default
+	// 5s. A cancel or estop never waits for it: the poll is cut at once.
+	LongPollWait time.Duration `yaml:"long_poll_wait,omitempty"`
 	// PollRetry is the retry policy of failed task polls (see
 	// [adapters.PollRetry]): back-off from poll_retry.backoff (250ms)
 	// doubling to poll_retry.max_backoff (5s), for poll_retry.window (2m)
@@ -142,6 +147,7 @@ func (c Config) Defaults() Config {
 	}
 	def(&c.RequestTimeout, 10*time.Second)
 	def(&c.PollInterval, 200*time.Millisecond)
+	def(&c.LongPollWait, 5*time.Second)
 	def(&c.ActionTimeout, time.Hour)
 	def(&c.CancelWait, time.Minute)
 	def(&c.SignalCache, 250*time.Millisecond)
@@ -177,7 +183,7 @@ func (c Config) Validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("pylabrobot: url %q is not an http(s) URL", c.URL)
 	}
-	for name, d := range map[string]time.Duration{"request_timeout": c.RequestTimeout, "poll_interval": c.PollInterval,
+	for name, d := range map[string]time.Duration{"request_timeout": c.RequestTimeout, "poll_interval": c.PollInterval, "long_poll_wait": c.LongPollWait,
 		"action_timeout": c.ActionTimeout, "cancel_wait": c.CancelWait} {
 		if d <= 0 {
 			return fmt.Errorf("pylabrobot: %s must be positive, got %v", name, d)

@@ -31,12 +31,17 @@ func fastConfig(mode, url string) pylabrobot.Config {
 
 func start(t *testing.T, cfg pylabrobot.Config) *fixture {
 	t.Helper()
+	return startWith(t, cfg, pylabrobot.Options{})
+}
+
+func startWith(t *testing.T, cfg pylabrobot.Config, opt pylabrobot.Options) *fixture {
+	t.Helper()
 	if cfg.Device.ID == "" {
 		cfg.Device = mhp.DeviceInfo{ID: "plr-01", Class: "liquid_handler"}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
-	d, err := pylabrobot.New(ctx, cfg, pylabrobot.Options{})
+	d, err := pylabrobot.New(ctx, cfg, opt)
 	if err != nil {
 		t.Fatalf("pylabrobot.New: %v", err)
 	}

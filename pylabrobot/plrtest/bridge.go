@@ -58,6 +58,7 @@ type Bridge struct {
 	// long-poll must see; closed is closed by Close.
 	changed, closed chan struct{}
 	timed           map[string]time.Duration
+	waiting         int // long-polls held now
 	requests        map[string]int
 	submitted       []string
 	// notSetUp is PyLabRobot's setup_finished == false: after stop() every
@@ -190,10 +191,19 @@ func (b *Bridge) LongPoll(on bool) {
 // FailNextPolls makes the next n task polls (GET /tasks/{id}) fail: answer
 // the HTTP status code, or, with code 0, drop the connection unanswered (a
 // bridge restarting, a proxy resetting). Then they answer normally again.
+// A long-poll waiting when it is set fails too (counted among the n).
 func (b *Bridge) FailNextPolls(code, n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failStatus, b.pollFailN = code, n
+	b.bumpLocked()
+}
+
+// Refuse closes the bridge's listener and connections, keeping its tasks:
+// every new connection is refused (the bridge process gone) until Close.
+func (b *Bridge) Refuse() {
+	_ = b.srv.Listener.Close()
+	b.srv.CloseClientConnections()
 }
 
 // PollsFailing is how many of the polls set by FailNextPolls are still to fail.
@@ -290,7 +300,8 @@ func (b *Bridge) ForceNext(method, status string) {
 	b.forced[method] = status
 }
 
-// Requests counts requests by "METHOD /path".
+// Requests counts requests by "METHOD /path" ("GET /tasks/{id}" for every
+// task poll, "GET /tasks/{id}?wait" for the long-polls among them).
 func (b *Bridge) Requests(key string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -323,24 +334,44 @@ func (b *Bridge) middleware(h http.Handler) http.Handler {
 			}
 		}
 		b.requests[r.Method+" "+path]++
-		failPoll := b.pollStatus
+		if r.URL.Query().Has("wait") {
+			b.requests[r.Method+" "+path+"?wait"]++
+		}
 		isPoll := r.Method == http.MethodGet && path == "/tasks/{id}"
-		failNext := isPoll && b.pollFailN > 0
-		if failNext {
-			b.pollFailN--
-			failPoll = b.failStatus
+		code, failing := 0, false
+		if isPoll {
+			code, failing = b.failingPollLocked()
 		}
 		b.mu.Unlock()
-		if gone || (failNext && failPoll == 0) {
+		if gone {
 			dropConn(w)
 			return
 		}
-		if failPoll != 0 && isPoll {
-			reply(w, failPoll, map[string]any{"detail": "Internal Server Error"})
+		if failing {
+			failPoll(w, code)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// failingPollLocked says whether this task poll fails, and how (an HTTP
+// status, or 0: the connection is dropped), consuming one of
+// FailNextPolls'. Call with mu held.
+func (b *Bridge) failingPollLocked() (int, bool) {
+	if b.pollFailN > 0 {
+		b.pollFailN--
+		return b.failStatus, true
+	}
+	return b.pollStatus, b.pollStatus != 0
+}
+
+func failPoll(w http.ResponseWriter, code int) {
+	if code == 0 {
+		dropConn(w)
+		return
+	}
+	reply(w, code, map[string]any{"detail": "Internal Server Error"})
 }
 
 func dropConn(w http.ResponseWriter) {
@@ -642,6 +673,7 @@ func (b *Bridge) task(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var expired <-chan time.Time
+	elapsed, waited := false, false
 	if wait > 0 {
 		tm := time.NewTimer(time.Duration(wait * float64(time.Second)))
 		defer tm.Stop()
@@ -656,18 +688,22 @@ func (b *Bridge) task(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		t.refresh()
-		snap, changed, failing := t.Task, b.changed, b.pollStatus
+		snap, changed := t.Task, b.changed
+		code, failing := 0, false
+		if waited {
+			// FailPolls or FailNextPolls landed while this long-poll waited.
+			code, failing = b.failingPollLocked()
+		}
 		b.mu.Unlock()
-		if failing != 0 {
-			// FailPolls landed while this long-poll waited.
-			reply(w, failing, map[string]any{"detail": "Internal Server Error"})
+		if failing {
+			failPoll(w, code)
 			return
 		}
 		if !hasSeen {
 			seen, hasSeen = snap.Version, true
 		}
 		terminal := snap.Status != pylabrobot.TaskQueued && snap.Status != pylabrobot.TaskRunning
-		if wait == 0 || terminal || snap.Version != seen {
+		if wait == 0 || elapsed || terminal || snap.Version != seen {
 			out := map[string]any{"task": snap}
 			if long {
 				out["wait_s"] = wait
@@ -675,17 +711,34 @@ func (b *Bridge) task(w http.ResponseWriter, r *http.Request) {
 			reply(w, 200, out)
 			return
 		}
+		b.mu.Lock()
+		b.waiting++
+		b.mu.Unlock()
+		var gone bool
 		select {
 		case <-changed:
 		case <-expired:
-			reply(w, 200, map[string]any{"task": snap, "wait_s": wait}) // no change within the wait
-			return
+			elapsed = true // answer with what the task is now
 		case <-r.Context().Done():
-			return
+			gone = true
 		case <-b.closed:
+			gone = true
+		}
+		b.mu.Lock()
+		b.waiting--
+		b.mu.Unlock()
+		waited = true
+		if gone {
 			return
 		}
 	}
+}
+
+// Waiting is how many long-polls the bridge holds right now.
+func (b *Bridge) Waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waiting
 }
 
 func (b *Bridge) cancelTask(w http.ResponseWriter, r *http.Request) {
