@@ -45,6 +45,11 @@ func baseConfig(url, files string) madsci.Config {
 
 func newFixture(t *testing.T, opts madscitest.Options, mut func(*madsci.Config)) *fixture {
 	t.Helper()
+	return newFixtureWith(t, opts, mut, madsci.Options{})
+}
+
+func newFixtureWith(t *testing.T, opts madscitest.Options, mut func(*madsci.Config), mopt madsci.Options) *fixture {
+	t.Helper()
 	n := madscitest.New(opts)
 	t.Cleanup(n.Close)
 	files := t.TempDir()
@@ -55,7 +60,7 @@ func newFixture(t *testing.T, opts madscitest.Options, mut func(*madsci.Config))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
 	defer cancel()
-	d, err := madsci.New(ctx, cfg, madsci.Options{})
+	d, err := madsci.New(ctx, cfg, mopt)
 	if err != nil {
 		t.Fatalf("madsci.New: %v", err)
 	}
