@@ -117,8 +117,13 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 				if cancelling {
 					return nil, binding.ErrCancelled
 				}
-				return nil, binding.Failed(fmt.Errorf("madsci action %s (%s) ended paused and is no longer running; MADSci does not continue it", plan.name, id),
-					map[string]any{"node_status": st, "action_id": id, "node_errors": errorData(res.Errors)})
+				why := "MADSci does not continue it"
+				if ns.Paused {
+					why += "; the node stays paused and refuses every later action (node.ready reads false) until safety/reset " +
+						"sends the node's reset (its resume only clears the flag)"
+				}
+				return nil, binding.Failed(fmt.Errorf("madsci action %s (%s) ended paused and is no longer running; %s", plan.name, id, why),
+					map[string]any{"node_status": st, "action_id": id, "node_errors": errorData(res.Errors), "node_paused": ns.Paused})
 			}
 		case StatusUnknown:
 			unknowns++

@@ -332,8 +332,14 @@ func shapeOf(t TypeDesc) *mhp.Shape {
 		s.Limits = &mhp.Limits{Enum: t.Enum}
 	}
 	var notes []string
+	named := false // the notes name the python type already
 	if t.Resource {
-		notes = append(notes, "name of a deck resource"+resourceKinds(t.ResourceTypes))
+		kinds := t.ResourceTypes
+		if len(kinds) == 0 && t.PythonType != "" {
+			kinds, named = []string{t.PythonType}, true
+		}
+		notes = append(notes, "name of a deck resource"+resourceKinds(kinds))
+		named = named || len(t.ResourceTypes) > 0
 	}
 	if t.Items != nil && t.Items.Resource {
 		notes = append(notes, "names of deck resources"+resourceKinds(t.Items.ResourceTypes))
@@ -364,8 +370,9 @@ func shapeOf(t TypeDesc) *mhp.Shape {
 			alts[resAt] = "a deck resource name" + resourceKinds(slices.Compact(kinds))
 		}
 		notes = append(notes, "one of: "+strings.Join(alts, ", or "))
+		named = true // each alternative names its own type
 	}
-	if t.PythonType != "" {
+	if t.PythonType != "" && !named {
 		notes = append(notes, "python type "+t.PythonType)
 	}
 	s.Notes = strings.Join(notes, "; ")

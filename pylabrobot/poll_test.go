@@ -222,8 +222,8 @@ func TestLongPollCarriesTheJob(t *testing.T) {
 			}
 			// finish waits patience (5s); the held long-poll would have
 			// answered after a minute.
-			if j := f.finish(t, id); j.State != mhp.JobCancelled {
-				t.Fatalf("job after %s: %+v %v", stop, j, j.Error)
+			if j := f.finish(t, id); j.State != mhp.JobCancelled || j.Extra["status"] != pylabrobot.TaskCancelled {
+				t.Fatalf("job after %s: %+v %v, want cancelled with extra.status cancelled", stop, j, j.Error)
 			}
 			if b.In.Calls(conformance.ActionRun) != 1 {
 				t.Fatal("the task ran twice")

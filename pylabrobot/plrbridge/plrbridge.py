@@ -532,6 +532,8 @@ class Bridge:
             item = args[0] if args else inspect.Parameter.empty
             out = [self._value(name, item, x, depth + 1) for x in v]
             return tuple(out) if origin is tuple else out
+        if _is_resource_class(ann) and not isinstance(v, str):
+            raise BridgeError(400, f"{name}: want the name of a {ann.__name__} on the deck, got {type(v).__name__} {v!r}")
         if _is_resource_class(ann) and isinstance(v, str):
             # The class is checked for every resource parameter, not only
             # inside a Union: a tip rack named for `plate` is refused
@@ -584,6 +586,9 @@ class Bridge:
                     except BridgeError:
                         continue
             return v
+        if all(_is_resource_class(a) for a in members):
+            raise BridgeError(400, f"{name}: want the name of a {' or '.join(a.__name__ for a in members)} on the deck, "
+                                   f"got {type(v).__name__} {v!r}")
         if isinstance(v, list):
             for a in members:
                 o = typing.get_origin(a)
