@@ -122,6 +122,26 @@ func (p PollRetry) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// Backoffs are the waits between the polls of a run of failures that
+// lasts the whole window (at most 4,096 of them): what a job whose polls
+// never recover waits before its outcome is given up as unknown.
+func (p PollRetry) Backoffs() []time.Duration {
+	p = p.Defaults()
+	p.MaxFailures = 0
+	p.Clock = clock.NewStep(time.Unix(0, 0))
+	f := p.Follow("", "")
+	var out []time.Duration
+	for len(out) < 4096 {
+		wait, err := f.Failed(0, nil)
+		if err != nil {
+			break
+		}
+		out = append(out, wait)
+		_ = p.Sleep(context.Background(), wait)
+	}
+	return out
+}
+
 // Follow starts the failure record of one job's polls. what names the job
 // in messages ("bridge task 3f2a (run)") and backend names who is polled
 // ("the bridge").

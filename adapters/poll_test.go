@@ -104,6 +104,23 @@ func TestPollRetrySchedule(t *testing.T) {
 	}
 }
 
+// TestPollRetryBackoffs: the default policy's whole window, as the
+// adapters' tests expect it: 250ms doubling to 5s, 5s until 1m57.75s,
+// then 2.25s to the edge at 2m.
+func TestPollRetryBackoffs(t *testing.T) {
+	want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
+	for range 22 {
+		want = append(want, 5*time.Second)
+	}
+	want = append(want, 2250*time.Millisecond)
+	if got := (adapters.PollRetry{}).Backoffs(); !slices.Equal(got, want) {
+		t.Fatalf("default backoffs %v, want %v", got, want)
+	}
+	if got := (adapters.PollRetry{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond, Window: time.Hour}).Backoffs(); len(got) != 4096 {
+		t.Fatalf("%d backoffs, want the bound 4096", len(got))
+	}
+}
+
 // TestPollRetryRecovers: an answered poll resets the record, so failures
 // spread over a long job never add up to the window.
 func TestPollRetryRecovers(t *testing.T) {

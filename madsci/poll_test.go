@@ -57,13 +57,13 @@ func TestPollPolicy(t *testing.T) {
 			state:  mhp.JobFailed,
 			want:   []string{"the node answered HTTP 500 to 29 polls in a row", "poll_retry.window 2m0s", "outcome unknown"},
 			not:    []string{"unreachable"},
-			waits:  defaultWindowWaits()},
+			waits:  adapters.PollRetry{}.Backoffs()},
 		{name: "refused_is_unreachable",
 			during: func(n *madscitest.Node) { n.Refuse() },
 			state:  mhp.JobFailed,
 			want:   []string{"the node is unreachable", "got no answer", "poll_retry.window 2m0s", "connection refused"},
 			not:    []string{"HTTP 5"},
-			waits:  defaultWindowWaits()},
+			waits:  adapters.PollRetry{}.Backoffs()},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -121,14 +121,4 @@ func TestPollPolicy(t *testing.T) {
 			}
 		})
 	}
-}
-
-// defaultWindowWaits is the back-off of the default policy over its whole
-// window: 250ms doubling to 5s, 5s until 1m57.75s, then 2.25s to the edge.
-func defaultWindowWaits() []time.Duration {
-	w := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
-	for range 22 {
-		w = append(w, 5*time.Second)
-	}
-	return append(w, 2250*time.Millisecond)
 }

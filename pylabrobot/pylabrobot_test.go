@@ -442,7 +442,7 @@ func TestLegacyTerminalStates(t *testing.T) {
 		// Before the policy the job gave up after 3 polls as "server
 		// unreachable".
 		{name: "polls_answered_500_recover", action: "aspirate", params: liquid("plate_01_well_A1"),
-			mut: func(c *pylabrobot.Config) { c.PollRetry.Window = time.Minute },
+			mut:   func(c *pylabrobot.Config) { c.PollRetry.Window = time.Minute },
 			setup: func(l *plrtest.LegacyServer) { l.In.Script(plrtest.RouteAspirate, conformance.Block) },
 			during: func(t *testing.T, f *fixture, l *plrtest.LegacyServer, job string) {
 				l.FailNextPolls(http.StatusInternalServerError, 5)
