@@ -146,6 +146,55 @@ func measureSiLA2(ctx context.Context, o Options) (Row, error) {
 	}, nil
 }
 
+// finishedJobs delivers the job id and state of every jobs/finished of d
+// (buffered: a caller waits for one job at a time).
+func finishedJobs(d mhp.Device) (<-chan [2]string, func()) {
+	ch := make(chan [2]string, 64)
+	stop := d.Listen(func(n mhp.Notification) {
+		if n.Method != mhp.NotifyJobsFinished {
+			return
+		}
+		var id, state string
+		switch j := n.Params["job"].(type) {
+		case map[string]any:
+			id, _ = j["id"].(string)
+			state, _ = j["state"].(string)
+		case mhp.Job:
+			id, state = j.ID, string(j.State)
+		case *mhp.Job:
+			id, state = j.ID, string(j.State)
+		}
+		select {
+		case ch <- [2]string{id, state}:
+		default:
+		}
+	})
+	return ch, stop
+}
+
+// invokeFinished invokes name and waits for its jobs/finished on the
+// notification stream, whose job says how it ended: what an agent does.
+func invokeFinished(ctx context.Context, d mhp.Device, finished <-chan [2]string, name string, params map[string]any) error {
+	r, err := d.Invoke(ctx, mhp.InvokeRequest{Name: name, Params: params})
+	if err != nil {
+		return err
+	}
+	for {
+		select {
+		case f := <-finished:
+			if f[0] != r.Job.ID {
+				continue
+			}
+			if f[1] != string(mhp.JobDone) {
+				return fmt.Errorf("job %s ended %s", f[0], f[1])
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // plrPickDrop is how long the bench's pick and drop takes at the fake
 // bridge (what a PyLabRobot pick+drop on a simulated deck takes): long
 // enough that it never ends inside the submit answer.
@@ -153,7 +202,7 @@ const plrPickDrop = 15 * time.Millisecond
 
 // measurePLR is a PyLabRobot pick and drop (a task the fake bridge runs
 // for plrPickDrop) through the adapter over HTTP+SSE (invoke, wait for
-// jobs/finished), with the adapter long-polling the bridge (the default)
+// its jobs/finished, whose job says done), with the adapter long-polling the bridge (the default)
 // and, in the same run, polling it (long_poll: false, the default 200ms
 // poll_interval: the path before bridges long-polled), against the bridge
 // client's own submit and long-poll.
@@ -161,7 +210,7 @@ func measurePLR(ctx context.Context, o Options) (Row, error) {
 	br := plrtest.NewBridge()
 	defer br.Close()
 	br.AddTimedMethod("pick_drop", plrPickDrop)
-	open := func(id string, longPoll bool) (mhp.Device, <-chan struct{}, func(), error) {
+	open := func(id string, longPoll bool) (mhp.Device, <-chan [2]string, func(), error) {
 		cfg := pylabrobot.Config{Mode: pylabrobot.ModeBridge, URL: br.URL, LongPoll: &longPoll}
 		cfg.Device = mhp.DeviceInfo{ID: id}
 		d, err := pylabrobot.New(ctx, cfg, pylabrobot.Options{})
@@ -176,7 +225,7 @@ func measurePLR(ctx context.Context, o Options) (Row, error) {
 			d.Close()
 			return nil, nil, nil, err
 		}
-		done, stop := finishedSignal(cd)
+		done, stop := finishedJobs(cd)
 		return cd, done, func() { stop(); closeWire(); d.Close() }, nil
 	}
 	long, longDone, closeLong, err := open("bench-long", true)
@@ -218,13 +267,13 @@ func measurePLR(ctx context.Context, o Options) (Row, error) {
 				return Row{}, err
 			}
 			mid := time.Now()
-			if err := invokeAndWait(ctx, long, longDone, "pick_drop", nil); err != nil {
+			if err := invokeFinished(ctx, long, longDone, "pick_drop", nil); err != nil {
 				return Row{}, err
 			}
 			ds, ls = append(ds, ms(mid.Sub(start))), append(ls, ms(time.Since(mid)))
 			if i%4 == 0 {
 				start := time.Now()
-				if err := invokeAndWait(ctx, poll, pollDone, "pick_drop", nil); err != nil {
+				if err := invokeFinished(ctx, poll, pollDone, "pick_drop", nil); err != nil {
 					return Row{}, err
 				}
 				dps, ps = append(dps, ds[len(ds)-1]), append(ps, ms(time.Since(start)))
@@ -236,7 +285,7 @@ func measurePLR(ctx context.Context, o Options) (Row, error) {
 		ratioLong, ratioPoll = append(ratioLong, l/d), append(ratioPoll, p/dp)
 	}
 	return Row{
-		What: fmt.Sprintf("a PyLabRobot pick+drop (%v at the Go fake bridge) through MHP over HTTP+SSE vs the bridge client's submit+long-poll; "+
+		What: fmt.Sprintf("a PyLabRobot pick+drop (%v at the Go fake bridge) through MHP over HTTP+SSE (invoke, jobs/finished) vs the bridge client's submit+long-poll; "+
 			"adapter long-polling (default) and polling (long_poll: false, poll_interval 200ms) in the same run", plrPickDrop),
 		Baseline: "direct " + spread(base, "%.2f") + " ms",
 		Now: "long-poll direct +" + spread(addLong, "%.2f") + " ms (" + spread(ratioLong, "%.2f") + "x); " +

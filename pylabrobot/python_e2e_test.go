@@ -18,7 +18,7 @@ import (
 // startPythonBridge runs the real plrbridge.py on the stub machine; the test
 // is skipped, saying how to run it, when python3 is not on PATH (it needs
 // nothing else: the stub machine stands in for PyLabRobot).
-func startPythonBridge(t *testing.T) string {
+func startPythonBridge(t testing.TB) string {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
