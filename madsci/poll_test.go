@@ -122,3 +122,19 @@ func TestPollPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestPollFailuresDeprecated: poll_failures still bounds the failed polls
+// in a row (and says so), within the window.
+func TestPollFailuresDeprecated(t *testing.T) {
+	clk := clock.NewStep(time.Unix(1_800_000_000, 0))
+	f := newFixtureWith(t, madscitest.Options{}, func(cfg *madsci.Config) { cfg.PollRetry, cfg.PollFailures = adapters.PollRetry{}, 3 },
+		madsci.Options{Options: adapters.Options{PollClock: clk}})
+	f.node.In.Script(conformance.ActionRun, conformance.Block)
+	id := f.invoke(t, conformance.ActionRun, map[string]any{"duration_s": 1.0})
+	f.nodeRuns(t, conformance.ActionRun)
+	f.node.FailRoute(statusRoute, http.StatusInternalServerError)
+	j := f.finish(t, id)
+	if j.State != mhp.JobFailed || !strings.Contains(j.Error.Message, "answered HTTP 500 to 3 polls") || !strings.Contains(j.Error.Message, "poll_failures 3") {
+		t.Fatalf("job %+v %v", j, j.Error)
+	}
+}
