@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/clock"
+	"github.com/openmhp/mhp-go/conformance"
 	"golang.org/x/tools/txtar"
 )
 
@@ -236,16 +238,16 @@ func FuzzDecodeDNS(f *testing.F) {
 	})
 }
 
-// fakeResponder answers every mDNS query for _sila._tcp.local it gets on
-// loopback with the packets of answer, by unicast to the querier, as a
-// responder does for a query from a port other than 5353 (RFC 6762 section
-// 6.7). It records the queries' question class.
+// fakeResponder answers the mDNS queries for _sila._tcp.local it gets on
+// loopback, after the first skip (lost), with the packets of answer, by
+// unicast to the querier, as a responder does for a query from a port other
+// than 5353 (RFC 6762 section 6.7). It records the queries' question class.
 type fakeResponder struct {
 	conn    *net.UDPConn
 	classes chan uint16
 }
 
-func startResponder(t *testing.T, answer ...[]byte) *fakeResponder {
+func startResponder(t *testing.T, skip int, answer ...[]byte) *fakeResponder {
 	t.Helper()
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -268,6 +270,10 @@ func startResponder(t *testing.T, answer ...[]byte) *fakeResponder {
 			select {
 			case r.classes <- binary.BigEndian.Uint16(q[n-2:]):
 			default:
+			}
+			if skip > 0 {
+				skip--
+				continue
 			}
 			for _, a := range answer {
 				conn.WriteToUDP(a, from)
@@ -303,7 +309,7 @@ func (l *lockedBuffer) String() string {
 func TestBrowseFindsZeroconfServer(t *testing.T) {
 	golden := zeroconfPacket(t, "legacy-unicast.hex")
 	otherQuery := mdnsQuery(false)
-	resp := startResponder(t, otherQuery, golden[:100], golden)
+	resp := startResponder(t, 0, otherQuery, golden[:100], golden)
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +342,7 @@ func TestBrowseFindsZeroconfServer(t *testing.T) {
 // TestBrowseQuietNetworkEndsAtTimeout: nobody answers; the browse ends at
 // its timeout with nothing found, and a cancelled context ends it early.
 func TestBrowseQuietNetworkEndsAtTimeout(t *testing.T) {
-	resp := startResponder(t) // reads the queries, answers nothing
+	resp := startResponder(t, 0) // reads the queries, answers nothing
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -360,5 +366,54 @@ func TestBrowseQuietNetworkEndsAtTimeout(t *testing.T) {
 	}
 	if _, err := BrowseWith(context.Background(), BrowseOptions{Conn: conn}); err == nil || !strings.Contains(err.Error(), "needs To") {
 		t.Fatalf("Conn without To: %v", err)
+	}
+}
+
+// TestBrowseRepeatsTheQuery: the first query (QU) is lost; the browse asks
+// again 1 s later on its clock (QM), and the answer to that one counts.
+func TestBrowseRepeatsTheQuery(t *testing.T) {
+	resp := startResponder(t, 1, zeroconfPacket(t, "legacy-unicast.hex"))
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	type result struct {
+		found []DiscoveredServer
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		found, err := BrowseWith(context.Background(), BrowseOptions{Timeout: time.Hour, Max: 1, Conn: conn, To: resp.conn.LocalAddr(), Clock: clk})
+		done <- result{found, err}
+	}()
+	if c := <-resp.classes; c != 0x8001 {
+		t.Fatalf("first query class 0x%04x, want IN with the QU bit", c)
+	}
+	// The window's end and the repeat are both armed once the first query is out.
+	conformance.Eventually(t, "the repeat armed", func() bool { return clk.Pending() == 2 })
+	clk.Advance(999 * time.Millisecond)
+	select {
+	case c := <-resp.classes:
+		t.Fatalf("a query (class 0x%04x) before 1 s", c)
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	select {
+	case c := <-resp.classes:
+		if c != dnsClassIN {
+			t.Fatalf("repeat query class 0x%04x, want IN without the QU bit", c)
+		}
+	case <-time.After(mdnsTestTimeout):
+		t.Fatal("no repeat query after 1 s")
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || len(r.found) != 1 || r.found[0].Name != "Incubator" {
+			t.Fatalf("found %+v, err %v", r.found, r.err)
+		}
+	case <-time.After(mdnsTestTimeout):
+		t.Fatal("the answer to the repeat did not end the browse")
 	}
 }
