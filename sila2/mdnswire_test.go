@@ -417,3 +417,60 @@ func TestBrowseRepeatsTheQuery(t *testing.T) {
 		t.Fatal("the answer to the repeat did not end the browse")
 	}
 }
+
+// TestMDNSCacheEndpoint: the endpoint takes an IPv4 address of the SRV
+// host, else a global IPv6 one, else a link-local one with the zone of the
+// interface it came in on, else the host name.
+func TestMDNSCacheEndpoint(t *testing.T) {
+	const inst = "0d6f3c2b-1a90-4f7e-8a42-4c1f2a6e9b1d." + mdnsServiceName
+	srv := dnsRecord{Name: inst, Type: dnsTypeSRV, Class: dnsClassIN, TTL: 120, Target: "Box.local", Port: 50052}
+	a := func(ip string) dnsRecord {
+		typ := dnsTypeAAAA
+		if net.ParseIP(ip).To4() != nil {
+			typ = dnsTypeA
+		}
+		return dnsRecord{Name: "box.local", Type: typ, Class: dnsClassIN, TTL: 120, IP: net.ParseIP(ip)}
+	}
+	for _, c := range []struct {
+		name  string
+		addrs []dnsRecord
+		want  string
+	}{
+		{"no address", nil, "Box.local:50052"},
+		{"link-local only", []dnsRecord{a("fe80::1")}, "[fe80::1%eth0]:50052"},
+		{"global v6 over link-local", []dnsRecord{a("fe80::1"), a("2001:db8::5")}, "[2001:db8::5]:50052"},
+		{"v4 over v6", []dnsRecord{a("2001:db8::5"), a("192.0.2.7")}, "192.0.2.7:50052"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMDNSCache(slog.New(slog.DiscardHandler))
+			m.add(append([]dnsRecord{srv}, c.addrs...), "eth0")
+			got := m.servers()
+			if len(got) != 1 || got[0].Endpoint != c.want || got[0].UUID != "0d6f3c2b-1a90-4f7e-8a42-4c1f2a6e9b1d" {
+				t.Fatalf("servers %+v, want endpoint %s", got, c.want)
+			}
+		})
+	}
+}
+
+// TestInstanceLabelWithDotsAndControls: an instance label holding '.', '\'
+// or a control byte stays one label through decoding, and the UUID is the
+// label's bytes.
+func TestInstanceLabelWithDotsAndControls(t *testing.T) {
+	label := "lab.box\\1\x07"
+	svc := wireName("_sila", "_tcp", "local")
+	target := append(append([]byte{byte(len(label))}, label...), 0xc0, 12) // the instance, then the service name at offset 12
+	pkt := response(0, 2, rr(svc, dnsTypePTR, target),
+		rr([]byte{0xc0, byte(12 + len(svc) + 10)}, dnsTypeSRV, append([]byte{0, 0, 0, 0, 0x1f, 0x90}, wireName("h", "local")...)))
+	msg, err := decodeDNS(pkt)
+	if err != nil || len(msg.Records) != 2 {
+		t.Fatalf("records %+v skipped %+v err %v", msg.Records, msg.Skipped, err)
+	}
+	if want := `lab\.box\\1\007._sila._tcp.local`; msg.Records[0].Target != want || msg.Records[1].Name != want {
+		t.Fatalf("names %q %q, want %q", msg.Records[0].Target, msg.Records[1].Name, want)
+	}
+	m := newMDNSCache(slog.New(slog.DiscardHandler))
+	m.add(msg.Records, "")
+	if got := m.servers(); len(got) != 1 || got[0].UUID != label || got[0].Endpoint != "h.local:8080" {
+		t.Fatalf("servers %+v, want UUID %q", got, label)
+	}
+}
