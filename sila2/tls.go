@@ -2,6 +2,7 @@ package sila2
 
 import (
 	"crypto/sha256"
+	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
@@ -67,7 +68,7 @@ func verifyServer(raw [][]byte, roots *x509.CertPool, pin []byte, serverName str
 	}
 	if pin != nil {
 		sum := sha256.Sum256(raw[0])
-		if !equalBytes(sum[:], pin) {
+		if subtle.ConstantTimeCompare(sum[:], pin) != 1 {
 			return fmt.Errorf("sila2: server certificate sha256 %x does not match the pinned %x", sum, pin)
 		}
 	} else {
@@ -135,15 +136,4 @@ func certNames(c *x509.Certificate) string {
 		cn = "no CN"
 	}
 	return cn + "; " + san
-}
-
-func equalBytes(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	var d byte
-	for i := range a {
-		d |= a[i] ^ b[i]
-	}
-	return d == 0
 }
