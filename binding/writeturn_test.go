@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/openmhp/mhp-go"
@@ -130,27 +131,27 @@ func TestWriteInEStopRefusedWithoutWaitingForTheLock(t *testing.T) {
 // TestCloseWaitsForTheWriteAtTheBackend: Close lets a write at the backend
 // return before the Close hook releases the backend (bounded by JobGrace).
 func TestCloseWaitsForTheWriteAtTheBackend(t *testing.T) {
-	td := newTurnDevice(t)
-	_, first := td.write(context.Background(), 0)
-	waitClosed(t, td.inHook, "the write to reach its hook")
-	closed := make(chan error, 1)
-	go func() { closed <- td.drv.Close() }()
-	// Close is waiting for the write (it cannot be observed waiting, so
-	// give it the chance to be wrong): the hook has not run yet.
-	time.Sleep(20 * time.Millisecond)
-	if td.closed.Load() {
-		t.Fatal("the Close hook ran while a write was at the backend")
-	}
-	close(td.release)
-	if err := <-first; err != nil {
-		t.Fatalf("write: %v", err)
-	}
-	if err := <-closed; err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if !td.closed.Load() {
-		t.Fatal("the Close hook did not run")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		td := newTurnDevice(t)
+		_, first := td.write(context.Background(), 0)
+		synctest.Wait() // the write is in its hook, blocked
+		closed := make(chan error, 1)
+		go func() { closed <- td.drv.Close() }()
+		synctest.Wait() // Close is blocked too: waiting for the write, or done
+		if td.closed.Load() {
+			t.Fatal("the Close hook ran while a write was at the backend")
+		}
+		close(td.release)
+		if err := <-first; err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		if err := <-closed; err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if !td.closed.Load() {
+			t.Fatal("the Close hook did not run")
+		}
+	})
 }
 
 // TestSettingsChangedOnlyForAnOkWrite: a write answered ok is published as
