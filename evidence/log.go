@@ -328,6 +328,7 @@ type Log struct {
 
 	commit committer // SyncAlways: one fsync for every line written before it
 }
+
 const recentCap = 256
 
 // Open opens (or creates) the chain in cfg.Dir and continues it. A final line
