@@ -252,7 +252,7 @@ func (l *Log) writeHead(h Head) error {
 		if err != nil {
 			return fmt.Errorf("evidence: %w", err)
 		}
-		l.heads = f
+		l.heads = l.wrap(f)
 	}
 	if _, err := l.heads.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("evidence: %w", err)

@@ -242,8 +242,9 @@ type Config struct {
 	// HeadInterval signs a head at most this long after an entry was
 	// appended unsigned ([DefaultHeadInterval]; only with Key).
 	HeadInterval time.Duration
-	// WrapFile, when set, wraps each chain file as it is opened for
-	// appending (tests inject a full disk: failing or short writes).
+	// WrapFile, when set, wraps each chain file and heads.jsonl as they are
+	// opened for appending (tests inject a full disk: failing or short
+	// writes; a slow fsync).
 	WrapFile func(File) File
 	// Sync is the durability policy ([SyncAlways] by default).
 	Sync SyncPolicy
