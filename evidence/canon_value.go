@@ -594,7 +594,13 @@ func (w *canonWalk) reflectValue(v reflect.Value, depth int) error {
 		// re-parse reads them as a double.
 		d, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', -1, 32), 64)
 		return w.float(d)
-	case reflect.Interface, reflect.Pointer:
+	case reflect.Interface:
+		if v.IsNil() {
+			w.b.WriteString("null")
+			return nil
+		}
+		return w.value(v.Interface(), depth) // the dynamic value, not addressable either way
+	case reflect.Pointer:
 		if v.IsNil() {
 			w.b.WriteString("null")
 			return nil

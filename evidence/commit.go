@@ -86,7 +86,7 @@ func (c *committer) run(l *Log) {
 		f, end := l.file, l.written
 		l.mu.Unlock()
 		if err == nil {
-			if err = f.Sync(); errors.Is(err, os.ErrClosed) {
+			if err = syncData(f); errors.Is(err, os.ErrClosed) {
 				err = nil // rotation or Close synced and closed that segment
 			}
 			if err != nil {
@@ -250,7 +250,7 @@ func (l *Log) durable(f File, target uint64) error {
 				l.cfg.CommitTimeout)
 		})
 	}
-	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
+	if err := syncData(f); err != nil && !errors.Is(err, os.ErrClosed) {
 		return l.stopWith(fmt.Errorf("evidence: fsync failed, log stopped: %w", err))
 	}
 	return nil

@@ -25,9 +25,20 @@
 // it reaches the device. A last line torn by a crash or a full disk is cut
 // when the log is opened again, and the cut is itself a receipt
 // ([MethodRepair]: what was cut, where, when) that Verify reports.
-// Concurrent appends share one fsync (group commit). With
-// [SyncNever] the operating system decides when to write; receipts may be lost
-// on a power failure but never reordered.
+// Concurrent appends share one write and one fsync (group commit, by one
+// committer goroutine per log, with a bounded queue and a deadline on the
+// wait). With [SyncNever] receipts are buffered in memory and written at
+// most [Config.FlushInterval] (100 ms) after the first of them, or once
+// [Config.FlushBytes] are buffered, and always before a head is signed, a
+// segment rotates, the log closes, or Head, List, Verify and Export read
+// the chain: a crash of the process loses at most that window, a power
+// failure also what the kernel had not written; receipts are never
+// reordered. One Log writes a directory in a process: a second Open of it
+// is refused (it would fork the chain).
+//
+// Each receipt is canonicalised once, straight from its Go values, and that
+// one encoding gives both its hash and its stored line; Verify recomputes
+// hashes through a separate path (encoding/json, then [CanonicalJSON]).
 package evidence
 
 import (
