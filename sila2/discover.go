@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/openmhp/mhp-go/clock"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 )
@@ -53,6 +54,9 @@ type BrowseOptions struct {
 	Conn net.PacketConn
 	// To is where queries on Conn go (a responder's address).
 	To net.Addr
+	// Clock times the repeated queries and the end of the browse; default
+	// the real clock.
+	Clock clock.Clock
 }
 
 // Browse browses mDNS for _sila._tcp for the given time and returns the
@@ -143,19 +147,21 @@ func BrowseWith(ctx context.Context, o BrowseOptions) ([]DiscoveredServer, error
 			}
 		}()
 	}
-	end := time.Now().Add(timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(end) {
-		end = d
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.Real{}
 	}
-	b := &browse{cache: newMDNSCache(log), log: log, max: o.Max, stop: make(chan struct{}), conns: conns}
+	b := &browse{cache: newMDNSCache(log), log: log, max: o.Max, stop: make(chan struct{}), conns: conns, clock: clk}
 	var wg sync.WaitGroup
 	for _, c := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.read(c, end)
+			b.read(c)
 		}()
 	}
+	window := clk.AfterFunc(timeout, b.halt)
+	defer window.Stop()
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -163,7 +169,7 @@ func BrowseWith(ctx context.Context, o BrowseOptions) ([]DiscoveredServer, error
 		case <-b.stop:
 		}
 	}()
-	err := b.query(end)
+	err := b.query()
 	b.halt()
 	wg.Wait()
 	if err != nil {
@@ -235,6 +241,7 @@ type browse struct {
 	log   *slog.Logger
 	max   int
 	conns []mdnsConn
+	clock clock.Clock
 	stop  chan struct{}
 	once  sync.Once
 }
@@ -250,9 +257,9 @@ func (b *browse) halt() {
 	})
 }
 
-// query sends the queries until end or the halt; it fails when the first
-// query went out on no socket.
-func (b *browse) query(end time.Time) error {
+// query sends the queries until the halt, at 0, 1 s, 3 s, 7 s ... of the
+// clock; it fails when the first query went out on no socket.
+func (b *browse) query() error {
 	wait := time.Second
 	for n := 0; ; n++ {
 		pkt := mdnsQuery(n == 0)
@@ -274,27 +281,21 @@ func (b *browse) query(end time.Time) error {
 		if len(errs) > 0 {
 			b.log.Debug("sila2: mDNS: query not sent everywhere", "errors", strings.Join(errs, "; "))
 		}
-		left := time.Until(end)
-		if left <= 0 {
-			return nil
-		}
-		t := time.NewTimer(min(wait, left))
+		due := make(chan struct{})
+		t := b.clock.AfterFunc(wait, func() { close(due) })
 		select {
 		case <-b.stop:
 			t.Stop()
 			return nil
-		case <-t.C:
+		case <-due:
 		}
-		if wait >= left {
-			return nil
-		}
-		wait *= 2
+		wait = min(2*wait, time.Minute)
 	}
 }
 
-// read decodes every packet c receives until end or the halt.
-func (b *browse) read(c mdnsConn, end time.Time) {
-	c.c.SetReadDeadline(end)
+// read decodes every packet c receives until the halt.
+func (b *browse) read(c mdnsConn) {
+	c.c.SetReadDeadline(time.Time{})
 	select {
 	case <-b.stop:
 		return
@@ -311,12 +312,15 @@ func (b *browse) read(c mdnsConn, end time.Time) {
 		if from != nil {
 			src = from.String()
 		}
+		if !msg.Response { // another querier's question, or not even a header
+			if err != nil {
+				b.log.Debug("sila2: mDNS: unreadable packet that is no response", "from", src, "reason", err.Error())
+			}
+			continue
+		}
 		if err != nil {
 			b.log.Warn("sila2: mDNS: stopped reading a packet; its remaining records are lost", "from", src, "reason", err.Error(),
 				"records_read", len(msg.Records))
-		}
-		if !msg.Response {
-			continue // another querier's question
 		}
 		zone := ""
 		if u, ok := from.(*net.UDPAddr); ok {

@@ -15,7 +15,7 @@ const (
 	mdnsMaxInstances = 256
 	mdnsMaxHosts     = 256
 	mdnsMaxAddrs     = 16
-	mdnsMaxTXT       = 64
+	mdnsMaxTXT       = 512
 )
 
 // mdnsServiceName is the browsed service's PTR name, in the decoder's

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmhp/mhp-go/clock"
+	"github.com/openmhp/mhp-go/conformance"
 	"golang.org/x/tools/txtar"
 )
 
@@ -236,16 +238,16 @@ func FuzzDecodeDNS(f *testing.F) {
 	})
 }
 
-// fakeResponder answers every mDNS query for _sila._tcp.local it gets on
-// loopback with the packets of answer, by unicast to the querier, as a
-// responder does for a query from a port other than 5353 (RFC 6762 section
-// 6.7). It records the queries' question class.
+// fakeResponder answers the mDNS queries for _sila._tcp.local it gets on
+// loopback, after the first skip (lost), with the packets of answer, by
+// unicast to the querier, as a responder does for a query from a port other
+// than 5353 (RFC 6762 section 6.7). It records the queries' question class.
 type fakeResponder struct {
 	conn    *net.UDPConn
 	classes chan uint16
 }
 
-func startResponder(t *testing.T, answer ...[]byte) *fakeResponder {
+func startResponder(t *testing.T, skip int, answer ...[]byte) *fakeResponder {
 	t.Helper()
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -268,6 +270,10 @@ func startResponder(t *testing.T, answer ...[]byte) *fakeResponder {
 			select {
 			case r.classes <- binary.BigEndian.Uint16(q[n-2:]):
 			default:
+			}
+			if skip > 0 {
+				skip--
+				continue
 			}
 			for _, a := range answer {
 				conn.WriteToUDP(a, from)
@@ -303,7 +309,7 @@ func (l *lockedBuffer) String() string {
 func TestBrowseFindsZeroconfServer(t *testing.T) {
 	golden := zeroconfPacket(t, "legacy-unicast.hex")
 	otherQuery := mdnsQuery(false)
-	resp := startResponder(t, otherQuery, golden[:100], golden)
+	resp := startResponder(t, 0, otherQuery, golden[:100], golden)
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +342,7 @@ func TestBrowseFindsZeroconfServer(t *testing.T) {
 // TestBrowseQuietNetworkEndsAtTimeout: nobody answers; the browse ends at
 // its timeout with nothing found, and a cancelled context ends it early.
 func TestBrowseQuietNetworkEndsAtTimeout(t *testing.T) {
-	resp := startResponder(t) // reads the queries, answers nothing
+	resp := startResponder(t, 0) // reads the queries, answers nothing
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
@@ -360,5 +366,111 @@ func TestBrowseQuietNetworkEndsAtTimeout(t *testing.T) {
 	}
 	if _, err := BrowseWith(context.Background(), BrowseOptions{Conn: conn}); err == nil || !strings.Contains(err.Error(), "needs To") {
 		t.Fatalf("Conn without To: %v", err)
+	}
+}
+
+// TestBrowseRepeatsTheQuery: the first query (QU) is lost; the browse asks
+// again 1 s later on its clock (QM), and the answer to that one counts.
+func TestBrowseRepeatsTheQuery(t *testing.T) {
+	resp := startResponder(t, 1, zeroconfPacket(t, "legacy-unicast.hex"))
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	type result struct {
+		found []DiscoveredServer
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		found, err := BrowseWith(context.Background(), BrowseOptions{Timeout: time.Hour, Max: 1, Conn: conn, To: resp.conn.LocalAddr(), Clock: clk})
+		done <- result{found, err}
+	}()
+	if c := <-resp.classes; c != 0x8001 {
+		t.Fatalf("first query class 0x%04x, want IN with the QU bit", c)
+	}
+	// The window's end and the repeat are both armed once the first query is out.
+	conformance.Eventually(t, "the repeat armed", func() bool { return clk.Pending() == 2 })
+	clk.Advance(999 * time.Millisecond)
+	select {
+	case c := <-resp.classes:
+		t.Fatalf("a query (class 0x%04x) before 1 s", c)
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	select {
+	case c := <-resp.classes:
+		if c != dnsClassIN {
+			t.Fatalf("repeat query class 0x%04x, want IN without the QU bit", c)
+		}
+	case <-time.After(mdnsTestTimeout):
+		t.Fatal("no repeat query after 1 s")
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || len(r.found) != 1 || r.found[0].Name != "Incubator" {
+			t.Fatalf("found %+v, err %v", r.found, r.err)
+		}
+	case <-time.After(mdnsTestTimeout):
+		t.Fatal("the answer to the repeat did not end the browse")
+	}
+}
+
+// TestMDNSCacheEndpoint: the endpoint takes an IPv4 address of the SRV
+// host, else a global IPv6 one, else a link-local one with the zone of the
+// interface it came in on, else the host name.
+func TestMDNSCacheEndpoint(t *testing.T) {
+	const inst = "0d6f3c2b-1a90-4f7e-8a42-4c1f2a6e9b1d." + mdnsServiceName
+	srv := dnsRecord{Name: inst, Type: dnsTypeSRV, Class: dnsClassIN, TTL: 120, Target: "Box.local", Port: 50052}
+	a := func(ip string) dnsRecord {
+		typ := dnsTypeAAAA
+		if net.ParseIP(ip).To4() != nil {
+			typ = dnsTypeA
+		}
+		return dnsRecord{Name: "box.local", Type: typ, Class: dnsClassIN, TTL: 120, IP: net.ParseIP(ip)}
+	}
+	for _, c := range []struct {
+		name  string
+		addrs []dnsRecord
+		want  string
+	}{
+		{"no address", nil, "Box.local:50052"},
+		{"link-local only", []dnsRecord{a("fe80::1")}, "[fe80::1%eth0]:50052"},
+		{"global v6 over link-local", []dnsRecord{a("fe80::1"), a("2001:db8::5")}, "[2001:db8::5]:50052"},
+		{"v4 over v6", []dnsRecord{a("2001:db8::5"), a("192.0.2.7")}, "192.0.2.7:50052"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMDNSCache(slog.New(slog.DiscardHandler))
+			m.add(append([]dnsRecord{srv}, c.addrs...), "eth0")
+			got := m.servers()
+			if len(got) != 1 || got[0].Endpoint != c.want || got[0].UUID != "0d6f3c2b-1a90-4f7e-8a42-4c1f2a6e9b1d" {
+				t.Fatalf("servers %+v, want endpoint %s", got, c.want)
+			}
+		})
+	}
+}
+
+// TestInstanceLabelWithDotsAndControls: an instance label holding '.', '\'
+// or a control byte stays one label through decoding, and the UUID is the
+// label's bytes.
+func TestInstanceLabelWithDotsAndControls(t *testing.T) {
+	label := "lab.box\\1\x07"
+	svc := wireName("_sila", "_tcp", "local")
+	target := append(append([]byte{byte(len(label))}, label...), 0xc0, 12) // the instance, then the service name at offset 12
+	pkt := response(0, 2, rr(svc, dnsTypePTR, target),
+		rr([]byte{0xc0, byte(12 + len(svc) + 10)}, dnsTypeSRV, append([]byte{0, 0, 0, 0, 0x1f, 0x90}, wireName("h", "local")...)))
+	msg, err := decodeDNS(pkt)
+	if err != nil || len(msg.Records) != 2 {
+		t.Fatalf("records %+v skipped %+v err %v", msg.Records, msg.Skipped, err)
+	}
+	if want := `lab\.box\\1\007._sila._tcp.local`; msg.Records[0].Target != want || msg.Records[1].Name != want {
+		t.Fatalf("names %q %q, want %q", msg.Records[0].Target, msg.Records[1].Name, want)
+	}
+	m := newMDNSCache(slog.New(slog.DiscardHandler))
+	m.add(msg.Records, "")
+	if got := m.servers(); len(got) != 1 || got[0].UUID != label || got[0].Endpoint != "h.local:8080" {
+		t.Fatalf("servers %+v, want UUID %q", got, label)
 	}
 }
