@@ -68,12 +68,14 @@ func (e *Entry) appendLine(dst []byte, scratch *bytes.Buffer) ([]byte, string, e
 	mark -= start
 	dst = append(dst, body[:mark]...)
 	dst = append(dst, `,"hash":"`...)
+	at := len(dst)
 	dst = hex.AppendEncode(dst, sum[:])
+	hash := string(dst[at:]) // the hex the line holds
 	dst = append(dst, '"')
 	dst = append(dst, body[mark:]...)
 	dst = append(dst, '\n')
 	b.Truncate(start)
-	return dst, hex.EncodeToString(sum[:]), nil
+	return dst, hash, nil
 }
 
 // canonicalResult puts a receipt's answer in canonical form in scratch (at

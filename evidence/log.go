@@ -724,5 +724,7 @@ func Digest(v any) string {
 		return "unencodable:" + strings.ReplaceAll(err.Error(), " ", "_")
 	}
 	sum := sha256.Sum256(b.Bytes())
-	return hex.EncodeToString(sum[:])
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	return string(h[:])
 }
