@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,9 +191,33 @@ func childServe(kind string) error {
 	default:
 		return fmt.Errorf("serve: unknown kind %q", kind)
 	}
+	stopProfile, err := childProfile(kind)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	fmt.Printf("addr %s\n", ln.Addr())
 	waitStdin()
 	return nil
+}
+
+// childProfile starts a CPU profile of a serve child when
+// MHP_BENCH_CPUPROFILE names a path: the profile of the child serving kind
+// is written to "<path>.<kind>.<pid>" when it stops (go tool pprof).
+func childProfile(kind string) (stop func(), err error) {
+	path := os.Getenv("MHP_BENCH_CPUPROFILE")
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, kind, os.Getpid()))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // childLoad runs clients reading as fast as they can against url; it

@@ -2,10 +2,6 @@ package sila2
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +12,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -42,8 +36,14 @@ type TLSConfig struct {
 	// PinSHA256 is the hex SHA-256 of the server certificate (DER); colons
 	// and case are ignored. With a pin, the chain is not checked against a CA.
 	PinSHA256 string
-	// ServerName, when set, is checked against the certificate's names;
-	// otherwise only the chain (or pin) is checked: SiLA certificates name
+	// ServerName, when set, is checked against the server certificate's
+	// names after its chain (or pin) is verified, and sent as SNI. A
+	// certificate with DNS or IP SANs is checked by its SANs only (Go's
+	// standard rules: wildcards, an IP literal against IP SANs); one with
+	// neither — the typical SiLA 2 certificate, which carries only CN=SiLA2
+	// and which Go's own check refuses — by its Common Name: exactly,
+	// case-insensitively, an IP literal compared as an IP, no wildcards.
+	// Unset, only the chain (or pin) is checked: SiLA certificates name
 	// "SiLA2", not the host.
 	ServerName string
 	// InsecurePlaintext talks plaintext HTTP/2 (legacy v1.0 servers).
@@ -83,81 +83,6 @@ type metaValue struct {
 type ServerInfo struct {
 	Name, Type, UUID, Description, Version, VendorURL string
 	Features                                          []string
-}
-
-func (t TLSConfig) credentials() (credentials.TransportCredentials, error) {
-	if t.InsecurePlaintext {
-		if len(t.CAPEM) > 0 || t.PinSHA256 != "" {
-			return nil, fmt.Errorf("sila2: tls: insecure_plaintext excludes ca and pin_sha256")
-		}
-		return insecure.NewCredentials(), nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	var pin []byte
-	if t.PinSHA256 != "" {
-		p, err := hex.DecodeString(strings.ToLower(strings.ReplaceAll(t.PinSHA256, ":", "")))
-		if err != nil || len(p) != sha256.Size {
-			return nil, fmt.Errorf("sila2: tls: pin_sha256 %q is not 64 hex digits", t.PinSHA256)
-		}
-		pin = p
-	}
-	var roots *x509.CertPool
-	if len(t.CAPEM) > 0 {
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(t.CAPEM) {
-			return nil, fmt.Errorf("sila2: tls: no certificate in the CA PEM")
-		}
-	}
-	if pin == nil && roots == nil {
-		return nil, fmt.Errorf("sila2: tls: give a CA or a pin_sha256 (or insecure_plaintext for a legacy server); a SiLA server's self-signed certificate is never trusted silently")
-	}
-	if t.ServerName != "" && pin == nil {
-		cfg.RootCAs = roots
-		return credentials.NewTLS(cfg), nil
-	}
-	// Chain or pin checked by hand: SiLA certificates carry CN=SiLA2, not the host name.
-	cfg.InsecureSkipVerify = true
-	cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-		if len(raw) == 0 {
-			return fmt.Errorf("sila2: server sent no certificate")
-		}
-		if pin != nil {
-			sum := sha256.Sum256(raw[0])
-			if !equalBytes(sum[:], pin) {
-				return fmt.Errorf("sila2: server certificate sha256 %x does not match the pinned %x", sum, pin)
-			}
-			return nil
-		}
-		certs := make([]*x509.Certificate, 0, len(raw))
-		for _, r := range raw {
-			c, err := x509.ParseCertificate(r)
-			if err != nil {
-				return fmt.Errorf("sila2: server certificate: %w", err)
-			}
-			certs = append(certs, c)
-		}
-		inter := x509.NewCertPool()
-		for _, c := range certs[1:] {
-			inter.AddCert(c)
-		}
-		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-		if err != nil {
-			return fmt.Errorf("sila2: server certificate not trusted: %w", err)
-		}
-		return nil
-	}
-	return credentials.NewTLS(cfg), nil
-}
-
-func equalBytes(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	var d byte
-	for i := range a {
-		d |= a[i] ^ b[i]
-	}
-	return d == 0
 }
 
 // Dial connects to a SiLA 2 server (lazily, as gRPC does) and prepares the

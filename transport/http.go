@@ -108,6 +108,18 @@ func identityOf(r *http.Request) (auth.Identity, string) {
 	return id, id.Name
 }
 
+// clientHeaderKey is mhp.HeaderClient in the canonical form net/http
+// stores it under (Header.Get would canonicalise it on every request).
+var clientHeaderKey = http.CanonicalHeaderKey(mhp.HeaderClient)
+
+// headerValue is h.Get(key) for a key already canonical.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -155,7 +167,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		s.refuseBusy(w, body, aerr)
 		return
 	}
-	header := r.Header.Get(mhp.HeaderClient)
+	header := headerValue(r.Header, clientHeaderKey)
 	if len(header) > MaxClientHeader || !utf8.ValidString(header) {
 		if req.Method != mhp.MethodSafetyEStop {
 			s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: req.ID, Error: s.errorf(mhp.CodeInvalidRequest,
@@ -164,7 +176,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		}
 		header = "" // an estop is served whatever the header
 	}
-	sid := r.Header.Get(mhp.HeaderSession)
+	sid := headerValue(r.Header, mhp.HeaderSession)
 	var ss *session
 	var resp *Response
 	ctx := r.Context()
@@ -227,7 +239,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 // (the device call before it may have taken a while).
 func (s *Server) writeAnswer(w http.ResponseWriter, status int, resp *Response) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-	writeJSON(w, status, resp)
+	writeResponse(w, status, resp)
 }
 
 // sessionOf finds the session of an events or session request.

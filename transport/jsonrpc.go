@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/openmhp/mhp-go"
@@ -61,13 +63,17 @@ var nullID = json.RawMessage("null")
 // case-insensitively, as the params decoder matches them.
 func DecodeFrame(b []byte) (*Request, error) {
 	req, e := decodeFrame(b)
+	if req != nil { // the caller keeps b: the request holds copies
+		req.ID, req.Params = slices.Clone(req.ID), slices.Clone(req.Params)
+	}
 	if e != nil {
 		return req, e
 	}
 	return req, nil
 }
 
-// decodeFrame is [DecodeFrame] returning the concrete error type.
+// decodeFrame is [DecodeFrame] returning the concrete error type; the
+// request's ID and Params are slices of b.
 func decodeFrame(b []byte) (*Request, *mhp.Error) {
 	b = trimJSONSpace(b)
 	if len(b) == 0 {
@@ -80,7 +86,9 @@ func decodeFrame(b []byte) (*Request, *mhp.Error) {
 	if !json.Valid(b) {
 		return nil, mhp.Errorf(mhp.CodeParseError, "malformed JSON: %s", syntaxDetail(b))
 	}
-	dupPath, dup, hasDup := duplicateMember(b)
+	var sc dupScanner
+	sc.scan(b)
+	dupPath, dup, hasDup := sc.dupPath(), sc.name, sc.found
 	if hasDup && !strings.HasPrefix(dupPath, "params") {
 		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "member %q appears twice in %s", dup, orFrame(dupPath)).
 			With("field", joinPath(dupPath, dup)).With("reason", "duplicate_member")
@@ -92,12 +100,16 @@ func decodeFrame(b []byte) (*Request, *mhp.Error) {
 	default:
 		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "a request must be a JSON object")
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "a request must be a JSON object: %v", err)
+	// The members are the scan's (the frame is valid JSON, and no member
+	// name repeats at the top level, folded or not: each is read once). The
+	// scan stopped at a duplicate inside params: the members after it are
+	// read by a second one.
+	if hasDup {
+		sc = dupScanner{membersOnly: true}
+		sc.scan(b)
 	}
 	req := &Request{}
-	if id, ok := raw["id"]; ok {
+	if id := sc.id; id != nil {
 		req.hasID = true
 		if err := checkID(id); err != nil {
 			req.ID = nullID
@@ -111,16 +123,15 @@ func decodeFrame(b []byte) (*Request, *mhp.Error) {
 		}
 		return req
 	}
-	var version string
-	if v, ok := raw["jsonrpc"]; !ok || json.Unmarshal(v, &version) != nil || version != Version {
+	if v := sc.jsonrpc; v == nil || !jsonString(v, Version) {
 		return idOrNull(), mhp.Errorf(mhp.CodeInvalidRequest, `"jsonrpc" must be "2.0"`).With("field", "jsonrpc")
 	}
-	m, ok := raw["method"]
-	if !ok || json.Unmarshal(m, &req.Method) != nil || req.Method == "" {
+	if m, ok := decodeString(sc.method); !ok || m == "" {
 		return idOrNull(), mhp.Errorf(mhp.CodeInvalidRequest, `"method" must be a non-empty string`).With("field", "method")
+	} else {
+		req.Method = m
 	}
-	if p, ok := raw["params"]; ok {
-		p = trimJSONSpace(p)
+	if p := sc.params; p != nil {
 		switch {
 		case string(p) == "null":
 		case len(p) > 0 && p[0] == '{':
@@ -160,6 +171,42 @@ func joinPath(path, key string) string {
 	}
 	return path + "." + key
 }
+
+// jsonString reports whether the JSON value v is the string want.
+func jsonString(v []byte, want string) bool {
+	s, ok := decodeString(v)
+	return ok && s == want
+}
+
+// decodeString decodes the JSON value v (valid JSON, or nil) as a string:
+// ok is false for nil or any other type. Text without an escape is taken
+// as is.
+func decodeString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		if name, ok := knownMethods()[string(v[1:len(v)-1])]; ok {
+			return name, true // a method name: no copy
+		}
+		return string(v[1 : len(v)-1]), true
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// knownMethods maps the name of every built-in method to itself, for the
+// decoder to take a frame's method without copying it.
+var knownMethods = sync.OnceValue(func() map[string]string {
+	m := map[string]string{mhp.MethodInitialize: mhp.MethodInitialize, Version: Version}
+	for name := range builtinMethods() {
+		m[name] = name
+	}
+	return m
+})
 
 // trimJSONSpace trims the four whitespace bytes of JSON (not \v, \f or
 // Unicode spaces, which make a frame malformed).

@@ -127,11 +127,11 @@ func isOperator(ctx context.Context) bool { v, _ := ctx.Value(operatorKey{}).(bo
 var builtinMethods = sync.OnceValue(func() map[string]method {
 	table := []entry{
 		handle(mhp.MethodPing, bare(mhp.Device.Ping)),
-		handle(mhp.MethodDescribe, plain(mhp.Device.Describe)),
-		handle(mhp.MethodSignalsRead, (*Server).read),
+		handleFast(mhp.MethodDescribe, fastDescribe, (*Server).describe), // describe.go: encoded once per tier
+		handleFast(mhp.MethodSignalsRead, fastNames, (*Server).read),     // params.go: the usual params read by a scan
 		handle(mhp.MethodSignalsSubscribe, (*Server).subscribe),
 		handle(mhp.MethodSignalsUnsubscribe, (*Server).unsubscribe),
-		handle(mhp.MethodSettingsWrite, (*Server).write),
+		handleFast(mhp.MethodSettingsWrite, fastWrite, (*Server).write),
 		handle(mhp.MethodActionsInvoke, (*Server).invoke),
 		jobMethod(mhp.MethodJobsStatus, mhp.Device.Job),
 		jobMethod(mhp.MethodJobsCancel, mhp.Device.CancelJob),

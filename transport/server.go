@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openmhp/mhp-go"
@@ -195,6 +196,9 @@ type Server struct {
 	opMethods map[string]bool
 	// methodsCapable: a saved-methods store is in the device chain.
 	methodsCapable bool
+	// dcache holds the encoded describe answers (describe.go), made on the
+	// first describe.
+	dcache atomic.Pointer[describeCache]
 
 	// The session table: every live session by secret, by label, and the
 	// header-keyed ones by their X-MHP-Client value. Guarded by mu.
