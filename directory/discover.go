@@ -92,40 +92,9 @@ func fetchCard(ctx context.Context, hc *http.Client, target string) (Card, error
 	return CardFrom(&d, target), nil
 }
 
-// Browse looks for MHP servers on the local network by mDNS for timeout and
-// returns their targets (http://host:port).
-func Browse(ctx context.Context, timeout time.Duration) ([]string, error) {
-	entries := make(chan *mdns.ServiceEntry, 64)
-	params := mdns.DefaultParams(MDNSService)
-	params.Entries = entries
-	params.Timeout = timeout
-	params.DisableIPv6 = true
-	params.Logger = log.New(io.Discard, "", 0)
-	var targets []string
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		seen := map[string]bool{}
-		for e := range entries {
-			ip := e.AddrV4
-			if ip == nil {
-				continue
-			}
-			t := "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(e.Port))
-			if !seen[t] {
-				seen[t] = true
-				targets = append(targets, t)
-			}
-		}
-	}()
-	err := mdns.QueryContext(ctx, params)
-	close(entries)
-	<-done
-	return targets, err
-}
-
 // Advertise announces an MHP server by mDNS as _mhp._tcp with TXT id, class
-// and path=/mhp.json. Stop it with the returned function.
+// and path=/mhp.json (with hashicorp/mdns's responder; browsing is
+// BrowseWith's own, in browse.go). Stop it with the returned function.
 func Advertise(info mhp.DeviceInfo, port int) (stop func() error, err error) {
 	host, _ := osHostname()
 	svc, err := mdns.NewMDNSService(info.ID, MDNSService, "", host+".", port, nil,

@@ -124,6 +124,48 @@ func Query(service string) []byte {
 	return append(b, 0, 0, 12, 0, 1) // root, type PTR, class IN
 }
 
+// Answer is a response announcing one instance of service (e.g.
+// "_mhp._tcp.local") as a responder sends it, without name compression: the
+// PTR, then the SRV (host, port), the TXT strings and an A or AAAA record
+// per address of host. A TXT string longer than 255 bytes is cut there.
+func Answer(service, instance, host string, port uint16, addrs []net.IP, txt ...string) []byte {
+	name := func(n string) []byte {
+		var b []byte
+		for _, l := range strings.Split(n, ".") {
+			b = append(append(b, byte(len(l))), l...)
+		}
+		return append(b, 0)
+	}
+	rr := func(owner []byte, typ uint16, data []byte) []byte {
+		b := binary.BigEndian.AppendUint16(append([]byte(nil), owner...), typ)
+		b = binary.BigEndian.AppendUint16(b, 0x8001) // IN, cache-flush
+		b = binary.BigEndian.AppendUint32(b, 120)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(data)))
+		return append(b, data...)
+	}
+	inst := append(append([]byte{byte(len(instance))}, instance...), name(service)...)
+	srv := binary.BigEndian.AppendUint16(make([]byte, 4), port)
+	var text []byte
+	for _, t := range txt {
+		t = t[:min(len(t), 255)]
+		text = append(append(text, byte(len(t))), t...)
+	}
+	recs := [][]byte{rr(name(service), 12, inst), rr(inst, 33, append(srv, name(host)...)), rr(inst, 16, text)}
+	for _, a := range addrs {
+		if v4 := a.To4(); v4 != nil {
+			recs = append(recs, rr(name(host), 1, v4))
+		} else {
+			recs = append(recs, rr(name(host), 28, a.To16()))
+		}
+	}
+	b := []byte{0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(recs)-1))
+	for _, r := range recs {
+		b = append(b, r...)
+	}
+	return b
+}
+
 // Client is a loopback UDP socket for a browse's Options.Conn, closed with
 // the test.
 func Client(t testing.TB) *net.UDPConn {
