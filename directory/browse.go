@@ -2,7 +2,6 @@ package directory
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -10,8 +9,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/openmhp/mhp-go/clock"
-	"github.com/openmhp/mhp-go/internal/mdns"
+	"github.com/openmhp/mhp-go/mdns"
 )
 
 // Announced is an MHP server an mDNS browse heard of: what it announced,
@@ -42,27 +40,11 @@ type Announced struct {
 // classes and paths are far shorter).
 const MaxTXTValue = 128
 
-// BrowseOptions narrow a directory browse (see [BrowseWith]).
-type BrowseOptions struct {
-	// Timeout is how long to listen for answers; default 2s.
-	Timeout time.Duration
-	// Interface names the network interface to multicast on ("eth0");
-	// empty lets the system choose. Not used with Conn.
-	Interface string
-	// Logger receives the records and packets the browse could not read
-	// (such as python-zeroconf 0.47's malformed NSEC). Default: discarded.
-	Logger *slog.Logger
-	// Max, when above zero, ends the browse once that many servers are
-	// known with port and address.
-	Max int
-	// Conn and To replace the network: queries go to To on Conn, and every
-	// packet read from Conn is an answer. For tests and sockets set up
-	// elsewhere.
-	Conn net.PacketConn
-	To   net.Addr
-	// Clock times the repeated queries and the end; default the real clock.
-	Clock clock.Clock
-}
+// BrowseOptions narrow a directory browse: timeout (default 2s),
+// interface, logger of what could not be read (such as python-zeroconf
+// 0.47's malformed NSEC), Max servers, an injected Conn and To, clock
+// ([mdns.Options]).
+type BrowseOptions = mdns.Options
 
 // BrowseWith browses mDNS for _mhp._tcp (spec 002) and returns the servers
 // announced with a usable address, sorted by instance name, one per
@@ -72,8 +54,7 @@ type BrowseOptions struct {
 // reject whole, is found. Errors are *mhp.Error (invalid params for the
 // options, server error when no query could be sent).
 func BrowseWith(ctx context.Context, o BrowseOptions) ([]Announced, error) {
-	found, err := mdns.Browse(ctx, mdns.Options{Service: MDNSService, Timeout: o.Timeout, Interface: o.Interface, Logger: o.Logger,
-		Max: o.Max, Conn: o.Conn, To: o.To, Clock: o.Clock})
+	found, err := mdns.Browse(ctx, MDNSService, o)
 	if err != nil {
 		return nil, err
 	}

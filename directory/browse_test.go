@@ -17,7 +17,7 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/directory"
-	"github.com/openmhp/mhp-go/internal/mdns/mdnstest"
+	"github.com/openmhp/mhp-go/mdns/mdnstest"
 )
 
 // browseTimeout bounds the browse tests (10x headroom on a loaded machine).
@@ -27,7 +27,7 @@ const browseTimeout = 30 * time.Second
 const mhpPTR = "_mhp._tcp.local"
 
 // zeroconfMHP is a response python-zeroconf 0.47.3 sent for an MHP device
-// (internal/mdns/testdata/zeroconf-0.47-mhp.txtar: response.hex multicast,
+// (mdns/testdata/zeroconf-0.47-mhp.txtar: response.hex multicast,
 // legacy-unicast.hex to the browse's own query), with its malformed NSEC.
 func zeroconfMHP(t testing.TB, name string) []byte {
 	return mdnstest.Packet(t, "zeroconf-0.47-mhp.txtar", name)

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/mdns"
+	hashimdns "github.com/hashicorp/mdns"
 
 	"github.com/openmhp/mhp-go"
 )
@@ -107,12 +107,12 @@ func Advertise(info mhp.DeviceInfo, port int) (stop func() error, err error) {
 				mhp.Truncate(info.ID, 64), host, err)
 		}
 	}
-	svc, err := mdns.NewMDNSService(info.ID, MDNSService, "", host+".", port, ips,
+	svc, err := hashimdns.NewMDNSService(info.ID, MDNSService, "", host+".", port, ips,
 		[]string{"id=" + info.ID, "class=" + info.Class, "path=/mhp.json"})
 	if err != nil {
 		return nil, mhp.Errorf(mhp.CodeServerError, "mdns: advertise %s: %v", mhp.Truncate(info.ID, 64), err)
 	}
-	srv, err := mdns.NewServer(&mdns.Config{Zone: svc, Logger: log.New(io.Discard, "", 0)})
+	srv, err := hashimdns.NewServer(&hashimdns.Config{Zone: svc, Logger: log.New(io.Discard, "", 0)})
 	if err != nil {
 		return nil, mhp.Errorf(mhp.CodeServerError, "mdns: advertise %s: %v", mhp.Truncate(info.ID, 64), err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
-	"github.com/openmhp/mhp-go/internal/mdns/mdnstest"
+	"github.com/openmhp/mhp-go/mdns/mdnstest"
 	"github.com/openmhp/mhp-go/sila2"
 )
 
@@ -18,7 +18,7 @@ const silaPTR = "_sila._tcp.local"
 
 // zeroconfPacket is a response python-zeroconf 0.47.3 sent for a SiLA 2
 // server (response.hex: multicast; legacy-unicast.hex: to the browse's own
-// query), with its malformed NSEC; kept in internal/mdns/testdata.
+// query), with its malformed NSEC; kept in mdns/testdata.
 func zeroconfPacket(t testing.TB, name string) []byte {
 	return mdnstest.Packet(t, "zeroconf-0.47.txtar", name)
 }

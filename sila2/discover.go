@@ -2,15 +2,13 @@ package sila2
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/openmhp/mhp-go/clock"
-	"github.com/openmhp/mhp-go/internal/mdns"
+	"github.com/openmhp/mhp-go/mdns"
 )
 
 // MDNSService is the DNS-SD service type SiLA 2 servers announce.
@@ -31,32 +29,10 @@ type DiscoveredServer struct {
 	CAPEM string `json:"ca_pem,omitempty"`
 }
 
-// BrowseOptions narrow a browse.
-type BrowseOptions struct {
-	// Timeout is how long to listen for answers; default 2s.
-	Timeout time.Duration
-	// Interface names the network interface to multicast on ("eth0");
-	// empty lets the system choose. Not used with Conn.
-	Interface string
-	// Logger receives what the browse could not use: records skipped
-	// (type, name, reason; Warn for PTR, SRV, TXT, A and AAAA records, Info
-	// for others such as python-zeroconf's malformed NSEC) and packets it
-	// stopped reading (Warn). Default: discarded.
-	Logger *slog.Logger
-	// Max, when above zero, ends the browse as soon as that many servers
-	// are known with port and address, before Timeout.
-	Max int
-	// Conn, when set, replaces the network: the queries are written to To
-	// on it and every packet read from it is decoded as an answer. The
-	// caller keeps it open or closes it; the browse leaves its read
-	// deadline in the past. For tests, and for sockets set up elsewhere.
-	Conn net.PacketConn
-	// To is where queries on Conn go (a responder's address).
-	To net.Addr
-	// Clock times the repeated queries and the end of the browse; default
-	// the real clock.
-	Clock clock.Clock
-}
+// BrowseOptions narrow a browse: timeout (default 2s), interface, logger
+// of what could not be read, Max servers, an injected Conn and To, clock
+// ([mdns.Options]).
+type BrowseOptions = mdns.Options
 
 // Browse browses mDNS for _sila._tcp for the given time and returns the
 // servers found, sorted by name then UUID. (Discover reads one server's
@@ -76,7 +52,7 @@ func Interface(name string) (*net.Interface, error) { return mdns.Interface(name
 // repeats at 1 s, 3 s, 7 s ... as QM) from an ephemeral port, so that
 // responders answer it by unicast (RFC 6762 section 6.7), and also listens
 // on the mDNS group for multicast answers and announcements. Answers are
-// decoded record by record (package internal/mdns, shared with the
+// decoded record by record (package mdns, shared with the
 // directory's _mhp._tcp browse): a record that cannot be read (such as the
 // malformed NSEC python-zeroconf 0.47 sends) is skipped and logged to
 // o.Logger, naming its type and why, and the rest of the packet still
@@ -85,8 +61,7 @@ func Interface(name string) (*net.Interface, error) { return mdns.Interface(name
 // link-local one with its zone, else the host name); the TXT strings fill
 // the rest ([DiscoveredServer]).
 func BrowseWith(ctx context.Context, o BrowseOptions) ([]DiscoveredServer, error) {
-	found, err := mdns.Browse(ctx, mdns.Options{Service: MDNSService, Timeout: o.Timeout, Interface: o.Interface, Logger: o.Logger,
-		Max: o.Max, Conn: o.Conn, To: o.To, Clock: o.Clock})
+	found, err := mdns.Browse(ctx, MDNSService, o)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/openmhp/mhp-go/conformance"
-	"github.com/openmhp/mhp-go/internal/mdns/mdnstest"
+	"github.com/openmhp/mhp-go/mdns/mdnstest"
 	"github.com/openmhp/mhp-go/sila2"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openmhp/mhp-go/internal/mdns/mdnstest"
+	"github.com/openmhp/mhp-go/mdns/mdnstest"
 )
 
 // testTimeout bounds the browse tests (10x headroom on a loaded machine).

@@ -72,10 +72,9 @@ func (in Instance) TXT(key string) (string, bool) {
 	return "", false
 }
 
-// Options say what to browse and how.
+// Options say how to browse: for how long, where, and what to report.
+// sila2.BrowseOptions and directory.BrowseOptions are this type.
 type Options struct {
-	// Service is the service type, e.g. "_mhp._tcp" (in the domain local).
-	Service string
 	// Timeout is how long to listen for answers; default 2s.
 	Timeout time.Duration
 	// Interface names the network interface to multicast on ("eth0");
@@ -101,7 +100,8 @@ type Options struct {
 	Clock clock.Clock
 }
 
-// Browse browses o.Service until o.Timeout, ctx's end or o.Max instances,
+// Browse browses service (a DNS-SD type such as "_mhp._tcp", in the domain
+// local) until o.Timeout, ctx's end or o.Max instances,
 // on one interface (o.Interface) or all, or on the packet connection
 // o.Conn, and returns the instances found, sorted by name.
 //
@@ -114,8 +114,8 @@ type Options struct {
 // o.Logger, naming its type and why, and the rest of the packet still
 // counts. Errors are *mhp.Error: invalid params for the options, server
 // error when no query could be sent.
-func Browse(ctx context.Context, o Options) ([]Instance, error) {
-	if err := checkService(o.Service); err != nil {
+func Browse(ctx context.Context, service string, o Options) ([]Instance, error) {
+	if err := checkService(service); err != nil {
 		return nil, err
 	}
 	timeout := o.Timeout
@@ -129,7 +129,7 @@ func Browse(ctx context.Context, o Options) ([]Instance, error) {
 	var conns []conn
 	if o.Conn != nil {
 		if o.To == nil {
-			return nil, mhp.Errorf(mhp.CodeInvalidParams, "mdns: browse %s: Options.Conn needs To, the address to query", o.Service).
+			return nil, mhp.Errorf(mhp.CodeInvalidParams, "mdns: browse %s: Options.Conn needs To, the address to query", service).
 				With(mhp.DataField, "To")
 		}
 		conns = []conn{{c: o.Conn, to: o.To}}
@@ -155,8 +155,8 @@ func Browse(ctx context.Context, o Options) ([]Instance, error) {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	service := o.Service + ".local"
-	b := &browse{service: service, cache: newCache(service, log), log: log, max: o.Max, stop: make(chan struct{}), conns: conns, clock: clk}
+	ptr := service + ".local"
+	b := &browse{service: ptr, cache: newCache(ptr, log), log: log, max: o.Max, stop: make(chan struct{}), conns: conns, clock: clk}
 	var wg sync.WaitGroup
 	for _, c := range conns {
 		wg.Add(1)
@@ -194,7 +194,7 @@ func checkService(s string) error {
 	}
 	if !valid {
 		return mhp.Errorf(mhp.CodeInvalidParams, "mdns: service type %q is not _name._tcp or _name._udp (name of 1 to 15 letters, digits, hyphens)",
-			mhp.Truncate(s, 64)).With(mhp.DataField, "Service")
+			mhp.Truncate(s, 64)).With(mhp.DataField, "service")
 	}
 	return nil
 }

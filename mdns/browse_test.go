@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/openmhp/mhp-go"
-	"github.com/openmhp/mhp-go/internal/mdns/mdnstest"
+	"github.com/openmhp/mhp-go/mdns/mdnstest"
 )
 
 // TestQueryAsksForTheService: the query is one PTR question for the
@@ -40,20 +40,21 @@ func TestBrowseRefusesBadOptions(t *testing.T) {
 	resp := mdnstest.StartResponder(t, "_mhp._tcp.local", 0)
 	conn := mdnstest.Client(t)
 	for _, c := range []struct {
-		name  string
-		o     Options
-		words string
+		name    string
+		service string
+		o       Options
+		words   string
 	}{
-		{"no service", Options{Conn: conn, To: resp.Addr()}, `service type ""`},
-		{"no protocol", Options{Service: "_mhp", Conn: conn, To: resp.Addr()}, "not _name._tcp"},
-		{"no underscore", Options{Service: "mhp._tcp", Conn: conn, To: resp.Addr()}, "not _name._tcp"},
-		{"name too long", Options{Service: "_abcdefghijklmnop._tcp", Conn: conn, To: resp.Addr()}, "1 to 15"},
-		{"dot in the name", Options{Service: "_a.b._tcp", Conn: conn, To: resp.Addr()}, "not _name._tcp"},
-		{"conn without to", Options{Service: "_mhp._tcp", Conn: conn}, "needs To"},
-		{"no such interface", Options{Service: "_mhp._tcp", Interface: "nosuch0"}, `no network interface "nosuch0"`},
+		{"no service", "", Options{Conn: conn, To: resp.Addr()}, `service type ""`},
+		{"no protocol", "_mhp", Options{Conn: conn, To: resp.Addr()}, "not _name._tcp"},
+		{"no underscore", "mhp._tcp", Options{Conn: conn, To: resp.Addr()}, "not _name._tcp"},
+		{"name too long", "_abcdefghijklmnop._tcp", Options{Conn: conn, To: resp.Addr()}, "1 to 15"},
+		{"dot in the name", "_a.b._tcp", Options{Conn: conn, To: resp.Addr()}, "not _name._tcp"},
+		{"conn without to", "_mhp._tcp", Options{Conn: conn}, "needs To"},
+		{"no such interface", "_mhp._tcp", Options{Interface: "nosuch0"}, `no network interface "nosuch0"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := Browse(context.Background(), c.o)
+			_, err := Browse(context.Background(), c.service, c.o)
 			var me *mhp.Error
 			if !errors.As(err, &me) || me.Code != mhp.CodeInvalidParams || !strings.Contains(err.Error(), c.words) {
 				t.Fatalf("error %v, want invalid params with %q", err, c.words)
@@ -129,7 +130,7 @@ func TestBrowseEndsWithMax(t *testing.T) {
 	resp := mdnstest.StartResponder(t, silaService, 0, zeroconfPacket(t, "legacy-unicast.hex"))
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	got, err := Browse(ctx, Options{Service: "_sila._tcp", Timeout: 10 * testTimeout, Max: 1, Conn: mdnstest.Client(t), To: resp.Addr()})
+	got, err := Browse(ctx, "_sila._tcp", Options{Timeout: 10 * testTimeout, Max: 1, Conn: mdnstest.Client(t), To: resp.Addr()})
 	if err != nil || len(got) != 1 || got[0].Name != "4c1f2a6e-9b1d-4f7e-8a42-0d6f3c2b1a90" || ctx.Err() != nil {
 		t.Fatalf("instances %+v, err %v, ctx %v", got, err, ctx.Err())
 	}
