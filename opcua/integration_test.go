@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/internal/testnet"
 
 	"github.com/gopcua/opcua"
 	"github.com/gopcua/opcua/ua"
@@ -48,8 +49,11 @@ func needNode(t *testing.T) {
 	}
 }
 
+// freePort is a free port below the ephemeral range: the node server is
+// restarted on it, which a reconnecting client's own source port could
+// otherwise hold (testnet).
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := testnet.Listen("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

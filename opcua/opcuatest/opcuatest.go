@@ -52,6 +52,7 @@ import (
 	"github.com/gopcua/opcua/uasc"
 
 	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/internal/testnet"
 )
 
 // Namespace is the namespace URI of the fake's nodes (index 1).
@@ -195,11 +196,14 @@ func startWith(in *conformance.Instrument, o Options) (*Server, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	addr := o.Addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
+	var proxy net.Listener
+	if o.Addr == "" {
+		// Below the ephemeral range: Down then Up listens on this address
+		// again, which a reconnecting client's own source port could hold.
+		proxy, err = testnet.Listen("127.0.0.1")
+	} else {
+		proxy, err = net.Listen("tcp", o.Addr)
 	}
-	proxy, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

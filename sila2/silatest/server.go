@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/internal/testnet"
 	"github.com/openmhp/mhp-go/sila2"
 )
 
@@ -273,10 +274,12 @@ func (s *Server) breaker() chan struct{} {
 	return s.breakCh
 }
 
-// Start serves on 127.0.0.1 (port 0) with TLS when cert is given, plaintext
-// otherwise, and returns the address.
+// Start serves on 127.0.0.1 with TLS when cert is given, plaintext
+// otherwise, and returns the address: a free port below the ephemeral
+// range, so a test can stop the server and serve again on the same address
+// without a reconnecting client holding the port (testnet).
 func (s *Server) Start(cert *tls.Certificate) (string, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := testnet.Listen("127.0.0.1")
 	if err != nil {
 		return "", err
 	}
