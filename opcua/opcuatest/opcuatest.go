@@ -190,7 +190,9 @@ func startWith(in *conformance.Instrument, o Options) (*Server, error) {
 		// LADS is namespace 2 in the fake: StartProgram's Properties decode.
 		ua.RegisterExtensionObject(ua.NewNumericNodeID(2, 5045), new(KeyValue))
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// The server binds the port itself, after it was freed here: one below
+	// the ephemeral range, which no outgoing connection takes meanwhile.
+	l, err := testnet.Listen("127.0.0.1")
 	if err != nil {
 		return nil, err
 	}
