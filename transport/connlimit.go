@@ -48,7 +48,7 @@ type connInfo struct {
 }
 
 func limitConns(ln net.Listener, max int, log *slog.Logger) *connLimiter {
-	return &connLimiter{Listener: ln, max: max, log: log, conns: map[net.Conn]*connInfo{}, freed: make(chan struct{}, 1)}
+	return &connLimiter{Listener: ln, max: max, log: log, freed: make(chan struct{}, 1)} // conns: made by the first connection
 }
 
 // limitedConn releases its slot when closed.
@@ -102,6 +102,9 @@ func (l *connLimiter) admit(c *limitedConn) bool {
 	for {
 		l.mu.Lock()
 		if len(l.conns) < l.max {
+			if l.conns == nil {
+				l.conns = map[net.Conn]*connInfo{}
+			}
 			l.conns[c] = &connInfo{phase: phaseIdle, since: time.Now()}
 			l.mu.Unlock()
 			return true

@@ -148,7 +148,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	}
 	// Admission (admission.go): an estop is recognised in the raw frame and
 	// goes first; an ordinary request waits for a slot or is refused busy.
-	tk, aerr := s.adm.admitFrame(r.Context(), body)
+	tk, aerr := s.admission().admitFrame(r.Context(), body)
 	if aerr != nil {
 		s.refuseBusy(w, body, aerr)
 		return
@@ -424,7 +424,7 @@ func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns 
 	hs.Handler = frontDoor(log, hs.Handler)
 	hs.ConnState = lim.connState
 	hs.ConnContext = withConn
-	hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // TLS is terminated by the front listener: HTTP/1.1
+	hs.TLSNextProto = noNextProto // TLS is terminated by the front listener: HTTP/1.1
 	// Serve runs on the caller's goroutine (one goroutine per served
 	// listener, not two); the shutdown is registered on ctx and only runs
 	// once it ends.
@@ -446,6 +446,10 @@ func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns 
 	<-shut // ctx ended: return once the shutdown is done
 	return nil
 }
+
+// noNextProto is the empty TLSNextProto of every served listener (h2 off),
+// one map for all: net/http only reads it.
+var noNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 
 // HTTPServer returns an [http.Server] for srv.Handler with the server's
 // timeouts, for callers that run their own listener ([ServeHTTP] adds the

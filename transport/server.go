@@ -187,7 +187,7 @@ type Server struct {
 	log     *slog.Logger
 	clk     clock.Clock
 	methods map[string]method
-	adm     *admission // HTTP admission control (admission.go)
+	adm     atomic.Pointer[admission] // HTTP admission control (admission.go), made by the first request
 	// resources serves resources/list and resources/read (nil: none).
 	resources mhp.ResourceProvider
 	auth      *auth.Authenticator
@@ -201,7 +201,10 @@ type Server struct {
 	dcache atomic.Pointer[describeCache]
 
 	// The session table: every live session by secret, by label, and the
-	// header-keyed ones by their X-MHP-Client value. Guarded by mu.
+	// header-keyed ones by their X-MHP-Client value. Guarded by mu. The
+	// maps are made with the first session (a server nobody talked to
+	// holds none: 10,000 served devices), and the idle sweep is armed only
+	// while HTTP sessions live.
 	mu       sync.Mutex
 	sessions map[string]*session // by secret
 	labels   map[string]*session // by label
@@ -219,8 +222,7 @@ type Server struct {
 // Close the server to stop its listener on the device and end its sessions.
 func NewServer(dev mhp.Device, opts Options) *Server {
 	opts = opts.withDefaults()
-	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock, sessions: map[string]*session{},
-		labels: map[string]*session{}, byHeader: map[string]*session{}, greeted: map[string]*session{}, done: make(chan struct{})}
+	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock, done: make(chan struct{})}
 	s.auth = opts.Auth
 	if s.auth == nil && (opts.Token != "" || opts.OperatorToken != "") {
 		a, err := auth.New(auth.Config{Token: opts.Token, OperatorToken: opts.OperatorToken, Logger: opts.Logger})
@@ -232,13 +234,18 @@ func NewServer(dev mhp.Device, opts Options) *Server {
 	}
 	s.methods = builtinMethods()
 	s.resources, _ = mhp.Find[mhp.ResourceProvider](dev)
-	s.adm = newAdmission(opts.Admission)
 	s.addExtensions()
 	s.stop = dev.Listen(s.fanout)
-	s.mu.Lock()
-	s.scheduleSweepLocked()
-	s.mu.Unlock()
 	return s
+}
+
+// admission is the server's admission state, made on first use.
+func (s *Server) admission() *admission {
+	if a := s.adm.Load(); a != nil {
+		return a
+	}
+	s.adm.CompareAndSwap(nil, newAdmission(s.opts.Admission))
+	return s.adm.Load()
 }
 
 // Close stops listening to the device and ends every session (EndSession on
@@ -258,7 +265,7 @@ func (s *Server) Close() error {
 	for _, ss := range s.sessions {
 		all = append(all, ss)
 	}
-	s.sessions, s.labels, s.byHeader, s.greeted, s.nHTTP = map[string]*session{}, map[string]*session{}, map[string]*session{}, map[string]*session{}, 0
+	s.sessions, s.labels, s.byHeader, s.greeted, s.nHTTP = nil, nil, nil, nil, 0
 	s.mu.Unlock()
 	s.stop()
 	for _, ss := range all {
@@ -339,6 +346,9 @@ func (s *Server) openOwned(kind sessionKind, owner, name, header string) (*sessi
 	}
 	ss := newSession(kind, label, client, s.opts.SSEBuffer, s.opts.SSEBufferBytes, now)
 	ss.header, ss.owner = key, owner
+	if s.sessions == nil {
+		s.sessions, s.labels, s.byHeader, s.greeted = map[string]*session{}, map[string]*session{}, map[string]*session{}, map[string]*session{}
+	}
 	s.sessions[ss.secret] = ss
 	s.labels[label] = ss
 	switch {
@@ -349,6 +359,9 @@ func (s *Server) openOwned(kind sessionKind, owner, name, header string) (*sessi
 	}
 	if kind != kindStream {
 		s.nHTTP++
+		if s.sweep == nil {
+			s.scheduleSweepLocked()
+		}
 	}
 	s.mu.Unlock()
 	if evicted != nil {
@@ -447,9 +460,11 @@ func (s *Server) endSession(ss *session, why string) {
 	s.log.Info("mhp session ended", "session", ss.label, "why", why)
 }
 
-// scheduleSweepLocked arms the idle-session sweep on the server clock.
+// scheduleSweepLocked arms the idle-session sweep on the server clock,
+// while HTTP sessions live.
 func (s *Server) scheduleSweepLocked() {
-	if s.closed {
+	s.sweep = nil
+	if s.closed || s.nHTTP == 0 {
 		return
 	}
 	every := s.opts.SessionTTL / 4
