@@ -22,15 +22,29 @@ const shedWait = time.Second
 // nor trickling connections can starve a newcomer, an estop among them. With
 // nothing evictable it waits up to shedWait for a connection to end, then
 // closes the newcomer.
+//
+// A device server keeps EStopReserve connections beyond the cap for the
+// estop: with every connection serving and none evictable, a newcomer is
+// admitted at once on a reserve slot, which carries one safety/estop and
+// nothing else (any other request on it is refused busy and the connection
+// closed; the estop's answer closes it too). So an estop client dialling a
+// new connection into a server at its cap is served, not shut out.
 type connLimiter struct {
 	net.Listener
-	max int
-	log *slog.Logger
+	max     int
+	reserve int // slots beyond max for an estop (0: none)
+	log     *slog.Logger
 
-	mu    sync.Mutex
-	conns map[net.Conn]*connInfo
-	freed chan struct{} // one token per close, non-blocking
+	mu       sync.Mutex
+	conns    map[net.Conn]*connInfo
+	reserved int           // conns admitted on a reserve slot
+	freed    chan struct{} // one token per close, non-blocking
 }
+
+// EStopReserve is how many connections beyond [Options.MaxConns] a device
+// server admits, when every connection is being served, for a
+// safety/estop each.
+const EStopReserve = 4
 
 // connPhase is what a connection is doing, in eviction order.
 type connPhase int
@@ -47,15 +61,16 @@ type connInfo struct {
 	since time.Time
 }
 
-func limitConns(ln net.Listener, max int, log *slog.Logger) *connLimiter {
-	return &connLimiter{Listener: ln, max: max, log: log, freed: make(chan struct{}, 1)} // conns: made by the first connection
+func limitConns(ln net.Listener, max, reserve int, log *slog.Logger) *connLimiter {
+	return &connLimiter{Listener: ln, max: max, reserve: reserve, log: log, freed: make(chan struct{}, 1)} // conns: made by the first connection
 }
 
 // limitedConn releases its slot when closed.
 type limitedConn struct {
 	net.Conn
-	l    *connLimiter
-	once sync.Once
+	l       *connLimiter
+	once    sync.Once
+	reserve bool // admitted on a reserve slot: one safety/estop only
 }
 
 func (c *limitedConn) Close() error {
@@ -66,7 +81,7 @@ func (c *limitedConn) Close() error {
 
 func (l *connLimiter) release(c net.Conn) {
 	l.mu.Lock()
-	delete(l.conns, c)
+	l.forgetLocked(c)
 	l.mu.Unlock()
 	select {
 	case l.freed <- struct{}{}:
@@ -96,28 +111,45 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	}
 }
 
-// admit registers c, evicting the longest-idle connection at the cap.
+// forgetLocked drops c from the table (and its reserve slot).
+func (l *connLimiter) forgetLocked(c net.Conn) {
+	if _, ok := l.conns[c]; !ok {
+		return
+	}
+	delete(l.conns, c)
+	if lc, ok := c.(*limitedConn); ok && lc.reserve {
+		l.reserved--
+	}
+}
+
+// admit registers c: on a free slot; else by evicting the longest-idle
+// connection; else, with every connection serving, on a reserve slot;
+// else, when a reserve connection can be evicted, in its place; else it
+// waits up to shedWait for a close.
 func (l *connLimiter) admit(c *limitedConn) bool {
 	deadline := time.Now().Add(shedWait)
 	for {
 		l.mu.Lock()
-		if len(l.conns) < l.max {
-			if l.conns == nil {
-				l.conns = map[net.Conn]*connInfo{}
-			}
+		if l.conns == nil {
+			l.conns = map[net.Conn]*connInfo{}
+		}
+		if len(l.conns)-l.reserved < l.max {
 			l.conns[c] = &connInfo{phase: phaseIdle, since: time.Now()}
 			l.mu.Unlock()
 			return true
 		}
-		var victim net.Conn
-		var vi *connInfo
-		for k, ci := range l.conns {
-			if ci.phase == phaseServing {
-				continue
-			}
-			if vi == nil || ci.phase < vi.phase || (ci.phase == vi.phase && ci.since.Before(vi.since)) {
-				victim, vi = k, ci
-			}
+		victim := l.victimLocked(false)
+		if victim == nil && l.reserved < l.reserve {
+			c.reserve = true
+			l.reserved++
+			l.conns[c] = &connInfo{phase: phaseIdle, since: time.Now()}
+			l.mu.Unlock()
+			l.log.Warn("mhp http connection admitted on an estop reserve slot: every connection is serving", "limit", l.max,
+				"remote", c.RemoteAddr().String())
+			return true
+		}
+		if victim == nil {
+			victim = l.victimLocked(true)
 		}
 		l.mu.Unlock()
 		if victim != nil {
@@ -137,6 +169,24 @@ func (l *connLimiter) admit(c *limitedConn) bool {
 	}
 }
 
+// victimLocked is the connection to evict for a newcomer: the one idle the
+// longest, else reading the longest, else streaming the longest; never one
+// being served. reserve chooses among the reserve connections or the
+// others.
+func (l *connLimiter) victimLocked(reserve bool) net.Conn {
+	var victim net.Conn
+	var vi *connInfo
+	for k, ci := range l.conns {
+		if ci.phase == phaseServing || k.(*limitedConn).reserve != reserve {
+			continue
+		}
+		if vi == nil || ci.phase < vi.phase || (ci.phase == vi.phase && ci.since.Before(vi.since)) {
+			victim, vi = k, ci
+		}
+	}
+	return victim
+}
+
 // connState is the http.Server hook that tracks which connections are idle.
 func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 	if fc, ok := c.(*frontConn); ok {
@@ -154,7 +204,7 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 	case http.StateActive:
 		ci.phase, ci.since = phaseReading, time.Now()
 	case http.StateHijacked, http.StateClosed:
-		delete(l.conns, c)
+		l.forgetLocked(c)
 	}
 }
 

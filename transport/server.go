@@ -82,8 +82,11 @@ type Options struct {
 	// first (admission.go); the zero value has the defaults.
 	Admission Admission
 	// MaxConns caps the open HTTP connections ([ServeHTTP], [ListenHTTP]). At the
-	// cap, a new connection closes the connection idle the longest; with none
-	// idle it waits up to a second for one to end, then is closed. Default 512.
+	// cap, a new connection closes the connection idle the longest; with every
+	// connection serving, it is admitted on one of [EStopReserve] reserve
+	// slots, which carry a single safety/estop (anything else is refused busy);
+	// with those taken too it waits up to a second for one to end, then is
+	// closed. Default 512.
 	MaxConns int
 	// ReadTimeout bounds reading one HTTP request, body included (a body
 	// trickling in is cut off); default 30s. ReadHeaderTimeout bounds the
