@@ -208,7 +208,7 @@ type Server struct {
 	// maps are made with the first session (a server nobody talked to
 	// holds none: 10,000 served devices), and the idle sweep is armed only
 	// while HTTP sessions live.
-	mu       sync.Mutex
+	mu       sync.RWMutex        // read-locked by the per-request lookups and the notification fanout
 	sessions map[string]*session // by secret
 	labels   map[string]*session // by label
 	byHeader map[string]*session // kindHeader sessions by X-MHP-Client
@@ -279,8 +279,8 @@ func (s *Server) Close() error {
 
 // Sessions reports how many sessions are live.
 func (s *Server) Sessions() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return len(s.sessions)
 }
 
@@ -380,10 +380,10 @@ func (s *Server) openOwned(kind sessionKind, owner, name, header string) (*sessi
 // echoes the session); otherwise it is nil (not initialized).
 func (s *Server) headerSession(owner, header string) (*session, *mhp.Error) {
 	key := ownedKey(owner, header)
-	s.mu.Lock()
+	s.mu.RLock()
 	ss, ok := s.byHeader[key]
 	greeted := s.greeted[key] != nil
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	if ok {
 		ss.touch(s.clk.Now())
 		return ss, nil
@@ -433,12 +433,12 @@ func (s *Server) removeLocked(ss *session) bool {
 // session opened by another identity than owner is unknown to it: a secret
 // replayed under another credential gains nothing.
 func (s *Server) lookup(owner, secret string) (*session, bool) {
-	s.mu.Lock()
+	s.mu.RLock()
 	ss, ok := s.sessions[secret]
 	if ok && ss.owner != owner {
 		ss, ok = nil, false
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	if ok {
 		ss.touch(s.clk.Now())
 	}
@@ -508,12 +508,12 @@ func (s *Server) fanout(n mhp.Notification) {
 		return
 	}
 	signal := n.Signal()
-	s.mu.Lock()
+	s.mu.RLock()
 	targets := make([]*session, 0, len(s.sessions))
 	for _, ss := range s.sessions {
 		targets = append(targets, ss)
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	for _, ss := range targets {
 		if n.Method == mhp.NotifySignalsUpdate && !ss.wants(signal) {
 			continue
