@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,8 +204,20 @@ func childServe(kind string) error {
 
 // childProfile starts a CPU profile of a serve child when
 // MHP_BENCH_CPUPROFILE names a path: the profile of the child serving kind
-// is written to "<path>.<kind>.<pid>" when it stops (go tool pprof).
+// is written to "<path>.<kind>.<pid>" when it stops (go tool pprof). With
+// MHP_BENCH_TRACE instead, an execution trace (go tool trace).
 func childProfile(kind string) (stop func(), err error) {
+	if path := os.Getenv("MHP_BENCH_TRACE"); path != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, kind, os.Getpid()))
+		if err != nil {
+			return nil, err
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return func() { trace.Stop(); f.Close() }, nil
+	}
 	path := os.Getenv("MHP_BENCH_CPUPROFILE")
 	if path == "" {
 		return func() {}, nil
