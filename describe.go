@@ -1,6 +1,7 @@
 package mhp
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -14,11 +15,14 @@ const DetailSelect = "select"
 //   - card: identity, state and the names of signals, settings and actions;
 //   - summary: card + notes, instructions, physical, slim item tables, safety, resources;
 //   - full: the whole descriptor + mhp version + state;
-//   - select: id, class, make, model, location, state and the full specs of
-//     the selected items only (the card already gave the rest).
+//   - select: id, state and the full specs of the selected items only (the
+//     card or summary the agent read first gave the rest).
+//
+// The summary and select tiers leave out an item's approval when it is auto,
+// the level an item without one has (spec §4.2); full keeps it.
 //
 // UnmarshalJSON reads every tier back: item lists of bare names become items
-// with only Name set.
+// with only Name set; an item given as an object without an approval is auto.
 type Description struct {
 	Detail string `json:"detail"`
 	Descriptor
@@ -86,12 +90,12 @@ func (d *Description) MarshalJSON() ([]byte, error) {
 		}
 	}
 	put("id", id.ID, true)
-	put("class", id.Class, id.Class != "")
-	put("make", id.Make, id.Make != "")
-	put("model", id.Model, id.Model != "")
-	put("serial", id.Serial, id.Serial != "")
-	put("location", id.Location, id.Location != "")
 	if d.Detail != DetailSelect { // a select follows a card or summary: identity is known
+		put("class", id.Class, id.Class != "")
+		put("make", id.Make, id.Make != "")
+		put("model", id.Model, id.Model != "")
+		put("serial", id.Serial, id.Serial != "")
+		put("location", id.Location, id.Location != "")
 		put("tags", id.Tags, len(id.Tags) > 0)
 		put("description", id.Description, id.Description != "")
 	}
@@ -139,10 +143,11 @@ func (d *Description) MarshalJSON() ([]byte, error) {
 		if d.Detail == DetailFull {
 			m["mhp"] = d.MHP
 		} else {
-			delete(m, "mhp")
-			delete(m, "safety")
-			delete(m, "description")
-			delete(m, "tags")
+			for _, k := range []string{"mhp", "safety", "class", "make", "model", "serial", "location", "description", "tags"} {
+				delete(m, k)
+			}
+			dropAutoApproval(m["settings"])
+			dropAutoApproval(m["actions"])
 		}
 	default:
 		return nil, fmt.Errorf("description: unknown detail %q", d.Detail)
@@ -187,6 +192,9 @@ func (d *Description) UnmarshalJSON(b []byte) error {
 		if err := itemOrName(raw, &s, &s.Name); err != nil {
 			return fmt.Errorf("settings: %w", err)
 		}
+		if isObject(raw) {
+			autoIfUnset(&s.Approval)
+		}
 		d.Settings = append(d.Settings, s)
 	}
 	for _, raw := range head.Actions {
@@ -211,6 +219,9 @@ func (d *Description) UnmarshalJSON(b []byte) error {
 		} else if err := itemOrName(raw, &a, &a.Name); err != nil {
 			return fmt.Errorf("actions: %w", err)
 		}
+		if isObject(raw) {
+			autoIfUnset(&a.Approval)
+		}
 		d.Actions = append(d.Actions, a)
 	}
 	return nil
@@ -221,6 +232,30 @@ func itemOrName(raw json.RawMessage, item any, name *string) error {
 		return json.Unmarshal(raw, name)
 	}
 	return json.Unmarshal(raw, item)
+}
+
+// dropAutoApproval removes approval "auto" from a list of marshalled items:
+// an item without an approval is auto.
+func dropAutoApproval(items any) {
+	list, _ := items.([]any)
+	for _, it := range list {
+		if m, ok := it.(map[string]any); ok && m["approval"] == string(ApprovalAuto) {
+			delete(m, "approval")
+		}
+	}
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// autoIfUnset is the approval of an item read as an object: auto when the
+// answer left it out.
+func autoIfUnset(a *Approval) {
+	if *a == "" {
+		*a = ApprovalAuto
+	}
 }
 
 func names[T any](items []T, name func(T) string) []string {
@@ -240,7 +275,7 @@ func slim(m map[string]any) map[string]any {
 				delete(m, k)
 			}
 		case Approval:
-			if x == "" {
+			if x == "" || x == ApprovalAuto { // auto is what an item without one has
 				delete(m, k)
 			}
 		case bool:

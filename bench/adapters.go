@@ -70,7 +70,10 @@ func measureSiLA2(ctx context.Context, o Options) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	if err := srv.AddFeature(silatest.GreetingProviderFDL, silatest.Greeter(2024)); err != nil {
+	clk := &stepClock{}
+	greeter := silatest.Greeter(2024)
+	greeter.Commands["SayHello"] = clk.wrap(greeter.Commands["SayHello"])
+	if err := srv.AddFeature(silatest.GreetingProviderFDL, greeter); err != nil {
 		return Row{}, err
 	}
 	th := silatest.NewThermostat(293.15)
@@ -129,12 +132,17 @@ func measureSiLA2(ctx context.Context, o Options) (Row, error) {
 		direct = append(direct, float64(td.Microseconds())/float64(n)/1e3)
 		added = append(added, float64((ta-td).Microseconds())/float64(n)/1e3)
 	}
+	line, err := steps(ctx, cd, clk, n, "say_hello", params)
+	if err != nil {
+		return Row{}, err
+	}
 	return Row{
 		What:     "a short SiLA 2 command through MHP over HTTP (invoke, wait for jobs/finished on SSE) vs direct gRPC",
 		Baseline: "direct " + spread(direct, "%.2f") + " ms",
 		Now:      "direct +" + spread(added, "%.2f") + " ms",
 		Goal:     "<= direct + 1 ms",
 		Met:      ptr(median(added) <= 1),
+		Notes:    []string{line},
 	}, nil
 }
 

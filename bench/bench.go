@@ -35,6 +35,8 @@ type Row struct {
 	Goal     string
 	// Met says whether the goal was met, when the row can judge it.
 	Met *bool
+	// Notes are lines printed under the table (where the time goes).
+	Notes []string
 }
 
 // Options tune a run.
@@ -135,6 +137,11 @@ func Print(w io.Writer, rs []Row) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.What, r.Baseline, r.Now, r.Goal, met)
 	}
 	tw.Flush()
+	for _, r := range rs {
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "%s: %s\n", r.Name, n)
+		}
+	}
 }
 
 func ptr(b bool) *bool { return &b }

@@ -294,6 +294,9 @@ func moduleRoot() (string, error) {
 
 var tokenLine = regexp.MustCompile(`(?m)^(find \(3 results, live state\)|summary of \S+|select run_protocol \+ setpoint|find -> summary -> select):\s+(\d+) tokens`)
 
+// bridgeLine is examples/scale's count of the same path through mhp-mcp.
+var bridgeLine = regexp.MustCompile(`(?m)^through mhp-mcp, as the model reads it \(fenced\): .*= (\d+) tokens`)
+
 // measureTokens runs go run ./examples/scale and reads its token counts.
 func measureTokens(ctx context.Context, _ Options) (Row, error) {
 	root, err := moduleRoot()
@@ -314,6 +317,10 @@ func measureTokens(ctx context.Context, _ Options) (Row, error) {
 		}
 		got[k], _ = strconv.Atoi(m[2])
 	}
+	bridged := ""
+	if m := bridgeLine.FindStringSubmatch(string(out)); m != nil {
+		bridged = "; through mhp-mcp, fenced: " + m[1]
+	}
 	path, ok := got["find -> summary -> select"]
 	if !ok {
 		return Row{}, fmt.Errorf("examples/scale printed no path total: %s", out)
@@ -322,7 +329,7 @@ func measureTokens(ctx context.Context, _ Options) (Row, error) {
 		What:     "the agent's find -> summary -> select over 2,000 devices (examples/scale)",
 		Baseline: "the seed's 1,087 tokens, the Python reference 1,346",
 		Now: fmt.Sprintf("%d tokens (find %d, summary %d, select %d)", path, got["find (3 results, live state)"], got["summary"],
-			got["select run_protocol + setpoint"]),
+			got["select run_protocol + setpoint"]) + bridged,
 		Goal: "<= 700 tokens",
 		Met:  ptr(path <= 700),
 	}, nil

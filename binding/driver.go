@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openmhp/mhp-go"
@@ -22,6 +23,9 @@ type Driver struct {
 	settings byName[Setting]
 	actions  byName[Action]
 	watchdog time.Duration
+	// refined replaces desc and settings once the backend filled in what
+	// they left open (refine.go); read through descNow and settingsNow.
+	refined atomic.Pointer[refinedView]
 
 	// writeSem is the request lock: one setting write talks to the backend at a time.
 	writeSem chan struct{}
@@ -252,18 +256,19 @@ func (d *Driver) Close() error {
 // Descriptor returns a copy of the descriptor generated from the bindings;
 // changing it changes neither the driver's descriptor nor its gates.
 func (d *Driver) Descriptor() mhp.Descriptor {
-	c := d.desc
-	c.Signals = append([]mhp.Signal(nil), d.desc.Signals...)
-	c.Settings = make([]mhp.Setting, len(d.desc.Settings))
-	for i, s := range d.desc.Settings {
+	desc := d.descNow() // the refined one once Refine ran
+	c := *desc
+	c.Signals = append([]mhp.Signal(nil), desc.Signals...)
+	c.Settings = make([]mhp.Setting, len(desc.Settings))
+	for i, s := range desc.Settings {
 		c.Settings[i] = cloneSetting(s)
 	}
-	c.Actions = make([]mhp.Action, len(d.desc.Actions))
-	for i, a := range d.desc.Actions {
+	c.Actions = make([]mhp.Action, len(desc.Actions))
+	for i, a := range desc.Actions {
 		c.Actions[i] = cloneAction(a)
 	}
-	c.Safety.Interlocks = append([]string(nil), d.desc.Safety.Interlocks...)
-	c.DeviceInfo.Tags = append([]string(nil), d.desc.Tags...)
+	c.Safety.Interlocks = append([]string(nil), desc.Safety.Interlocks...)
+	c.DeviceInfo.Tags = append([]string(nil), desc.Tags...)
 	return c
 }
 

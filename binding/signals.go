@@ -17,7 +17,7 @@ import (
 // Describe implements [mhp.Device].
 func (d *Driver) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.Description, error) {
 	d.touch(ctx)
-	out, err := mhp.Describe(&d.desc, d.State(), req)
+	out, err := mhp.Describe(d.descNow(), d.State(), req)
 	if e, ok := mhp.AsError(err); ok {
 		return nil, d.stamp(e)
 	}
@@ -30,13 +30,14 @@ func (d *Driver) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.De
 // Limits implements [mhp.Device]: safety/limits.
 func (d *Driver) Limits(ctx context.Context) (*mhp.LimitsReport, error) {
 	d.touch(ctx)
+	desc := d.descNow()
 	r := &mhp.LimitsReport{Settings: map[string]mhp.SettingEnvelope{}, Actions: map[string]mhp.ActionEnvelope{},
-		Interlocks: d.desc.Safety.Interlocks, WatchdogS: d.desc.Safety.WatchdogS, EStop: d.desc.Safety.EStop}
-	for _, s := range d.desc.Settings {
+		Interlocks: desc.Safety.Interlocks, WatchdogS: desc.Safety.WatchdogS, EStop: desc.Safety.EStop}
+	for _, s := range desc.Settings {
 		r.Settings[s.Name] = mhp.SettingEnvelope{Limits: s.Limits, Unit: s.Unit, Approval: s.Approval,
 			Interlocks: s.Interlocks, DuringJob: s.DuringJob}
 	}
-	for _, a := range d.desc.Actions {
+	for _, a := range desc.Actions {
 		env := mhp.ActionEnvelope{Approval: a.Approval, Interlocks: a.Interlocks}
 		for _, p := range a.Params {
 			if p.Shape != nil && !p.Shape.Limits.Empty() {

@@ -21,7 +21,7 @@ func (d *Driver) Write(ctx context.Context, req mhp.WriteRequest) (*mhp.WriteRes
 	if e := d.unhonoured(mhp.MethodSettingsWrite, req.CommandID, req.PermitID, ""); e != nil {
 		return nil, e
 	}
-	set, ok := d.settings.get(req.Name)
+	set, ok := d.settingsNow().get(req.Name) // one load: the write keeps these specs (refine.go)
 	if !ok {
 		return nil, d.errorf(mhp.CodeUnknownName, "no setting %q", req.Name).With(mhp.DataKind, "setting").With(mhp.DataName, req.Name)
 	}

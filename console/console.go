@@ -4,7 +4,7 @@
 // the server's own /rpc and /events like any other client, so every write,
 // invoke and reset goes through the same gates (lease, approval, limits).
 //
-//	h, err := console.Device(console.Config{Transport: srv.Handler(), Metrics: m.Handler(token)})
+//	h, err := console.Device(console.Config{Server: srv, Metrics: m.Handler(token)})
 //	h, err := console.Lab(console.LabConfig{Directory: dir.Handler(), EStopAll: pool.EStopAll, Token: token})
 //
 // Same origin: the transport refuses any request carrying an Origin header
@@ -35,10 +35,24 @@ import (
 //go:embed web
 var webFS embed.FS
 
+// Server is what the console needs of the device's MHP server
+// (*transport.Server): its HTTP handler and its front door.
+type Server interface {
+	Handler() http.Handler
+	Guard(public func(*http.Request) bool) auth.Guard
+}
+
 // Config configures the device console.
 type Config struct {
+	// Server is the device's MHP server (*transport.Server). When set, the
+	// console serves its handler (unless Transport is set too, e.g. the
+	// handler wrapped in metrics) behind its guard (unless Guard is set):
+	// the one way to mount a console that cannot lose the server's
+	// credentials and roles.
+	Server Server
 	// Transport is the MHP HTTP handler (transport.Server.Handler): POST
-	// /rpc, GET /events, DELETE /session, GET /mhp.json. Required.
+	// /rpc, GET /events, DELETE /session, GET /mhp.json. Required unless
+	// Server is set.
 	Transport http.Handler
 	// Metrics, when set, serves GET /metrics (it checks the token itself).
 	Metrics http.Handler
@@ -48,17 +62,35 @@ type Config struct {
 	Hosts []string
 	// Guard is the server's front door (transport.Server.Guard): every
 	// route, the page and /metrics included, is behind its Host check and
-	// authentication; the page and its assets are public. Zero: the Host
-	// check with Hosts and no credentials.
+	// authentication; the page and its assets are public. Zero with
+	// Server set: the server's guard. Zero without Server: the Host check
+	// with Hosts and no credentials, and /whoami then names nobody even
+	// when the transport behind requires credentials (its own guard still
+	// checks every request, but the page shows no write controls): set
+	// Server, or Guard to the transport's.
 	Guard auth.Guard
 }
 
 // Validate reports a missing transport.
 func (c Config) Validate() error {
-	if c.Transport == nil {
-		return errors.New("console: Config.Transport is required")
+	if c.Transport == nil && c.Server == nil {
+		return errors.New("console: Config.Server (or Config.Transport) is required")
 	}
 	return nil
+}
+
+// resolved fills Transport and Guard from Server where they are unset.
+func (c Config) resolved() Config {
+	if c.Server == nil {
+		return c
+	}
+	if c.Transport == nil {
+		c.Transport = c.Server.Handler()
+	}
+	if c.Guard.Auth == nil && c.Guard.Hosts == nil && c.Guard.Public == nil && c.Guard.Refuse == nil {
+		c.Guard = c.Server.Guard(nil)
+	}
+	return c
 }
 
 // Device returns the device console: GET / (the page), GET /console/* (its
@@ -68,6 +100,7 @@ func Device(cfg Config) (http.Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.resolved()
 	mux := http.NewServeMux()
 	mountPages(mux, "device.html")
 	if cfg.Metrics != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/auth/authtest"
 	"github.com/openmhp/mhp-go/console"
+	"github.com/openmhp/mhp-go/transport"
 )
 
 // TestHostCheckOnEveryConsoleRoute: the page, its assets, /whoami,
@@ -117,5 +118,47 @@ func TestOpenConsoleDoesNotOpenTheTransport(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("POST /rpc through an open console: %d, want 401 from the transport", resp.StatusCode)
+	}
+}
+
+// TestConsoleOnTheServerKeepsItsRoles: a console given the server itself
+// (Config.Server) puts the page behind the server's guard, so /whoami
+// names the operator the transport would; mounted with only the handler
+// it names nobody (the footgun Server closes).
+func TestConsoleOnTheServerKeepsItsRoles(t *testing.T) {
+	a, err := auth.New(auth.Config{CredentialsFile: credentials(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := transport.NewServer(simDriver(t, "sim:thermocycler", "tc-whoami"), transport.Options{Auth: a})
+	defer srv.Close()
+	for _, c := range []struct {
+		name string
+		cfg  console.Config
+		want string // the name and role /whoami gives
+	}{
+		{"server", console.Config{Server: srv}, "olga operator"},
+		{"server and wrapped handler", console.Config{Server: srv, Transport: srv.Handler()}, "olga operator"},
+		{"handler only", console.Config{Transport: srv.Handler()}, " agent"}, // anonymous: the page's own guard has no credentials
+
+	} {
+		h, err := console.Device(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(h)
+		req, _ := http.NewRequest(http.MethodGet, hs.URL+"/whoami", nil)
+		req.Header.Set("Authorization", "Bearer olga-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w console.Whoami
+		derr := json.NewDecoder(resp.Body).Decode(&w)
+		resp.Body.Close()
+		hs.Close()
+		if got := w.Name + " " + string(w.Role); derr != nil || got != c.want {
+			t.Errorf("%s: /whoami as olga = %+v (%v), want %q", c.name, w, derr, c.want)
+		}
 	}
 }

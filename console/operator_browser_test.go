@@ -32,7 +32,7 @@ func TestOperatorAnswersFromTheConsole(t *testing.T) {
 	const opTok = "operator-console-0123456789"
 	srv := transport.NewServer(dev, transport.Options{OperatorToken: opTok})
 	t.Cleanup(func() { srv.Close() })
-	h, err := console.Device(console.Config{Transport: srv.Handler(), Guard: srv.Guard(nil)})
+	h, err := console.Device(console.Config{Server: srv})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestConsoleRolesOverHTTPS(t *testing.T) {
 	drv := simDriver(t, "sim:thermocycler", "tc-roles")
 	srv := transport.NewServer(drv, transport.Options{Auth: a, TLS: st.Config()})
 	defer srv.Close()
-	h, err := console.Device(console.Config{Transport: srv.Handler(), Guard: srv.Guard(nil)})
+	h, err := console.Device(console.Config{Server: srv})
 	if err != nil {
 		t.Fatal(err)
 	}

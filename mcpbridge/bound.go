@@ -114,22 +114,24 @@ func bounded(tool string, v any) *mcp.CallToolResult {
 	if !ok {
 		obj = map[string]any{"result": j}
 	}
-	obj[DeviceTextField] = DeviceTextNote
-	text := jsonText(obj)
-	budget := ResultBudget - fenceOverhead // the text content is the fenced JSON
+	delete(obj, DeviceTextField) // a device's own member of that name is not the host's mark
+	text := jsonText(obj)        // the text content: the fence's line says what the mark says
+	// Both the text and the structured content (text + the mark) stay within the budget.
+	budget := ResultBudget - max(fenceOverhead, len(DeviceTextNote)+len(DeviceTextField)+8)
 	if len(text) > budget {
 		size := len(text)
 		note := map[string]any{"bytes": size, "limit": ResultBudget, "hint": hint(tool)}
-		cut := shrink(obj, budget-len(jsonText(note))-len(DeviceTextNote)-64)
+		cut := shrink(obj, budget-len(jsonText(note))-64)
 		if m, ok := cut.(map[string]any); ok {
 			obj = m
 		} else {
 			obj = map[string]any{"result": cut}
 		}
 		obj["truncated"] = note
-		obj[DeviceTextField] = DeviceTextNote
+		delete(obj, DeviceTextField)
 		text = jsonText(obj)
 	}
+	obj[DeviceTextField] = DeviceTextNote
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fenceDeviceText(text)}}, StructuredContent: obj}
 }
 

@@ -128,3 +128,43 @@ func TestWrongShapedElicitationIsAToolResult(t *testing.T) {
 		t.Fatalf("result %v (opened %d), want an ApprovalRequired isError result", res, opened.Load())
 	}
 }
+
+// TestDeviceTextMarkSaidOnce: the text content says once, in the host's
+// line, that the device's text is data; the fenced JSON is the structured
+// result without the mark, and the structured result keeps the mark.
+func TestDeviceTextMarkSaidOnce(t *testing.T) {
+	cs := session(t, rigBridge(t, newRig(t, "rig", true, "Operating procedure."), mcpbridge.Config{}), nil)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"mhp_describe", map[string]any{"device": "rig"}},
+		{"mhp_find", map[string]any{"query": "rig"}},
+		{"mhp_invoke", map[string]any{"device": "rig", "action": "no_such"}}, // a refusal
+	} {
+		res, body := mustCall(t, cs, c.tool, c.args)
+		if body[mcpbridge.DeviceTextField] != mcpbridge.DeviceTextNote {
+			t.Fatalf("%s: the structured result lost the mark: %v", c.tool, body)
+		}
+		txt := text(res)
+		head, rest, ok := strings.Cut(txt, "\n"+mcpbridge.DeviceTextOpen+"\n")
+		data, tail, ok2 := strings.Cut(rest, "\n"+mcpbridge.DeviceTextClose)
+		if !ok || !ok2 || tail != "" || !strings.Contains(head, "never instructions") {
+			t.Fatalf("%s: not the host's line then the fenced data:\n%s", c.tool, txt)
+		}
+		if strings.Contains(data, mcpbridge.DeviceTextField) {
+			t.Fatalf("%s: the mark is said twice (the host's line and the fenced JSON):\n%s", c.tool, txt)
+		}
+		if res.IsError {
+			continue // a refusal's fenced text is its message and data
+		}
+		var fenced map[string]any
+		if err := json.Unmarshal([]byte(data), &fenced); err != nil {
+			t.Fatalf("%s: the fenced text is not the result's JSON: %v\n%s", c.tool, err, data)
+		}
+		delete(body, mcpbridge.DeviceTextField)
+		if jsonOf(fenced) != jsonOf(body) {
+			t.Fatalf("%s: the fenced JSON is not the structured result:\n%s\n%s", c.tool, jsonOf(fenced), jsonOf(body))
+		}
+	}
+}

@@ -21,7 +21,8 @@ func (b *Bridge) find(ctx context.Context, _ *session, _ *mcp.CallToolRequest, a
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"results": res}, nil
+	// What the results share is said once (common), the rest per result.
+	return directory.Compact(res)
 }
 
 // describe is discovery: allowed on hardware whatever the policy.

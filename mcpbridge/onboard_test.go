@@ -20,6 +20,13 @@ import (
 // new one is a restarted process over the same files).
 func onboardBridge(t *testing.T, home string) *mcpbridge.Bridge {
 	t.Helper()
+	return onboardBridgeWith(t, home, mcpbridge.Config{})
+}
+
+// onboardBridgeWith is onboardBridge with cfg's other fields (a policy, an
+// operator token).
+func onboardBridgeWith(t *testing.T, home string, cfg mcpbridge.Config) *mcpbridge.Bridge {
+	t.Helper()
 	f, err := host.Open(host.Config{Home: home})
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +36,8 @@ func onboardBridge(t *testing.T, home string) *mcpbridge.Bridge {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := mcpbridge.New(mcpbridge.Config{Fleet: f, Onboard: iv})
+	cfg.Fleet, cfg.Onboard = f, iv
+	b, err := mcpbridge.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,11 @@ func OperatorToolNames() []string { return []string{"mhp_permit", "mhp_operator"
 // decisions: mhp_permit; mhp_lab's reset is an operator op) are listed only
 // when the host policy allows them. Examples are kept where they teach what a
 // schema cannot (a query's phrasing, a selection, an action's params, a
-// script): tools/list stays under 4 KiB (4,049 bytes with the default policy;
-// an operator's host listing mhp_permit and mhp_operator too: about 5 KiB).
+// script). tools/list is 3,941 bytes with the default policy, 4,421 with
+// the host's fleet and interview ops, 4,972 on an operator's host listing
+// mhp_permit and mhp_operator too (TestToolsListSize holds each). JSON
+// Schema $defs would not help: each tool's inputSchema stands alone, and a
+// $ref is longer than the {"type":"string"} it replaces.
 type tool struct {
 	name, description string
 	schema            map[string]any
@@ -207,36 +210,35 @@ func argFloat(args map[string]any, k string, def float64) float64 {
 
 func (b *Bridge) tools() []tool {
 	labOps := []string{"list", "updates", "limits", "acquire", "release"}
-	labDesc := "Your lab: op list (devices, policy), updates (paged notifications), limits, acquire/release a lease"
+	labDesc := "Lab: list (devices, policy), updates (paged notifications), limits, acquire/release lease"
 	if b.policy.OperatorTools {
 		labOps = append(labOps, "reset")
-		labDesc += ", reset after estop/fault"
+		labDesc += ", reset (after estop/fault)"
 	}
 	labProps := map[string]any{"op": nil, "device": deviceProp(), "ttl_s": num(1, maxWait)}
 	if b.cfg.Fleet != nil {
 		labOps = append(labOps, fleetOps()...)
-		labDesc += "; fleet: scan [hosts], add target (URL, folder, config; twin), remove, locate device location"
+		labDesc += "; fleet: scan hosts, add target (URL/folder/config; twin), remove, locate"
 		for k, v := range fleetProps() {
 			labProps[k] = v
 		}
 	}
 	if b.cfg.Fleet != nil && b.cfg.Onboard != nil {
 		labOps = append(labOps, onboardOps()...)
-		labDesc += "; onboard (interview: answers, id), new/write/validate a package (id, path, content)"
+		labDesc += "; onboard (answers, id), new/write/validate package files (id, path, content)"
 		for k, v := range onboardProps() {
 			labProps[k] = v
 		}
 	}
 	labProps["op"] = enum(labOps...)
 	return []tool{
-		{name: "mhp_find", description: "Search devices (text: id, class, model, location, tags); filters exact; state=idle: free.",
+		{name: "mhp_find", description: "Find devices by task words; exact filters; state=idle: free. What all results share is in common.",
 			schema: obj(nil, map[string]any{"query": strProp(), "class": strProp(),
 				"state": enum("idle", "busy", "fault", "estop", "unreachable"), "location": strProp(), "tags": namesProp(),
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 50}, "live": boolProp()}),
-			examples: []map[string]any{{"query": "heat a plate to 95 C for PCR", "class": "thermocycler", "state": "idle"}},
+			examples: []map[string]any{{"query": "PCR at 95 C in bay 2", "state": "idle"}},
 			handle:   b.find},
-		{name: "mhp_describe", description: "Describe a device (detail summary by default), or select items' full specs. " +
-			"methods: saved methods ('' all, text finds, name: in full).",
+		{name: "mhp_describe", description: "Summary by default; select: items' full specs; methods: saved methods ('' all, text finds, a name in full).",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "detail": enum("card", "summary", "full"),
 				"select":  obj(nil, map[string]any{"signals": namesProp(), "settings": namesProp(), "actions": namesProp()}),
 				"methods": strProp()}),
@@ -245,35 +247,35 @@ func (b *Bridge) tools() []tool {
 		{name: "mhp_read", description: "Read signals (all without names).",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "names": namesProp()}),
 			handle: b.read},
-		{name: "mhp_write", description: "Write a setting (value typed as it says). dry_run only checks.",
+		{name: "mhp_write", description: "Write a setting (typed value); dry_run only checks.",
 			schema: obj([]string{"device", "name", "value"}, map[string]any{"device": deviceProp(), "name": strProp(),
 				"value": map[string]any{}, "dry_run": boolProp(), "permit_id": strProp()}),
 			handle: b.write},
-		{name: "mhp_invoke", description: "Start an action or saved method as a job; wait_s waits for its end.",
+		{name: "mhp_invoke", description: "Start an action or saved method as a job; wait_s waits.",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "action": strProp(), "method": strProp(),
 				"params": map[string]any{"type": "object"}, "dry_run": boolProp(), "wait_s": waitProp(), "permit_id": strProp()}),
 			examples: []map[string]any{{"device": "tc-01", "action": "run_protocol",
 				"params": map[string]any{"steps": []any{map[string]any{"temp": 95, "hold_s": 30}}, "cycles": 30}, "wait_s": 60}},
 			handle: b.invoke},
-		{name: "mhp_job", description: "A job: op status (default), wait (wait_s, default 30) or control it; list.",
+		{name: "mhp_job", description: "Job: status (default), wait (wait_s, default 30), control; list.",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "id": strProp(),
 				"op": enum("status", "wait", "cancel", "pause", "resume", "list"), "wait_s": waitProp()}),
 			handle: b.job},
 		{name: "mhp_estop", description: "Emergency stop a device (none: all connected).",
 			schema: obj([]string{"reason"}, map[string]any{"device": deviceProp(), "reason": strProp()}),
 			handle: b.estop},
-		{name: "mhp_run", description: "Run Starlark: lab['id'].read/write/invoke/wait/acquire; returns what it prints. Same gates.",
+		{name: "mhp_run", description: "Starlark: lab['id'].read/write/invoke/wait/acquire; returns its prints; same gates.",
 			schema:   obj([]string{"script"}, map[string]any{"script": strProp(), "timeout_s": num(1, maxWait)}),
-			examples: []map[string]any{{"script": "rs = [lab['tc-01'].read('temp') for _ in range(500)]\nprint(sum(rs) / len(rs))"}},
+			examples: []map[string]any{{"script": "r = [lab['tc-01'].read('temp') for _ in range(500)]\nprint(sum(r) / len(r))"}},
 			handle:   b.run},
 		{name: "mhp_lab", description: labDesc + ".",
 			schema: obj([]string{"op"}, labProps),
 			handle: b.lab},
-		{name: "mhp_evidence", description: "Receipts: chain head and latest page (or after seq; filters exact).",
+		{name: "mhp_evidence", description: "Receipts: chain head, latest page (or after seq); filters exact.",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "command_id": strProp(), "session": strProp(),
 				"after": map[string]any{"type": "integer"}}),
 			handle: b.evidence},
-		{name: "mhp_permit", operator: true, description: "Operator: a single-use permit for one exact write (value) or invoke (params); give the agent its permit_id.",
+		{name: "mhp_permit", operator: true, description: "Operator: a single-use permit for one exact write (value) or invoke (params); the agent passes its permit_id.",
 			schema: obj([]string{"device", "for", "name"}, map[string]any{"device": deviceProp(), "for": enum("write", "invoke"),
 				"name": strProp(), "value": map[string]any{}, "params": map[string]any{"type": "object"}, "ttl_s": num(1, maxWait), "note": strProp()}),
 			handle: b.permit},

@@ -23,8 +23,9 @@ import (
 const Kind = "opcua"
 
 // Register adds the [Kind] "opcua" to r: its factory runs [Load], reads
-// units and ranges from the server when it is up ([Probe]), then [New] with
-// the source's Refine; its discovery is [Discover].
+// units and ranges from the server when it is up ([Probe]; a [RangeError]
+// or a [KindError] refuses the file), then [New] with the source's Refine;
+// its discovery is [Discover].
 func Register(r *adapters.Registry) error {
 	if err := r.RegisterDiscovery(Kind, discoveryEntry); err != nil { // mhp init opcua (discover.go)
 		return err
@@ -41,10 +42,11 @@ func Register(r *adapters.Registry) error {
 		probed, perr := Probe(pctx, cfg, DialOptions{Logger: slog.Default()})
 		cancel()
 		var rerr *RangeError
+		var kerr *KindError
 		switch {
 		case perr == nil:
 			cfg = probed
-		case errors.As(perr, &rerr):
+		case errors.As(perr, &rerr), errors.As(perr, &kerr):
 			return nil, fmt.Errorf("%s: %w", src.Path, perr)
 		default:
 			slog.Default().Warn(probeWarning(perr), "endpoint", cfg.Endpoint, "err", perr)
@@ -117,6 +119,8 @@ type adapter struct {
 	sigByNode map[string][]int          // the signals of each configured node id
 	info      map[string]nodeInfo       // setting node -> DataType, units, EURange
 	badRange  map[string]string         // setting -> why its limits conflict with the EURange
+	refined   bool                      // a connection read every item's units and ranges into the descriptor (refine.go)
+	badKind   map[string]*KindError     // lads actions whose node is of a kind they cannot run (ladskind.go)
 
 	// The shared subscription's state nodes (functional units, programs).
 	watched      []*ua.NodeID
@@ -162,6 +166,7 @@ func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error) 
 		ladsNS:   -1,
 		info:     map[string]nodeInfo{},
 		badRange: map[string]string{},
+		badKind:  map[string]*KindError{},
 	}
 	if a.clk == nil {
 		a.clk = clock.Real{}
@@ -226,6 +231,7 @@ func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error) 
 			act.Spec.Pausable = false
 		case it.LADS != nil:
 			act.Run = a.runLADS(it)
+			act.Validate = a.validateKind(it)
 			act.Spec.Cancellable = true
 			act.Spec.Pausable = false
 		case it.Program != nil:
@@ -291,12 +297,18 @@ func (a *adapter) setup(ctx context.Context) error {
 		}
 	}
 	a.mu.Unlock()
+	var refuse error
 	if conflict != "" {
+		refuse = &RangeError{Why: conflict}
+	} else if ke := a.firstBadKind(); ke != nil {
+		refuse = ke
+	}
+	if refuse != nil {
 		// The server was reachable at start and contradicts the config.
 		if c, ok := cl.(interface{ Close() error }); ok {
 			_ = c.Close()
 		}
-		return &RangeError{Why: conflict}
+		return refuse
 	}
 	stop := make(chan struct{})
 	a.mu.Lock()
@@ -482,6 +494,7 @@ func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 	for _, it := range a.cfg.Actions {
 		if it.LADS != nil {
 			u, err := resolveLADS(ctx, cl, a.node(it.LADS.FunctionalUnit))
+			a.noteKind(it, err)
 			var kind errUnsupportedKind
 			if errors.As(err, &kind) {
 				a.log.Error("opcua: action "+it.Name+" cannot run: its invokes are refused NotSupported", "node", it.LADS.FunctionalUnit, "err", err)
@@ -506,7 +519,8 @@ func (a *adapter) onConnect(ctx context.Context, cl Client) error {
 			a.mu.Unlock()
 		}
 	}
-	_ = a.checkRanges(ctx, cl) // logged; the settings concerned refuse writes
+	_ = a.checkRanges(ctx, cl)  // logged; the settings concerned refuse writes
+	a.refineFromServer(ctx, cl) // until one connection read them all: units and EURanges into the descriptor
 	return a.subscribe(ctx, cl)
 }
 

@@ -1,8 +1,9 @@
 // Package opcua wraps an OPC UA server (a PLC, a LADS instrument) as an MHP
 // device with no Go code: a config file ([Config]) lists the variables that
 // become signals and settings, the methods, LADS functional units (their
-// programs or Start; LADS control functions are not actions: map their
-// TargetValue and CurrentValue as a setting and a signal) and Part 10
+// programs or Start; LADS control functions are not actions, and a config
+// that makes one an action is refused: map their TargetValue and
+// CurrentValue as a setting and a signal) and Part 10
 // programs that become actions, and the estop; [New] turns it into a
 // [binding.Driver], and [Register] adds the "opcua" kind to an adapter registry
 // so that `mhp serve plc.yaml` serves it.
@@ -31,8 +32,14 @@
 // refused not_started while it is down. A drop with nothing in flight never
 // faults the device; a write or call cut by it leaves the outcome unknown.
 // Units and ranges come from the server's EngineeringUnits and EURange
-// ([Probe], run by Register), and a config limit wider than a node's EURange
-// is refused.
+// ([Probe], run by Register; when the server is not up then, the first
+// connection that reads them refines the running driver's descriptor, see
+// [binding.Driver.Refine]): a unit fills in an item without one, an
+// EURange becomes the limits of a numeric setting without any, and a
+// config limit wider than a node's EURange is refused (at load, or every
+// write of that setting when the server is first reached later). A lads
+// action pointed at a LADS control function is refused likewise: the
+// config at load or start, its invokes when the server is reached later.
 //
 // Outcomes are honest. A refusing status code is an *mhp.Error naming the
 // OPC UA code (in the message and data.opcua_status), and the device state
@@ -76,5 +83,9 @@
 // (Basic256Sha256 with a username; it revises a 50 ms publishing interval to
 // 100 ms, which the keep-alive follows) and node-opcua 2.186.4 (a PLC and a
 // LADS device: testdata/server.mjs); the tests run against the gopcua
-// v0.8.0 fake (opcua/opcuatest).
+// v0.8.0 fake (opcua/opcuatest) and, with MHP_PEER_OPCUA=1, against
+// node-opcua 2.186.4 (TestNode*: units and EURange read at a connection
+// after a late server start among them). The refusal of a LADS control
+// function as an action is checked against the fake only: server.mjs has
+// no control function, and open62541 was not run again for it.
 package opcua

@@ -115,11 +115,13 @@ func (e *RangeError) Error() string { return "opcua: " + e.Why }
 // Probe connects to the server once and completes cfg from what its
 // variables say: a signal or setting without unit takes the node's
 // EngineeringUnits, a numeric setting without limits takes its EURange,
-// and a setting whose limits are wider than the EURange is refused (an
-// error naming the node, the config range and the server range). A server
+// and a setting whose limits are wider than the EURange is refused (a
+// [RangeError] naming the node, the config range and the server range), as
+// is a lads action pointed at a LADS control function (a [KindError]). A server
 // that cannot be reached is an error wrapping the connection failure; the
-// caller may go on with cfg as it is (the driver enforces the EURange at
-// every connection).
+// caller may go on with cfg as it is: the driver enforces the EURange at
+// every connection, and the first connection that reads the units and
+// ranges refines its descriptor by the same rule (refine.go).
 func Probe(ctx context.Context, cfg Config, opt DialOptions) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
@@ -160,10 +162,12 @@ func Probe(ctx context.Context, cfg Config, opt DialOptions) (Config, error) {
 		if s.Unit == "" && info.unit != "" {
 			out.Settings[i].Unit = info.unit
 		}
-		if s.Limits == nil && info.hasRange && numericType(info.dataType) && (s.Type == mhp.TypeNumber || s.Type == mhp.TypeInteger) {
-			lo, hi := info.low, info.high
-			out.Settings[i].Limits = &mhp.Limits{Min: &lo, Max: &hi}
+		if l := info.euLimits(s); l != nil {
+			out.Settings[i].Limits = l
 		}
+	}
+	if err := checkKinds(ctx, c, cfg, resolve); err != nil {
+		return cfg, err
 	}
 	return out, nil
 }

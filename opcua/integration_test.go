@@ -519,3 +519,36 @@ func TestNodeLADSResetAfterEStop(t *testing.T) {
 		t.Fatalf("the run after the reset: %+v", job)
 	}
 }
+
+// The second case: node-opcua is not up yet when the driver
+// starts (the probe fails) and starts a moment later. The first connection
+// reads Plant.Setpoint's EngineeringUnits and EURange 0..100 into the
+// descriptor, and a write outside it is refused at the limits gate.
+func TestNodeUnitsAndRangesAfterALateStart(t *testing.T) {
+	needNode(t)
+	p := &nodePeer{t: t, port: freePort(t), pki: t.TempDir()}
+	p.url = fmt.Sprintf("opc.tcp://127.0.0.1:%d", p.port)
+	t.Cleanup(p.kill)
+	cfg := plcConfig(p.url)
+	cfg.Settings[0].Unit, cfg.Settings[0].Interlocks = "", nil
+	if _, err := Probe(ctxT(t), cfg, DialOptions{Logger: quietLogger()}); err == nil {
+		t.Fatal("the probe reached a server that is not started")
+	}
+	d := startDriver(t, cfg, nil)
+	p.start()
+	linkUp(t, d)
+	ctx := ctxT(t)
+	dev := mhp.AsSession(d, "s1")
+	desc, err := dev.Describe(ctx, mhp.DescribeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := desc.Setting("setpoint")
+	if sp.Unit == "" || sp.Limits == nil || *sp.Limits.Min != 0 || *sp.Limits.Max != 100 {
+		t.Fatalf("setpoint after the late start: unit %q limits %+v, want the server's unit and EURange 0..100", sp.Unit, sp.Limits)
+	}
+	_, err = dev.Write(ctx, mhp.WriteRequest{Name: "setpoint", Value: 150.0, DryRun: true})
+	if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeLimitViolation || e.Data[mhp.DataGate] != mhp.GateLimits {
+		t.Fatalf("a write of 150: %v, want LimitViolation at the limits gate", err)
+	}
+}

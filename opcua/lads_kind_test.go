@@ -1,6 +1,8 @@
 package opcua
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -10,33 +12,65 @@ import (
 )
 
 // TestLADSControlFunctionIsNotSupported: a lads action pointed at a LADS
-// control function is refused NotSupported naming the kind, nothing sent.
-// Before the fix the invoke failed "BadNodeIDUnknown ... refused by the OPC
-// UA server", although the server refused nothing.
+// control function is refused as soon as the server tells the node's kind.
+// The config is refused at load (Probe, Register) and at Start when the
+// server is up then, naming the action, the node and the kind; with the
+// server first reached later, the invoke (and its dry run) is refused
+// NotSupported naming the kind, before any job is made. The first fix
+// refused only inside the job (a job was made and failed); before it the
+// invoke failed "BadNodeIDUnknown ... refused by the OPC UA server",
+// although the server refused nothing.
 func TestLADSControlFunctionIsNotSupported(t *testing.T) {
 	srv := startFake(t)
 	cfg := fixtureConfig(srv.URL, conformance.Options{})
 	cfg.Actions = append(cfg.Actions, ActionItem{Action: mhp.Action{Name: "heat"},
 		LADS: &LADSSpec{FunctionalUnit: opcuatest.NodeID("TempControl"), Start: "Start"}})
-	d := startDriver(t, cfg, nil)
-	waitSignals(t, d)
-	ctx := ctxT(t)
-	res, err := d.Invoke(ctx, mhp.InvokeRequest{Name: "heat"})
-	if err == nil {
-		var j *mhp.Job
-		conformance.EventuallyWithin(t, "the job to end", 10e9, func() bool {
-			j, _ = d.Job(ctx, res.Job.ID)
-			return j != nil && j.State.Terminal()
-		})
-		if j.Error == nil {
-			t.Fatalf("heat on a control function ended %s", j.State)
+	names := func(t *testing.T, err error) {
+		t.Helper()
+		var ke *KindError
+		if !errors.As(err, &ke) || ke.Action != "heat" || !strings.Contains(err.Error(), "LADS control function") ||
+			!strings.Contains(err.Error(), opcuatest.NodeID("TempControl")) {
+			t.Fatalf("got %v, want a KindError naming action heat, its node and the kind", err)
 		}
-		err = j.Error
 	}
-	e, _ := mhp.AsError(err)
-	if e == nil || e.Code != mhp.CodeNotSupported || !strings.Contains(e.Message, "LADS control function") || strings.Contains(e.Message, "refused by the OPC UA server") {
-		t.Fatalf("invoke on a control function: %v, want NotSupported naming the kind", err)
-	}
+	t.Run("at load", func(t *testing.T) {
+		_, err := Probe(ctxT(t), cfg, DialOptions{Logger: quietLogger()})
+		names(t, err)
+		file := configFile(srv.URL, "", `actions:
+  - name: heat
+    lads: {functional_unit: "`+opcuatest.NodeID("TempControl")+`", start: Start}
+`)
+		_, err = buildFile(t, file)
+		names(t, err)
+	})
+	t.Run("at start", func(t *testing.T) {
+		d, err := New(context.Background(), cfg, quietOptions(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		names(t, d.Start(ctxT(t)))
+	})
+	t.Run("server reached later", func(t *testing.T) {
+		srv.Down()
+		d := startDriver(t, cfg, nil)
+		if err := srv.Up(); err != nil {
+			t.Fatal(err)
+		}
+		linkUp(t, d)
+		ctx := ctxT(t)
+		for _, dry := range []bool{true, false} {
+			res, err := d.Invoke(ctx, mhp.InvokeRequest{Name: "heat", DryRun: dry})
+			e, _ := mhp.AsError(err)
+			if e == nil || e.Code != mhp.CodeNotSupported || !strings.Contains(e.Message, "LADS control function") ||
+				strings.Contains(e.Message, "refused by the OPC UA server") {
+				t.Fatalf("invoke (dry run %v) on a control function: %+v %v, want NotSupported naming the kind", dry, res, err)
+			}
+		}
+		if jobs, _ := d.Jobs(ctx, mhp.JobsRequest{}); len(jobs) != 0 {
+			t.Fatalf("a job was made for a refused invoke: %+v", jobs)
+		}
+	})
 }
 
 // TestLADSEStopByAbortOnAStoppedUnit: an estop mapped to a unit's Abort

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -42,8 +43,14 @@ type TLSConfig struct {
 	// PinSHA256 is the hex SHA-256 of the server certificate (DER); colons
 	// and case are ignored. With a pin, the chain is not checked against a CA.
 	PinSHA256 string
-	// ServerName, when set, is checked against the certificate's names;
-	// otherwise only the chain (or pin) is checked: SiLA certificates name
+	// ServerName, when set, is checked against the server certificate's
+	// names after its chain (or pin) is verified, and sent as SNI. A
+	// certificate with DNS or IP SANs is checked by its SANs only (Go's
+	// standard rules: wildcards, an IP literal against IP SANs); one with
+	// neither — the typical SiLA 2 certificate, which carries only CN=SiLA2
+	// and which Go's own check refuses — by its Common Name: exactly,
+	// case-insensitively, an IP literal compared as an IP, no wildcards.
+	// Unset, only the chain (or pin) is checked: SiLA certificates name
 	// "SiLA2", not the host.
 	ServerName string
 	// InsecurePlaintext talks plaintext HTTP/2 (legacy v1.0 servers).
@@ -111,31 +118,36 @@ func (t TLSConfig) credentials() (credentials.TransportCredentials, error) {
 	if pin == nil && roots == nil {
 		return nil, fmt.Errorf("sila2: tls: give a CA or a pin_sha256 (or insecure_plaintext for a legacy server); a SiLA server's self-signed certificate is never trusted silently")
 	}
-	if t.ServerName != "" && pin == nil {
-		cfg.RootCAs = roots
-		return credentials.NewTLS(cfg), nil
-	}
-	// Chain or pin checked by hand: SiLA certificates carry CN=SiLA2, not the host name.
+	// Chain or pin, then the name, checked by hand: SiLA certificates carry
+	// CN=SiLA2 and often no SAN at all, which Go's own check refuses.
 	cfg.InsecureSkipVerify = true
 	cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-		if len(raw) == 0 {
-			return fmt.Errorf("sila2: server sent no certificate")
+		return verifyServer(raw, roots, pin, t.ServerName)
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// verifyServer checks the server's certificates: the leaf against the pin,
+// or the chain against roots; then, with serverName, the leaf's names
+// (checkServerName).
+func verifyServer(raw [][]byte, roots *x509.CertPool, pin []byte, serverName string) error {
+	if len(raw) == 0 {
+		return fmt.Errorf("sila2: server sent no certificate")
+	}
+	certs := make([]*x509.Certificate, 0, len(raw))
+	for _, r := range raw {
+		c, err := x509.ParseCertificate(r)
+		if err != nil {
+			return fmt.Errorf("sila2: server certificate: %w", err)
 		}
-		if pin != nil {
-			sum := sha256.Sum256(raw[0])
-			if !equalBytes(sum[:], pin) {
-				return fmt.Errorf("sila2: server certificate sha256 %x does not match the pinned %x", sum, pin)
-			}
-			return nil
+		certs = append(certs, c)
+	}
+	if pin != nil {
+		sum := sha256.Sum256(raw[0])
+		if !equalBytes(sum[:], pin) {
+			return fmt.Errorf("sila2: server certificate sha256 %x does not match the pinned %x", sum, pin)
 		}
-		certs := make([]*x509.Certificate, 0, len(raw))
-		for _, r := range raw {
-			c, err := x509.ParseCertificate(r)
-			if err != nil {
-				return fmt.Errorf("sila2: server certificate: %w", err)
-			}
-			certs = append(certs, c)
-		}
+	} else {
 		inter := x509.NewCertPool()
 		for _, c := range certs[1:] {
 			inter.AddCert(c)
@@ -144,9 +156,62 @@ func (t TLSConfig) credentials() (credentials.TransportCredentials, error) {
 		if err != nil {
 			return fmt.Errorf("sila2: server certificate not trusted: %w", err)
 		}
+	}
+	if serverName == "" {
 		return nil
 	}
-	return credentials.NewTLS(cfg), nil
+	return checkServerName(certs[0], serverName)
+}
+
+// checkServerName checks tls.server_name against a leaf whose chain (or
+// pin) is already verified. A leaf with DNS or IP SANs is checked by its
+// SANs only, as Go and browsers check (x509.Certificate.VerifyHostname:
+// wildcards, IP literals against IP SANs). A leaf with neither — the
+// typical SiLA 2 certificate, CN=SiLA2 and nothing else — is checked by its
+// Common Name: exactly, case-insensitively for a DNS name, as an IP when
+// server_name is an IP literal; no wildcards.
+func checkServerName(leaf *x509.Certificate, serverName string) error {
+	if len(leaf.DNSNames) > 0 || len(leaf.IPAddresses) > 0 {
+		if err := leaf.VerifyHostname(serverName); err != nil {
+			return fmt.Errorf("sila2: tls: server_name %s does not match the server certificate (%s): a certificate with SANs is checked by its SANs only, never by its CN",
+				serverName, certNames(leaf))
+		}
+		return nil
+	}
+	cn := leaf.Subject.CommonName
+	want, got := strings.TrimSuffix(serverName, "."), strings.TrimSuffix(cn, ".")
+	if ip := net.ParseIP(strings.Trim(want, "[]")); ip != nil {
+		if cip := net.ParseIP(got); cip != nil && cip.Equal(ip) {
+			return nil
+		}
+	} else if got != "" && strings.EqualFold(want, got) {
+		return nil
+	}
+	return fmt.Errorf("sila2: tls: server_name %s does not match the server certificate (%s): a certificate without SANs is matched by its CN, exactly",
+		serverName, certNames(leaf))
+}
+
+// certNames says what names a certificate carries, for errors (no double
+// quotes: gRPC quotes the handshake error again).
+func certNames(c *x509.Certificate) string {
+	ips := make([]string, len(c.IPAddresses))
+	for i, ip := range c.IPAddresses {
+		ips[i] = ip.String()
+	}
+	san := "no SANs"
+	switch {
+	case len(c.DNSNames) > 0 && len(ips) > 0:
+		san = "DNS SANs " + strings.Join(c.DNSNames, ", ") + " and IP SANs " + strings.Join(ips, ", ")
+	case len(c.DNSNames) > 0:
+		san = "DNS SANs " + strings.Join(c.DNSNames, ", ")
+	case len(ips) > 0:
+		san = "IP SANs " + strings.Join(ips, ", ")
+	}
+	cn := "CN " + c.Subject.CommonName
+	if c.Subject.CommonName == "" {
+		cn = "no CN"
+	}
+	return cn + "; " + san
 }
 
 func equalBytes(a, b []byte) bool {

@@ -21,7 +21,8 @@ const Kind = "sila2"
 //	adapter: sila2
 //	device: {id: tc-01, class: incubator}
 //	endpoint: 192.168.1.20:50052
-//	tls: {ca: server-ca.pem}            # or pin_sha256: <hex>, or insecure_plaintext: true
+//	tls: {ca: server-ca.pem}            # or pin_sha256: <hex>, or insecure_plaintext: true;
+//	                                    # server_name: also checks the name (CN-only certificates by CN)
 //	features: [TemperatureController]   # expose every property and command of these
 //	commands:
 //	  - command: TemperatureController/ControlTemperature
@@ -92,7 +93,14 @@ type TLSFileConfig struct {
 	CA string `yaml:"ca,omitempty"`
 	// PinSHA256 is the hex SHA-256 of the server certificate.
 	PinSHA256 string `yaml:"pin_sha256,omitempty"`
-	// ServerName, when set, is checked against the certificate's names.
+	// ServerName, when set, is checked against the server certificate's
+	// names once its chain (ca) or pin is verified: a certificate with DNS
+	// or IP SANs by its SANs only (server_name "SiLA2" never matches a
+	// certificate whose SANs lack it, whatever its CN); a certificate with
+	// no SAN — what SiLA 2 servers usually have, CN=SiLA2 and nothing else
+	// — by its CN, exactly (case-insensitive, no wildcards; an IP literal
+	// compared as an IP). A mismatch refuses the connection naming the
+	// expected name and the certificate's CN and SANs.
 	ServerName string `yaml:"server_name,omitempty"`
 	// InsecurePlaintext talks plaintext (legacy v1.0 servers only).
 	InsecurePlaintext bool `yaml:"insecure_plaintext,omitempty"`

@@ -93,15 +93,26 @@
 // Binaries travel as base64 strings; above 2 MiB they go through the
 // binary transfer services (BinaryUpload, BinaryDownload) in chunks.
 //
-// [Discover] browses mDNS for _sila._tcp servers. The package silatest is a
+// [Browse] finds _sila._tcp servers by mDNS: it sends its own query and
+// decodes the answers record by record (a tolerant decoder: a record it
+// cannot read is skipped and logged by type and reason, never the whole
+// packet); [Discover] reads one server's features into a config. The package silatest is a
 // reusable fake SiLA 2 server built on the same descriptors; its Backend
 // is a fake [Backend] for driving the adapter without a server.
 //
 // # Peers checked against
 //
 // Served through `mhp serve` and `mhp conformance` against the legacy
-// Python SiLA 2 library (sila2) with the standard's example features; its
-// mDNS announcements (python-zeroconf 0.47, with a malformed NSEC record)
-// are not yet found by discovery: give the server's address. The tests run
-// against the Go fake (sila2/silatest).
+// Python SiLA 2 library (sila2) with the standard's example features. Its
+// mDNS announcements, made with python-zeroconf 0.47, carry an NSEC record
+// whose type bitmap has an empty block (window 0, length 0), which strict
+// decoders (miekg/dns, under hashicorp/mdns) reject with the whole packet;
+// they are now decoded: the browse was checked against python-zeroconf
+// 0.47.3 (Debian 12's python3-zeroconf) announcing on loopback
+// (TestBrowseRealZeroconf, MHP_PEER_ZEROCONF), and two of its responses,
+// captured byte for byte (testdata/zeroconf-0.47.txtar), are golden tests;
+// hashicorp/mdns's responder is checked on the host network with
+// MHP_PEER_MDNS. tls.server_name against CN-only, SAN-DNS and SAN-IP
+// certificates is checked with certificates made by crypto/x509. The other
+// tests run against the Go fake (sila2/silatest).
 package sila2

@@ -196,25 +196,6 @@ func TestAdapterResubscribesBrokenInfoStream(t *testing.T) {
 	}
 }
 
-func TestServerFromEntry(t *testing.T) {
-	e := &mdns.ServiceEntry{
-		Name: `4c1f2a6e-9b1d-4f7e-8a42-0d6f3c2b1a90._sila._tcp.local.`, Host: "tc.local.",
-		AddrV4: net.IPv4(192, 168, 1, 20), Port: 50052,
-		InfoFields: []string{"version=1.1", "server_name=Incubator", "description=Shaker", "ca0=-----BEGIN CERTIFICATE-----", "ca1=MIIB", "ca2=-----END CERTIFICATE-----"},
-	}
-	s, ok := sila2.ServerFromEntry(e)
-	if !ok {
-		t.Fatal("entry refused")
-	}
-	if s.UUID != "4c1f2a6e-9b1d-4f7e-8a42-0d6f3c2b1a90" || s.Endpoint != "192.168.1.20:50052" || s.Name != "Incubator" ||
-		s.Version != "1.1" || s.CAPEM != "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n" {
-		t.Fatalf("server %+v", s)
-	}
-	if _, ok := sila2.ServerFromEntry(&mdns.ServiceEntry{Name: "x"}); ok {
-		t.Fatal("an entry without port must be refused")
-	}
-}
-
 // TestDiscoverLive announces a server with hashicorp/mdns and browses for
 // it. Multicast is often unavailable in containers and CI: set
 // MHP_PEER_MDNS=1 to run it.

@@ -39,3 +39,26 @@ func TestEvidenceFlagNeedsTheFleet(t *testing.T) {
 		t.Fatalf("--evidence with a named target: %v", err)
 	}
 }
+
+// The guard flags mhp serve has are mhp-mcp's too when it hosts the fleet,
+// checked the same way (host.GuardFlags), and refused with targets.
+func TestFleetGuardFlags(t *testing.T) {
+	home, _ := twinFleet(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--require-permits"}, "--require-permits needs --operator-token-file"},
+		{[]string{"--evidence-sync", "sometimes"}, "--evidence-sync is always or never"},
+		{[]string{"--evidence-head-every", "0"}, "--evidence-head-every is a count"},
+		{[]string{"--evidence-head-interval", "10s"}, "need --evidence-key"},
+		{[]string{"--require-permits", "thermo=http://127.0.0.1:1"}, "fleet's hosted devices"},
+		{[]string{"--evidence-sync", "never", "--directory", "http://127.0.0.1:1"}, "fleet's hosted devices"},
+	} {
+		args := append([]string{"--home", home}, c.args...)
+		err := run(context.Background(), args, nil, nil, os.Stderr, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("mhp-mcp %v: %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+}

@@ -55,7 +55,6 @@ import (
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/cmd/internal/linked"
 	"github.com/openmhp/mhp-go/directory"
-	"github.com/openmhp/mhp-go/evidence"
 	"github.com/openmhp/mhp-go/examples/sim"
 	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/mcpbridge"
@@ -106,6 +105,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	opTokenFile := fs.String("operator-token-file", "", "file holding the devices' operator token; with operator_tools, mhp_permit issues permits")
 	evidenceDir := fs.String("evidence", "", "without targets: keep each hosted device's evidence receipts under DIR/<id> (default HOME/evidence/<id>)")
 	evidenceKey := fs.String("evidence-key", "", "without targets: sign the hosted devices' evidence heads with this Ed25519 key file")
+	evidenceSync := fs.String("evidence-sync", "", "without targets: always (default: each receipt on disk before the answer) or never (the OS decides)")
+	headEvery := fs.String("evidence-head-every", "", "without targets: sign a head every N receipts (with --evidence-key)")
+	headInterval := fs.String("evidence-head-interval", "", "without targets: sign a head at least this often while receipts come (with --evidence-key)")
+	requirePermits := fs.Bool("require-permits", false, "without targets: a confirm-gated write of a hosted device needs an operator permit (with --operator-token-file)")
 	home := fs.String("home", "", "the host's home with fleet.yaml and devices/ (default $MHP_HOME or ~/.mhp); used without targets")
 	var allow origins
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
@@ -139,8 +142,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fs.Usage()
 		return errors.New("give either --directory URL or name=target devices, not both (neither: the host's fleet)")
 	}
-	if (*evidenceDir != "" || *evidenceKey != "") && (*dirURL != "" || len(named) > 0) {
-		return errors.New("--evidence and --evidence-key are for the fleet's hosted devices (no targets); a named or directory device keeps its own evidence (mhp serve --evidence)")
+	if (*evidenceDir != "" || *evidenceKey != "" || *evidenceSync != "" || *headEvery != "" || *headInterval != "" || *requirePermits) &&
+		(*dirURL != "" || len(named) > 0) {
+		return errors.New("--evidence, --evidence-key, --evidence-sync, --evidence-head-* and --require-permits are for the fleet's hosted devices (no targets); " +
+			"a named or directory device keeps its own guard (mhp serve --evidence ... --require-permits)")
 	}
 	token := ""
 	if *tokenFile != "" {
@@ -155,7 +160,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	opToken := ""
 	if *opTokenFile != "" {
-		b, err := os.ReadFile(*opTokenFile)
+		b, err := host.ReadSmallFile(*opTokenFile)
 		if err != nil {
 			return fmt.Errorf("--operator-token-file: %w", err)
 		}
@@ -238,13 +243,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case len(named) == 0:
 		// No targets: the host's fleet ($MHP_HOME or --home), its packages
 		// hosted in this process; mhp_lab gets the fleet ops.
-		g := host.GuardOptions{EvidenceDir: *evidenceDir, OperatorToken: opToken}
-		if *evidenceKey != "" {
-			k, err := evidence.LoadPrivateKey(*evidenceKey)
-			if err != nil {
-				return fmt.Errorf("--evidence-key: %w", err)
-			}
-			g.EvidenceKey = k
+		g, err := host.GuardFlags{Evidence: *evidenceDir, EvidenceKey: *evidenceKey, EvidenceSync: *evidenceSync,
+			EvidenceHeadEvery: *headEvery, EvidenceHeadInterval: *headInterval, OperatorTokenFile: *opTokenFile,
+			RequirePermits: *requirePermits, EvidenceDirDefault: true}.Options()
+		if err != nil {
+			return err
 		}
 		f, err := linked.Fleet(*home, copts, sim.Options{}, g, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		if err != nil {

@@ -57,10 +57,10 @@ func consoleHosts(addr, extra string) []string {
 // transport's guard (Host check, credentials).
 func serveDeviceConsole(ctx context.Context, ln net.Listener, srv *transport.Server, mx *metrics.Metrics, addr, hosts string) error {
 	h, err := console.Device(console.Config{
+		Server:    srv, // its guard
 		Transport: mx.Middleware(srv.Handler(), srv.Methods()),
 		Metrics:   mx.Handler(""), // behind the guard
 		Hosts:     consoleHosts(addr, hosts),
-		Guard:     srv.Guard(nil),
 	})
 	if err != nil {
 		return err

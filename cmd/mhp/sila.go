@@ -32,7 +32,7 @@ func (a *app) silaCmd(ctx context.Context, args []string) int {
 			return a.usageError("sila: --interface: %v", err)
 		}
 	}
-	found, err := sila2.BrowseWith(ctx, sila2.BrowseOptions{Timeout: timeout, Interface: iface})
+	found, err := sila2.BrowseWith(ctx, sila2.BrowseOptions{Timeout: timeout, Interface: iface, Logger: a.quietLogger()})
 	if err != nil {
 		fmt.Fprintf(a.stderr, "mhp sila discover: %v\n", err)
 		return exitNoPeer

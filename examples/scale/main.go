@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"time"
@@ -26,6 +27,8 @@ import (
 func main() {
 	n := flag.Int("n", 2000, "number of simulated devices")
 	flag.Parse()
+	// The in-process bridge's session notices are not the demo's output.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if _, err := run(context.Background(), os.Stdout, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(1)
@@ -42,15 +45,22 @@ type Report struct {
 	SelectTokens  int
 	SearchLatency time.Duration
 	Found         string
+	// FindJSON, SummaryJSON and SelectJSON are what each step handed the
+	// agent, as counted.
+	FindJSON, SummaryJSON, SelectJSON []byte
+	// Bridge is the same path as the model reads it through mhp-mcp.
+	Bridge *BridgeTokens
 }
 
 // tokens counts as the spec does: bytes of JSON / 4.
-func tokens(v any) int {
+func tokens(v any) int { return len(mustJSON(v)) / 4 }
+
+func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err)
 	}
-	return len(b) / 4
+	return b
 }
 
 func run(ctx context.Context, w io.Writer, n int) (*Report, error) {
@@ -107,15 +117,27 @@ func run(ctx context.Context, w io.Writer, n int) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Devices: n, NaiveTokens: naive, FindTokens: tokens(map[string]any{"results": found}),
-		SummaryTokens: tokens(summary), SelectTokens: tokens(sel), SearchLatency: latency, Found: found[0].ID}
+	// The find step costs what mhp_find hands the agent: the results with
+	// what they share said once (directory.Compact).
+	agentFound, err := directory.Compact(found)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Devices: n, NaiveTokens: naive, SearchLatency: latency, Found: found[0].ID,
+		FindJSON: mustJSON(agentFound), SummaryJSON: mustJSON(summary), SelectJSON: mustJSON(sel)}
+	r.FindTokens, r.SummaryTokens, r.SelectTokens = len(r.FindJSON)/4, len(r.SummaryJSON)/4, len(r.SelectJSON)/4
 	r.PathTokens = r.FindTokens + r.SummaryTokens + r.SelectTokens
+	if r.Bridge, err = throughBridge(ctx, dir, devices, q); err != nil {
+		return nil, fmt.Errorf("through mhp-mcp: %w", err)
+	}
 	fmt.Fprintf(w, "%d simulated devices, %d classes, 40 bays\n", n, len(classes))
 	fmt.Fprintf(w, "every descriptor up front:       %9d tokens\n", r.NaiveTokens)
 	fmt.Fprintf(w, "find (3 results, live state):    %9d tokens\n", r.FindTokens)
 	fmt.Fprintf(w, "summary of %-20s %9d tokens\n", r.Found+":", r.SummaryTokens)
 	fmt.Fprintf(w, "select run_protocol + setpoint:  %9d tokens\n", r.SelectTokens)
 	fmt.Fprintf(w, "find -> summary -> select:       %9d tokens (%.3f%% of up front)\n", r.PathTokens, 100*float64(r.PathTokens)/float64(r.NaiveTokens))
+	fmt.Fprintf(w, "through mhp-mcp, as the model reads it (fenced): find %d + summary %d + select %d = %d tokens\n",
+		r.Bridge.Find, r.Bridge.Summary, r.Bridge.Select, r.Bridge.Path)
 	fmt.Fprintf(w, "search with live pings:          %9s per query (mean of %d)\n", latency.Round(time.Microsecond), rounds)
 	ids := make([]string, len(found))
 	for i, f := range found {

@@ -1,0 +1,86 @@
+package sila2_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/sila2"
+)
+
+// syncBuffer is a log sink safe for the browse's reader goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestBrowseRealZeroconf browses a server announced by the real
+// python-zeroconf (0.47.3 when this was written), on loopback only: the
+// browse's query goes by unicast to 127.0.0.1:5353 and zeroconf answers it
+// with its malformed NSEC. Set MHP_PEER_ZEROCONF to a python3 that imports
+// zeroconf (Debian 12: apt-get install python3-zeroconf; /usr/bin/python3).
+func TestBrowseRealZeroconf(t *testing.T) {
+	python := conformance.Peer(t, "ZEROCONF", "a python3 with zeroconf (apt-get install python3-zeroconf; /usr/bin/python3)")
+	const uuid = "7d0c4f1e-2b3a-4c5d-9e8f-0a1b2c3d4e5f"
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "testdata/zeroconf_announce.py", uuid)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != "registered" {
+		t.Fatalf("announcer: %q %v; stderr: %s", line, err, stderr.String())
+	}
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var logs syncBuffer
+	found, err := sila2.BrowseWith(ctx, sila2.BrowseOptions{Timeout: testTimeout / 3, Max: 1, Conn: conn,
+		To: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5353}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].UUID != uuid || found[0].Endpoint != "127.0.0.1:50052" || found[0].Name != "Zeroconf peer" ||
+		found[0].Version != "1.1" {
+		t.Fatalf("found %+v (log: %s)", found, logs.String())
+	}
+	if !strings.Contains(logs.String(), "type=NSEC") {
+		t.Errorf("the skipped NSEC is not logged: %s", logs.String())
+	}
+}
