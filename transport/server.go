@@ -546,9 +546,13 @@ type initFunc func(name string) (*session, *mhp.Error)
 // without one) and returns the response, or nil for a notification. init is
 // called when the request is an initialize.
 func (s *Server) handle(ctx context.Context, ss *session, req *Request, init initFunc) *Response {
-	start := time.Now()
+	debug := s.log.Enabled(ctx, slog.LevelDebug)
+	var start time.Time
+	if debug {
+		start = time.Now()
+	}
 	result, err := s.dispatch(ctx, ss, req, init)
-	if s.log.Enabled(ctx, slog.LevelDebug) {
+	if debug {
 		label := AnonymousLabel
 		if ss != nil {
 			label = ss.label
