@@ -207,18 +207,10 @@ func childServe(kind string) error {
 // is written to "<path>.<kind>.<pid>" when it stops (go tool pprof). With
 // MHP_BENCH_TRACE instead, an execution trace (go tool trace).
 func childProfile(kind string) (stop func(), err error) {
-	if path := os.Getenv("MHP_BENCH_TRACE"); path != "" {
-		f, err := os.Create(fmt.Sprintf("%s.%s.%d", path, kind, os.Getpid()))
-		if err != nil {
-			return nil, err
-		}
-		if err := trace.Start(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		return func() { trace.Stop(); f.Close() }, nil
+	start, end, path := pprof.StartCPUProfile, pprof.StopCPUProfile, os.Getenv("MHP_BENCH_CPUPROFILE")
+	if p := os.Getenv("MHP_BENCH_TRACE"); p != "" {
+		start, end, path = trace.Start, trace.Stop, p
 	}
-	path := os.Getenv("MHP_BENCH_CPUPROFILE")
 	if path == "" {
 		return func() {}, nil
 	}
@@ -226,11 +218,11 @@ func childProfile(kind string) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
 		return nil, err
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return func() { end(); f.Close() }, nil
 }
 
 // childLoad runs clients reading as fast as they can against url; it

@@ -88,29 +88,7 @@ func TestConnectionLimitIsExact(t *testing.T) {
 // device lets go. Catches the limit evicting a connection whose request is
 // being served when nothing else is left (issue 29, item 13).
 func TestServedConnectionsAreNeverEvicted(t *testing.T) {
-	m := newMemory(t, conformance.Options{})
-	m.in.Script(conformance.SettingSetpoint, conformance.Block)
-	srv := newServer(t, m.drv, transport.Options{MaxConns: 1, ReadHeaderTimeout: time.Minute,
-		IdleTimeout: time.Minute, ReadTimeout: time.Minute})
-	addr := listenServe(t, srv)
-
-	// One connection: initialize, then a write that blocks in the device.
-	wc := dialSilent(t, addr)
-	resp, _, err := rawCall(wc, addr, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`)
-	if err != nil || resp.Header.Get(mhp.HeaderSession) == "" {
-		t.Fatalf("initialize: %v %v", resp, err)
-	}
-	sid := resp.Header.Get(mhp.HeaderSession)
-	wrote := make(chan error, 1)
-	var wb []byte
-	go func() {
-		var err error
-		_, wb, err = rawCall(wc, addr, sid, `{"jsonrpc":"2.0","id":2,"method":"settings/write","params":{"name":"setpoint","value":30}}`)
-		wrote <- err
-	}()
-	conformance.EventuallyWithin(t, "the write to reach the backend", testTimeout, func() bool {
-		return m.in.Calls(conformance.SettingSetpoint) == 1
-	})
+	m, addr, wrote := writeBlockedAtTheCap(t)
 
 	newcomer := dialSilent(t, addr)
 	// The newcomer may only be refused: closed, or (on an estop reserve
@@ -119,10 +97,9 @@ func TestServedConnectionsAreNeverEvicted(t *testing.T) {
 		t.Fatalf("a newcomer was served (%s) while the only slot serves a write: the served connection was evicted", resp.Status)
 	}
 	m.in.Release(conformance.SettingSetpoint)
-	if err := <-wrote; err != nil {
-		t.Fatalf("the served write's connection was cut: %v", err)
-	}
-	if r := rpcAnswer(t, wb); r.Error != nil {
+	if wb := <-wrote; wb == nil {
+		t.Fatal("the served write's connection was cut")
+	} else if r := rpcAnswer(t, wb); r.Error != nil {
 		t.Fatalf("the served write answered %s, want ok", wb)
 	}
 }
@@ -135,28 +112,7 @@ func TestServedConnectionsAreNeverEvicted(t *testing.T) {
 // is refused busy, nothing done. On the limiter without a reserve the
 // estop's connection is closed unanswered.
 func TestEStopOnANewConnectionAtTheCap(t *testing.T) {
-	m := newMemory(t, conformance.Options{})
-	m.in.Script(conformance.SettingSetpoint, conformance.Block)
-	srv := newServer(t, m.drv, transport.Options{MaxConns: 1, ReadHeaderTimeout: time.Minute,
-		IdleTimeout: time.Minute, ReadTimeout: time.Minute})
-	addr := listenServe(t, srv)
-	wc := dialSilent(t, addr)
-	resp, _, err := rawCall(wc, addr, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`)
-	if err != nil || resp.Header.Get(mhp.HeaderSession) == "" {
-		t.Fatalf("initialize: %v %v", resp, err)
-	}
-	sid := resp.Header.Get(mhp.HeaderSession)
-	wrote := make(chan []byte, 1)
-	go func() {
-		_, b, err := rawCall(wc, addr, sid, `{"jsonrpc":"2.0","id":2,"method":"settings/write","params":{"name":"setpoint","value":30}}`)
-		if err != nil {
-			t.Errorf("the served write's connection was cut: %v", err)
-		}
-		wrote <- b
-	}()
-	conformance.EventuallyWithin(t, "the write to reach the backend", testTimeout, func() bool {
-		return m.in.Calls(conformance.SettingSetpoint) == 1
-	})
+	m, addr, wrote := writeBlockedAtTheCap(t)
 	for _, c := range []struct {
 		name, body string
 		status     int
@@ -185,10 +141,45 @@ func TestEStopOnANewConnectionAtTheCap(t *testing.T) {
 			t.Fatalf("%s: the reserve connection stays open after its answer", c.name)
 		}
 	}
-	if r := rpcAnswer(t, <-wrote); r.Error == nil || r.Error.Code != mhp.CodeEStopActive {
+	wb := <-wrote
+	if wb == nil {
+		t.Fatal("the served write's connection was cut")
+	}
+	if r := rpcAnswer(t, wb); r.Error == nil || r.Error.Code != mhp.CodeEStopActive {
 		t.Fatalf("the write blocked when the estop landed: %+v, want EStopActive", r.Error)
 	}
 	if m.in.Calls(conformance.SettingSetpoint) != 1 {
 		t.Fatalf("a refused request reached the backend")
 	}
+}
+
+// writeBlockedAtTheCap serves a memory driver with MaxConns 1 and fills the
+// one connection: initialize, then a write blocked in the device (it has
+// reached the backend). The write's answer arrives on the channel (nil when
+// its connection was cut).
+func writeBlockedAtTheCap(t *testing.T) (*memory, string, <-chan []byte) {
+	t.Helper()
+	m := newMemory(t, conformance.Options{})
+	m.in.Script(conformance.SettingSetpoint, conformance.Block)
+	srv := newServer(t, m.drv, transport.Options{MaxConns: 1, ReadHeaderTimeout: time.Minute,
+		IdleTimeout: time.Minute, ReadTimeout: time.Minute})
+	addr := listenServe(t, srv)
+	wc := dialSilent(t, addr)
+	resp, _, err := rawCall(wc, addr, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`)
+	if err != nil || resp.Header.Get(mhp.HeaderSession) == "" {
+		t.Fatalf("initialize: %v %v", resp, err)
+	}
+	sid := resp.Header.Get(mhp.HeaderSession)
+	wrote := make(chan []byte, 1)
+	go func() {
+		_, b, err := rawCall(wc, addr, sid, `{"jsonrpc":"2.0","id":2,"method":"settings/write","params":{"name":"setpoint","value":30}}`)
+		if err != nil {
+			b = nil
+		}
+		wrote <- b
+	}()
+	conformance.EventuallyWithin(t, "the write to reach the backend", testTimeout, func() bool {
+		return m.in.Calls(conformance.SettingSetpoint) == 1
+	})
+	return m, addr, wrote
 }
