@@ -59,8 +59,8 @@ type session struct {
 	bytes     int     // bytes of the events in ring
 	cap       int
 	maxBytes  int
-	nextID    uint64 // id of the next event
-	delivered uint64 // highest id written to a stream
+	nextID    uint64        // id of the next event
+	delivered uint64        // highest id written to a stream
 	wake      chan struct{} // closed at the next push; made by a stream waiting (since), nil while none waits
 	lastSeen  time.Time
 	leaseTill time.Time // the session holds a lease until then (as far as the transport saw)
