@@ -39,7 +39,7 @@ type connLimiter struct {
 	conns    map[net.Conn]*connInfo
 	reserved int           // conns admitted on a reserve slot
 	changes  uint64        // phase changes so far (connInfo.since)
-	freed    chan struct{} // one token per close, non-blocking
+	freed    chan struct{} // one token per close, non-blocking; made by the first newcomer that waits
 }
 
 // EStopReserve is how many connections beyond [Options.MaxConns] a device
@@ -66,7 +66,7 @@ type connInfo struct {
 }
 
 func limitConns(ln net.Listener, max, reserve int, log *slog.Logger) *connLimiter {
-	return &connLimiter{Listener: ln, max: max, reserve: reserve, log: log, freed: make(chan struct{}, 1)} // conns: made by the first connection
+	return &connLimiter{Listener: ln, max: max, reserve: reserve, log: log} // conns, freed: made when first needed
 }
 
 // limitedConn releases its slot when closed.
@@ -86,9 +86,10 @@ func (c *limitedConn) Close() error {
 func (l *connLimiter) release(c net.Conn) {
 	l.mu.Lock()
 	l.forgetLocked(c)
+	freed := l.freed
 	l.mu.Unlock()
 	select {
-	case l.freed <- struct{}{}:
+	case freed <- struct{}{}: // nil while no newcomer ever waited
 	default:
 	}
 }
@@ -155,6 +156,10 @@ func (l *connLimiter) admit(c *limitedConn) bool {
 		if victim == nil {
 			victim = l.victimLocked(true)
 		}
+		if l.freed == nil {
+			l.freed = make(chan struct{}, 1)
+		}
+		freed := l.freed
 		l.mu.Unlock()
 		if victim != nil {
 			_ = victim.Close() // releases its slot
@@ -166,7 +171,7 @@ func (l *connLimiter) admit(c *limitedConn) bool {
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-l.freed:
+		case <-freed:
 		case <-t.C:
 		}
 		t.Stop()

@@ -27,7 +27,8 @@ func TestIdleServerHoldsNoSessionState(t *testing.T) {
 	state := func() (maps, sweep, adm bool) {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
-		return srv.sessions != nil || srv.labels != nil || srv.byHeader != nil || srv.greeted != nil, srv.sweep != nil, srv.adm.Load() != nil
+		return srv.sessions != nil || srv.labels != nil || srv.byHeader != nil || srv.greeted != nil || srv.done != nil,
+			srv.sweep != nil, srv.adm.Load() != nil
 	}
 	if maps, sweep, adm := state(); maps || sweep || adm || clk.Pending() != 0 {
 		t.Fatalf("a fresh server holds session maps %v, an armed sweep %v (%d timers), admission state %v", maps, sweep, clk.Pending(), adm)

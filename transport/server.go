@@ -216,7 +216,7 @@ type Server struct {
 	nHTTP    int                 // sessions that count against MaxSessions
 	sweep    clock.Timer
 	closed   bool
-	done     chan struct{} // closed by Close: streams end
+	done     chan struct{} // closed by Close: streams end (made by the first stream: doneChan)
 	stop     func()        // stops device notifications
 }
 
@@ -225,7 +225,7 @@ type Server struct {
 // Close the server to stop its listener on the device and end its sessions.
 func NewServer(dev mhp.Device, opts Options) *Server {
 	opts = opts.withDefaults()
-	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock, done: make(chan struct{})}
+	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock}
 	s.auth = opts.Auth
 	if s.auth == nil && (opts.Token != "" || opts.OperatorToken != "") {
 		a, err := auth.New(auth.Config{Token: opts.Token, OperatorToken: opts.OperatorToken, Logger: opts.Logger})
@@ -240,6 +240,19 @@ func NewServer(dev mhp.Device, opts Options) *Server {
 	s.addExtensions()
 	s.stop = dev.Listen(s.fanout)
 	return s
+}
+
+// doneChan is closed once the server is closed (streams end on it).
+func (s *Server) doneChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		s.done = make(chan struct{})
+		if s.closed {
+			close(s.done)
+		}
+	}
+	return s.done
 }
 
 // admission is the server's admission state, made on first use.
@@ -260,7 +273,9 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.done)
+	if s.done != nil {
+		close(s.done)
+	}
 	if s.sweep != nil {
 		s.sweep.Stop()
 	}
