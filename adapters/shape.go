@@ -21,6 +21,9 @@ type Options struct {
 	// LinkClock times the reconnect backoff of the backend link; default
 	// the system clock.
 	LinkClock clock.Clock
+	// PollClock times the waits of a polling adapter's job polls and its
+	// [PollRetry] window; default the system clock.
+	PollClock clock.Clock
 	// Logger receives connection and mapping events; default
 	// slog.Default().
 	Logger *slog.Logger

@@ -14,29 +14,36 @@ import (
 // Driver is the BoundDriver: a complete [mhp.Device] made from bindings. It is
 // safe for concurrent use. Build it with New, call Start, and Close it when done.
 type Driver struct {
-	// Fixed at New: the configuration and what is made from it.
-	cfg      Config
+	// Fixed at New: what the driver keeps of its configuration, and what is
+	// made from it. tmpl holds what the drivers of one spec share (the
+	// specs, the descriptor's lists, the options: template.go).
+	cfg      driverCfg
+	tmpl     *frozenSpec
 	clk      clock.Clock
 	desc     mhp.Descriptor
-	signals  byName[Signal]  // by name: the index is shared by drivers of one spec (frozen.go)
-	required map[string]bool // signals a reset must read: Config.RecoverySignals
+	signals  byName[boundSignal] // by name: the index is shared by drivers of one spec (frozen.go)
+	required map[string]bool     // signals a reset must read: Config.RecoverySignals (shared)
 	settings byName[Setting]
-	actions  byName[Action]
+	actions  byName[boundAction]
 	watchdog time.Duration
+	epoch    time.Time // the driver's time line starts here (since0), read once at New
 	// refined replaces desc and settings once the backend filled in what
 	// they left open (refine.go); read through descNow and settingsNow.
 	refined atomic.Pointer[refinedView]
 
-	// writeSem is the request lock: one setting write talks to the backend at a time.
-	writeSem chan struct{}
-
 	// mu guards every field below.
 	mu sync.Mutex
 
-	// The safety latches. latches counts estops and faults latched, so a
-	// reset sees one that came during its verification.
-	estop       bool
-	fault       bool
+	// The flags, side by side in one word: described with their groups
+	// below (realClock is fixed at New).
+	estop, fault               bool
+	reasserting, reassertAgain bool
+	sweepArmed, realClock      bool
+	draining, closed           bool
+
+	// The safety latches: estop and fault (above), and why. latches counts
+	// estops and faults latched, so a reset sees one that came during its
+	// verification.
 	faultReason string
 	latches     uint64
 
@@ -44,61 +51,65 @@ type Driver struct {
 	// estop marks each as cut off, and when the last cut-off call returns the
 	// stop hook runs once more (stopOwed counts the cut-off calls still out),
 	// so the stop is the last command the backend hears.
-	calls    map[*backendCall]struct{}
+	calls    callList // a write's hook is on its writeOp (atBackend) instead
 	stopOwed int
 	// reasserting: the re-assertion runs (a reset waits for it, so no stale
 	// stop reaches the backend after a reset); reassertAgain: a call cut off
 	// meanwhile returned, so the stop runs once more after this one.
-	reasserting, reassertAgain bool
-	reassertDone               chan struct{} // closed when the running re-assertion ends
-	faultHookDone              chan struct{} // closed when the last fault hook started returned
+	reassertDone  chan struct{} // closed when the running re-assertion ends
+	faultHookDone chan struct{} // closed when the last fault hook started returned
 
 	// Jobs: the records (finished ones trimmed to KeepJobs, oldest first in
-	// finished) and how many are not yet terminal.
+	// finished) and how many are not yet terminal. The map is made by the
+	// first invoke.
 	jobs     map[string]*jobRec
 	finished []string
 	jobSeq   uint64
 	active   int
 
-	// Sessions and the lease.
+	// Sessions (the map made by the first) and the lease.
 	lease     *leaseRec
 	sessions  map[string]*sessionRec
-	lastSweep time.Time
+	lastSweep time.Duration // the last sweep of idle sessions, on the driver's time line
 
 	// Writes in progress, cancelled by estop or at their deadline by one
 	// sweeper timer (writeop.go): armed (sweepArmed) for sweepAt while any
 	// is pending; realClock: the clock is the real one (the timer is kept
-	// between writes); sweepFn is sweepWrites, made once.
-	writes     writeList // range over d.inflight to visit them
-	sweeper    clock.Timer
-	sweepArmed bool
-	sweepAt    time.Time
-	realClock  bool
-	sweepFn    func()
+	// between writes); sweepFn is sweepWrites, made once; turn is the
+	// request lock (one write talks to the backend at a time).
+	writes  writeList // range over d.inflight to visit them
+	turn    writeTurn
+	sweeper clock.Timer
+	sweepAt time.Duration // on the driver's time line (since0)
+	sweepFn func()
 
 	// Notifications: the listeners, and the queue delivered in order by one
 	// goroutine at a time.
-	listeners    map[int]func(mhp.Notification)
-	listenerList []func(mhp.Notification) // listeners in registration order
+	listeners    []listener // in registration order; replaced, never modified
 	nextListener int
-	pubQueue     []pending // notifications not yet delivered, in the order they happened
-	draining     bool      // a goroutine is delivering pubQueue
+	pubQueue     []pending // notifications not yet delivered, in the order they happened (draining: a goroutine is delivering it)
 
-	// Signal polling for subscriptions.
+	// Signal polling for subscriptions (lastValues made by the first offer).
 	lastValues map[string]any
 	poller     clock.Timer
 	pollCancel context.CancelFunc // ends the poll in progress
 	pollDone   chan struct{}      // closed when the poll in progress returns
 
-	closed bool
-	link   linkState // the backend link as the adapter last reported it (SetLink)
+	link *linkState // the backend link as the adapter last reported it (SetLink); nil until it does
 }
 
-// backendCall is one call that may command the backend: a setting's Write
-// hook or a job's Run, from the moment it is called until it returns.
+// backendCall is one call that may command the backend, a job's Run or
+// Pause, from the moment it is called until it returns (a setting's Write
+// hook is one too, kept on its writeOp).
 type backendCall struct {
-	cutOff bool // an estop latched while it was out: the stop is re-asserted after it returns
+	link   link[backendCall] // in Driver.calls
+	cutOff bool              // an estop latched while it was out: the stop is re-asserted after it returns
 }
+
+// callList is the set of backend calls in flight.
+type callList = linked[backendCall, *backendCall]
+
+func (c *backendCall) links() *link[backendCall] { return &c.link }
 
 type jobRec struct {
 	job    mhp.Job
@@ -130,19 +141,12 @@ func New(cfg Config) (*Driver, error) {
 	}
 	cfg = cfg.withDefaults()
 	d := &Driver{
-		cfg:        cfg,
-		clk:        cfg.Clock,
-		writeSem:   make(chan struct{}, 1),
-		jobs:       map[string]*jobRec{},
-		sessions:   map[string]*sessionRec{},
-		calls:      map[*backendCall]struct{}{},
-		listeners:  map[int]func(mhp.Notification){},
-		lastValues: map[string]any{},
-		watchdog:   time.Duration(cfg.Safety.WatchdogS * float64(time.Second)),
-		required:   cfg.RecoverySignals(),
+		clk:      cfg.Clock,
+		watchdog: time.Duration(cfg.Safety.WatchdogS * float64(time.Second)),
 	}
 	d.sweepFn = d.sweepWrites
 	_, d.realClock = cfg.Clock.(clock.Real)
+	d.epoch = cfg.Clock.Now()
 	d.desc = mhp.Descriptor{
 		MHP: mhp.ProtocolVersion, DeviceInfo: cfg.Device, Notes: cfg.Notes, Instructions: cfg.Instructions,
 		Physical: cfg.Physical, Safety: cfg.Safety,
@@ -162,13 +166,18 @@ func New(cfg Config) (*Driver, error) {
 		lists.actions = append(lists.actions, a.Spec)
 	}
 	// The descriptor's lists are frozen too: shared by the drivers of one
-	// spec, never changed (Descriptor hands out copies).
+	// spec, never changed (Descriptor hands out copies). So is the rest of
+	// what the drivers of one spec have in common (the template).
 	f := freezeLists(lists)
-	d.cfg.frozen = append(d.cfg.frozen, f)
+	d.tmpl = freezeTemplate(&cfg, f)
+	t := d.tmpl.template
+	d.cfg = driverCfg{options: &t.opts, Device: &d.desc.DeviceInfo, hooks: hooks{EStop: cfg.EStop, OnFault: cfg.OnFault,
+		Setup: cfg.Setup, Verify: cfg.Verify, Close: cfg.Close, Lease: cfg.Lease}}
+	d.required = t.required
 	d.desc.Signals, d.desc.Settings, d.desc.Actions = f.lists.signals, f.lists.settings, f.lists.actions
-	d.signals = byName[Signal]{idx: f.lists.signalIdx, items: d.cfg.Signals}
-	d.settings = byName[Setting]{idx: f.lists.settingIdx, items: d.cfg.Settings}
-	d.actions = byName[Action]{idx: f.lists.actionIdx, items: d.cfg.Actions}
+	d.signals = bindSignals(cfg.Signals, &f.lists)
+	d.settings = byName[Setting]{idx: f.lists.settingIdx, items: cfg.Settings}
+	d.actions = bindActions(cfg.Actions, &f.lists)
 	return d, nil
 }
 
@@ -236,13 +245,8 @@ func (d *Driver) Close() error {
 			expired = true
 		}
 	}
-	if !expired {
-		select {
-		case d.writeSem <- struct{}{}: // no write is talking to the backend
-			<-d.writeSem
-		case <-t.C:
-			expired = true
-		}
+	if !expired && !d.awaitTurn(t.C) { // until no write is talking to the backend
+		expired = true
 	}
 	if expired {
 		d.cfg.Logger.Warn("closing with work still running", "device", d.cfg.Device.ID, "waited", d.cfg.JobGrace)

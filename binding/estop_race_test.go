@@ -69,16 +69,21 @@ func (b *stubbornBackend) state(cmd string) (at, firstStop int, last string, sto
 
 func newStubbornDriver(t testing.TB, b *stubbornBackend, hookMax time.Duration) *binding.Driver {
 	t.Helper()
+	write := func(_ context.Context, v any) (binding.WriteStatus, error) {
+		time.Sleep(b.jitter(hookMax)) // ignores its context
+		b.send(fmt.Sprintf("write=%v", v))
+		return binding.Applied, nil
+	}
 	d, err := binding.New(binding.Config{
 		Device: mhp.DeviceInfo{ID: "stubborn-01", Class: "test"},
 		Logger: slog.New(slog.DiscardHandler),
 		EStop:  func(context.Context) error { b.send("stop"); return nil },
-		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "target", Type: mhp.TypeNumber},
-			Write: func(_ context.Context, v any) (binding.WriteStatus, error) {
-				time.Sleep(b.jitter(hookMax)) // ignores its context
-				b.send(fmt.Sprintf("write=%v", v))
-				return binding.Applied, nil
-			}}},
+		// "guarded" has an interlock (always closed): its write takes the
+		// three locked steps, "target"'s the two of a setting without one.
+		Signals: []binding.Signal{{Spec: mhp.Signal{Name: "door_closed", Type: mhp.TypeBoolean},
+			Read: func(context.Context) (binding.Sample, error) { return binding.Sample{Value: true}, nil }}},
+		Settings: []binding.Setting{{Spec: mhp.Setting{Name: "target", Type: mhp.TypeNumber}, Write: write},
+			{Spec: mhp.Setting{Name: "guarded", Type: mhp.TypeNumber, Interlocks: []string{"door_closed"}}, Write: write}},
 		Actions: []binding.Action{{Spec: mhp.Action{Name: "heat", Cancellable: true},
 			Run: func(_ context.Context, j *binding.Job) (any, error) {
 				time.Sleep(b.jitter(hookMax)) // keeps going after cancel
@@ -92,8 +97,10 @@ func newStubbornDriver(t testing.TB, b *stubbornBackend, hookMax time.Duration) 
 	return d
 }
 
-// TestEStopRaceStopIsLastWord races a write (or an invoke) whose hook ignores
-// its context against an estop from another session, 10,000 times (1,000
+// TestEStopRaceStopIsLastWord races a write (of a setting with an
+// interlock, whose write takes three locked steps, or without one, two) or
+// an invoke whose hook ignores its context against an estop from another
+// session, 10,000 times (1,000
 // with -short) across parallel workers, with random hook durations and
 // estop offsets. After each race:
 //   - a write answered ok had its effect before the first stop (its answer
@@ -108,7 +115,7 @@ func TestEStopRaceStopIsLastWord(t *testing.T) {
 		trials = 1_000
 	}
 	const hookMax, offsetMax = 300 * time.Microsecond, 400 * time.Microsecond
-	var okWrites, cutWrites, refusedBefore, runs atomic.Int64
+	var okWrites, cutWrites, refusedBefore, runs, okGuarded, cutGuarded atomic.Int64
 	var next atomic.Int64
 	workers := max(4, 2*runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
@@ -122,7 +129,11 @@ func TestEStopRaceStopIsLastWord(t *testing.T) {
 				if i >= int64(trials) {
 					return
 				}
-				if msg := estopRace(t, i, hookMax, offsetMax, &okWrites, &cutWrites, &refusedBefore, &runs); msg != "" {
+				ok, cut := &okWrites, &cutWrites
+				if i%4 == 1 {
+					ok, cut = &okGuarded, &cutGuarded
+				}
+				if msg := estopRace(t, i, hookMax, offsetMax, ok, cut, &refusedBefore, &runs); msg != "" {
 					errs <- msg
 					return
 				}
@@ -134,11 +145,11 @@ func TestEStopRaceStopIsLastWord(t *testing.T) {
 	for msg := range errs {
 		t.Error(msg)
 	}
-	t.Logf("%d races: %d writes ok before the estop, %d cut off by it, %d refused at the state gate, %d runs",
-		trials, okWrites.Load(), cutWrites.Load(), refusedBefore.Load(), runs.Load())
-	if cutWrites.Load() == 0 || okWrites.Load() == 0 {
-		t.Errorf("the races never cut a write off (%d) or never let one finish first (%d): the timing exercises nothing",
-			cutWrites.Load(), okWrites.Load())
+	t.Logf("%d races: %d writes ok before the estop, %d cut off by it (of an interlocked setting %d and %d), %d refused at the state gate, %d runs",
+		trials, okWrites.Load()+okGuarded.Load(), cutWrites.Load()+cutGuarded.Load(), okGuarded.Load(), cutGuarded.Load(), refusedBefore.Load(), runs.Load())
+	if cutWrites.Load() == 0 || okWrites.Load() == 0 || cutGuarded.Load() == 0 || okGuarded.Load() == 0 {
+		t.Errorf("the races never cut a write off (%d, interlocked %d) or never let one finish first (%d, interlocked %d): the timing exercises nothing",
+			cutWrites.Load(), cutGuarded.Load(), okWrites.Load(), okGuarded.Load())
 	}
 }
 
@@ -168,7 +179,11 @@ func estopRace(t *testing.T, i int64, hookMax, offsetMax time.Duration, okWrites
 			werr = err
 			return
 		}
-		wres, werr = d.Write(ctxA, mhp.WriteRequest{Name: "target", Value: value})
+		name := "target"
+		if i%4 == 1 {
+			name = "guarded"
+		}
+		wres, werr = d.Write(ctxA, mhp.WriteRequest{Name: name, Value: value})
 	}()
 	go func() {
 		defer wg.Done()

@@ -22,12 +22,13 @@ import (
 // driver holds it and the table never grows beyond the specs in use.
 
 // frozenSpec is one shared, immutable copy of a setting or an action spec,
-// or of a descriptor's lists.
+// of a descriptor's lists, or of a driver template.
 type frozenSpec struct {
-	setting mhp.Setting
-	shape   *mhp.Shape // the setting's value shape, checked by the limits gate
-	action  mhp.Action
-	lists   descLists
+	setting  mhp.Setting
+	shape    *mhp.Shape // the setting's value shape, checked by the limits gate
+	action   mhp.Action
+	lists    descLists
+	template *driverTemplate // what drivers of one spec share (template.go)
 }
 
 // descLists are a descriptor's signal, setting and action lists, and, in

@@ -123,12 +123,13 @@ func (d *Driver) stateGate() *mhp.Error {
 	return d.stateGateLocked()
 }
 
-// writeGates runs gates 2 to 6 of settings/write and returns the checked
-// value; gate 1 (state) is registerWrite's, in the locked step that
-// registers the write right before. Writes are serialised by the request
-// lock, so the lease and busy gates need no step shared with what follows.
-func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (any, *mhp.Error) {
-	// 1. state: checked by registerWrite
+// writeGates runs gates 2 to 4 of settings/write and returns the checked
+// value; they take no lock. Gate 1 (state) is admitWriteLocked's, in the
+// locked step that registers the write right before; gates 5 and 6 are
+// writeLastGatesLocked's, in the locked step that sends it. (A setting
+// without interlocks has all but these in one locked step: sendQuick.)
+func (d *Driver) writeGates(ctx context.Context, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) (any, *mhp.Error) {
+	// 1. state: checked by admitWriteLocked
 	// 2. approval
 	if e := d.approvalGate("setting", req.Name, set.Spec.Approval, req.Approved, req.DryRun, notes); e != nil {
 		return nil, e
@@ -143,23 +144,49 @@ func (d *Driver) writeGates(ctx context.Context, s string, now time.Time, set *S
 		ce, _ := mhp.AsError(err) // Check's errors are *mhp.Error
 		return nil, d.stamp(ce.With(mhp.DataGate, mhp.GateLimits))
 	}
-	// 5. lease and 6. busy
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	busy := d.active > 0 && !set.Spec.DuringJob
-	if e := d.leaseAndBusyLocked(s, now, busy, func() string {
-		return fmt.Sprintf("setting %q cannot be written while a job runs (during_job is false)", req.Name)
-	}, req.DryRun, notes); e != nil {
-		return nil, e
-	}
 	return value, nil
+}
+
+// writeLastGatesLocked are the gates of settings/write checked in the
+// locked step that sends it (sendWrite): for a real write 1 (state) again,
+// as an estop may have come while the gates read interlocks, and 3 again,
+// as the write's deadline may have passed meanwhile; then 5 (lease) and 6
+// (busy), which a dry run turns into notes. Writes are serialised by the
+// request lock, so these need no step shared with what follows. mu is held.
+func (d *Driver) writeLastGatesLocked(op *writeOp, s string, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) *mhp.Error {
+	if !req.DryRun {
+		// 1. state, again
+		if e := d.stateGateLocked(); e != nil {
+			return e
+		}
+		// 3. the deadline: it passed, or Close came, as the gates ended: nothing was sent
+		if op.cancelled.Load() {
+			if locks := set.Spec.Interlocks; len(locks) > 0 {
+				return d.errorf(mhp.CodeInterlockOpen, "interlocks %v are open: reading them took longer than %s",
+					locks, d.cfg.InterlockTimeout).With(mhp.DataInterlock, locks[0]).With(mhp.DataGate, mhp.GateInterlocks)
+			}
+			return d.errorf(mhp.CodeServerError, "settings/write %s was cancelled before it was sent (driver closing or deadline passed)",
+				req.Name).With(mhp.DataOutcome, mhp.OutcomeNotStarted)
+		}
+	}
+	// 5. lease and 6. busy
+	return d.writeLeaseAndBusyLocked(s, now, set, req, notes)
+}
+
+// writeLeaseAndBusyLocked are gates 5 and 6 of settings/write; a dry run
+// turns them into notes. mu is held.
+func (d *Driver) writeLeaseAndBusyLocked(s string, now time.Time, set *Setting, req mhp.WriteRequest, notes *mhp.DryRunNotes) *mhp.Error {
+	busy := d.active > 0 && !set.Spec.DuringJob
+	return d.leaseAndBusyLocked(s, now, busy, func() string {
+		return fmt.Sprintf("setting %q cannot be written while a job runs (during_job is false)", req.Name)
+	}, req.DryRun, notes)
 }
 
 // invokeGates runs the six gates of actions/invoke and returns the checked
 // params. Gates 5 and 6 and admit (which registers the job) run in one
 // locked section, so no other invoke slips between the busy check and the
 // registration; admit is not called for a dry run.
-func (d *Driver) invokeGates(ctx context.Context, s string, now time.Time, act *Action, req mhp.InvokeRequest, notes *mhp.DryRunNotes,
+func (d *Driver) invokeGates(ctx context.Context, s string, now time.Time, act *boundAction, req mhp.InvokeRequest, notes *mhp.DryRunNotes,
 	admit func(params map[string]any) *mhp.Error) (map[string]any, *mhp.Error) {
 	// 1. state
 	if e := d.stateGate(); e != nil {

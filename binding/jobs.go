@@ -54,7 +54,7 @@ func (d *Driver) Invoke(ctx context.Context, req mhp.InvokeRequest) (*mhp.Invoke
 // admitJobLocked registers a job that passed the gates: the state is checked
 // again in the same locked section (an estop may have come while the gates
 // read interlocks), then the job is queued with its own deadline. mu is held.
-func (d *Driver) admitJobLocked(s string, act *Action, name string, params map[string]any) (*jobRec, *mhp.Error) {
+func (d *Driver) admitJobLocked(s string, act *boundAction, name string, params map[string]any) (*jobRec, *mhp.Error) {
 	if e := d.stateGateLocked(); e != nil {
 		return nil, e
 	}
@@ -76,6 +76,9 @@ func (d *Driver) admitJobLocked(s string, act *Action, name string, params map[s
 	}
 	d.jobSeq++
 	r.seq = d.jobSeq
+	if d.jobs == nil {
+		d.jobs = map[string]*jobRec{}
+	}
 	d.jobs[id] = r
 	d.active++
 	return r, nil
@@ -97,7 +100,7 @@ type runResult struct {
 	err    error
 }
 
-func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
+func (d *Driver) runJob(ctx context.Context, r *jobRec, act *boundAction) {
 	defer r.cancel()
 	deadline, _ := ctx.Deadline()
 	d.mu.Lock()
@@ -174,7 +177,7 @@ func (d *Driver) runJob(ctx context.Context, r *jobRec, act *Action) {
 // notStarted is the end of a job stopped by estop or Close before Run was
 // called: nothing reached the backend, so the cancel is honoured as is. (A
 // plain jobs/cancel before the start still calls Run, whose binding decides.)
-func (d *Driver) notStarted(ctx context.Context, r *jobRec, act *Action) runResult {
+func (d *Driver) notStarted(ctx context.Context, r *jobRec, act *boundAction) runResult {
 	if r.handle.CancelRequested() {
 		return runResult{err: ErrCancelled}
 	}
@@ -189,7 +192,7 @@ func (d *Driver) isEStop() bool {
 
 // finishJob records the terminal state the binding reported and publishes it
 // together with the device state.
-func (d *Driver) finishJob(r *jobRec, act *Action, out runResult) {
+func (d *Driver) finishJob(r *jobRec, act *boundAction, out runResult) {
 	var faultReason string
 	d.mu.Lock()
 	j := &r.job
@@ -451,7 +454,7 @@ func (d *Driver) ResumeJob(ctx context.Context, id string) (*mhp.Job, error) {
 	return &snap, nil
 }
 
-func (d *Driver) pausable(id string) (*jobRec, *Action, *mhp.Error) {
+func (d *Driver) pausable(id string) (*jobRec, *boundAction, *mhp.Error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r, e := d.jobLocked(id)

@@ -18,15 +18,24 @@ func (d *Driver) touch(ctx context.Context) string {
 }
 
 // touchAt is touch that also returns the time it read, for callers that
-// need the time of the request.
+// need the time of the request (on the driver's time line: reqNow).
 func (d *Driver) touchAt(ctx context.Context) (string, time.Time) {
 	s := mhp.SessionFrom(ctx)
-	now := d.now()
+	now := d.reqNow()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.touchLocked(s, now)
+	return s, now
+}
+
+// touchLocked is touch for session s at time now; mu is held.
+func (d *Driver) touchLocked(s string, now time.Time) {
 	if s != "" {
 		rec := d.sessions[s]
 		if rec == nil {
+			if d.sessions == nil {
+				d.sessions = map[string]*sessionRec{}
+			}
 			rec = &sessionRec{}
 			d.sessions[s] = rec
 		}
@@ -35,8 +44,8 @@ func (d *Driver) touchAt(ctx context.Context) (string, time.Time) {
 			d.lease.lastSeen = now
 		}
 	}
-	if now.Sub(d.lastSweep) > d.cfg.SessionIdle/4 {
-		d.lastSweep = now
+	if at := d.since0(now); at-d.lastSweep > d.cfg.SessionIdle/4 {
+		d.lastSweep = at
 		for id, rec := range d.sessions {
 			// A session with subscriptions is kept until it unsubscribes or
 			// ends (EndSession): it may only be listening, on an event stream
@@ -46,7 +55,6 @@ func (d *Driver) touchAt(ctx context.Context) (string, time.Time) {
 			}
 		}
 	}
-	return s, now
 }
 
 // leaseHolderLocked returns the current unexpired holder, dropping an expired lease.
@@ -95,7 +103,7 @@ func (d *Driver) leaseGateLocked(s string, now time.Time) *mhp.Error {
 	}
 	if d.watchdog > 0 && holder == "" {
 		return d.errorf(mhp.CodeNotLeased, "this device has a %gs watchdog: acquire a lease (session/acquire) before operating it",
-			d.cfg.Safety.WatchdogS).With(mhp.DataReason, mhp.ReasonLeaseRequired).With(mhp.DataGate, mhp.GateLease)
+			d.desc.Safety.WatchdogS).With(mhp.DataReason, mhp.ReasonLeaseRequired).With(mhp.DataGate, mhp.GateLease)
 	}
 	return nil
 }

@@ -6,12 +6,12 @@ import (
 
 // ---- backend link ----
 
-// linkState is what the adapter last reported of its backend link.
+// linkState is what the adapter last reported of its backend link (made
+// by the first SetLink: an adapter that never calls it tracks no link).
 type linkState struct {
-	tracked bool // SetLink was called at least once
-	up      bool
-	since   float64
-	err     string
+	up    bool
+	since float64
+	err   string
 }
 
 // SetLink reports the state of the adapter's link to its backend. Adapters
@@ -28,12 +28,14 @@ func (d *Driver) SetLink(connected bool, err error) {
 	if err != nil && !connected {
 		msg = mhp.Truncate(err.Error(), 512)
 	}
-	if d.link.tracked && d.link.up == connected && d.link.err == msg {
+	if d.link != nil && d.link.up == connected && d.link.err == msg {
 		d.mu.Unlock()
 		return
 	}
-	changed := !d.link.tracked || d.link.up != connected
-	d.link.tracked = true
+	changed := d.link == nil || d.link.up != connected
+	if d.link == nil {
+		d.link = &linkState{}
+	}
 	d.link.up = connected
 	d.link.err = msg
 	if changed {
@@ -55,14 +57,22 @@ func (d *Driver) Link() *mhp.BackendLink {
 }
 
 func (d *Driver) linkLocked() *mhp.BackendLink {
-	if !d.link.tracked {
+	if d.link == nil {
 		return nil
 	}
 	return &mhp.BackendLink{Connected: d.link.up, Since: d.link.since, Error: d.link.err}
 }
 
 // linkDownLocked reports whether the adapter said its backend link is down.
-func (d *Driver) linkDownLocked() bool { return d.link.tracked && !d.link.up }
+func (d *Driver) linkDownLocked() bool { return d.link != nil && !d.link.up }
+
+// linkErrLocked is the error the adapter reported with the link down.
+func (d *Driver) linkErrLocked() string {
+	if d.link == nil {
+		return ""
+	}
+	return d.link.err
+}
 
 // linkGateLocked refuses actuation while the backend link is down; it runs
 // with the state gate (gate 1), after estop and fault.

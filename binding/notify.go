@@ -1,49 +1,41 @@
 package binding
 
 import (
-	"sort"
+	"slices"
 
 	"github.com/openmhp/mhp-go"
 )
 
 // ---- notifications ----
 
+// listener is one function registered with Listen.
+type listener struct {
+	id int
+	fn func(mhp.Notification)
+}
+
 // Listen implements [mhp.Device].
 func (d *Driver) Listen(fn func(mhp.Notification)) func() {
 	d.mu.Lock()
 	id := d.nextListener
 	d.nextListener++
-	d.listeners[id] = fn
-	d.rebuildListenersLocked()
+	// The list is replaced, never modified, so a publish in flight keeps
+	// its own; ids grow, so appending keeps registration order.
+	d.listeners = append(slices.Clip(d.listeners), listener{id, fn})
 	d.mu.Unlock()
 	return func() {
 		d.mu.Lock()
-		delete(d.listeners, id)
-		d.rebuildListenersLocked()
-		d.mu.Unlock()
+		defer d.mu.Unlock()
+		if i := slices.IndexFunc(d.listeners, func(l listener) bool { return l.id == id }); i >= 0 {
+			d.listeners = slices.Delete(slices.Clone(d.listeners), i, i+1)
+		}
 	}
-}
-
-// rebuildListenersLocked refreshes the ordered listener list that
-// publishing reads; the list is replaced, never modified, so a publish in
-// flight keeps its own.
-func (d *Driver) rebuildListenersLocked() {
-	ids := make([]int, 0, len(d.listeners))
-	for id := range d.listeners {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
-	fns := make([]func(mhp.Notification), len(ids))
-	for i, id := range ids {
-		fns[i] = d.listeners[id]
-	}
-	d.listenerList = fns
 }
 
 // pending is a notification queued for delivery to the listeners of its time.
 type pending struct {
 	n   mhp.Notification
-	fns []func(mhp.Notification)
+	fns []listener
 }
 
 // publishLocked must be called with mu held; it releases mu. Notifications
@@ -69,7 +61,7 @@ func (d *Driver) publishLocked(method string, params map[string]any) {
 func (d *Driver) enqueueLocked(method string, params map[string]any) {
 	params["state"] = d.stateLocked()
 	params["ts"] = mhp.UnixSeconds(d.now())
-	d.pubQueue = append(d.pubQueue, pending{mhp.Notification{Method: method, Params: params}, d.listenerList})
+	d.pubQueue = append(d.pubQueue, pending{mhp.Notification{Method: method, Params: params}, d.listeners})
 }
 
 // deliver delivers the queued notifications, unless another goroutine is
@@ -101,8 +93,8 @@ func (d *Driver) drainLocked() {
 		d.mu.Unlock()
 		locked = false
 		for _, p := range batch {
-			for _, fn := range p.fns {
-				fn(p.n)
+			for _, l := range p.fns {
+				l.fn(p.n)
 			}
 		}
 		d.mu.Lock()

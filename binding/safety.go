@@ -100,8 +100,12 @@ func (d *Driver) estopLocked() []string {
 	sort.Strings(cancelling)
 	for _, w := range d.inflight {
 		w.cancel()
+		if w.atBackend && !w.cutOff {
+			w.cutOff = true
+			d.stopOwed++
+		}
 	}
-	for c := range d.calls {
+	for c := d.calls.head; c != nil; c = c.link.next {
 		if !c.cutOff {
 			c.cutOff = true
 			d.stopOwed++
@@ -110,12 +114,13 @@ func (d *Driver) estopLocked() []string {
 	return cancelling
 }
 
-// beginCallLocked registers a backend call about to be made; the caller
-// has just passed the state gate under the same hold of mu, so no estop can
+// beginCallLocked registers a backend call about to be made (a job's Run
+// or Pause; a write's hook is registered on its writeOp); the caller has
+// just passed the state gate under the same hold of mu, so no estop can
 // fall between the check and the registration. mu is held.
 func (d *Driver) beginCallLocked() *backendCall {
 	c := &backendCall{}
-	d.calls[c] = struct{}{}
+	d.calls.add(c)
 	return c
 }
 
@@ -127,26 +132,36 @@ func (d *Driver) beginCallLocked() *backendCall {
 // estop answer).
 func (d *Driver) endCall(c *backendCall) (inEStop bool) {
 	d.mu.Lock()
-	delete(d.calls, c)
-	reassert := false
-	if c.cutOff {
-		d.stopOwed--
-		if d.stopOwed == 0 {
-			if d.reasserting {
-				d.reassertAgain = true
-			} else {
-				d.reasserting, reassert = true, true
-				d.reassertDone = make(chan struct{})
-			}
-		}
-	}
+	d.calls.remove(c)
+	reassert, done := d.callReturnedLocked(c.cutOff)
 	inEStop = d.estop
-	done := d.reassertDone
 	d.mu.Unlock()
 	if reassert {
 		go d.reassertStop(done)
 	}
 	return inEStop
+}
+
+// callReturnedLocked notes that a backend call returned; cutOff: an estop
+// cut it off. When it is the last cut-off call out, the stop re-assertion
+// is due: it reports true and the channel to close when it ends, and the
+// caller starts reassertStop once mu is released (or, if a re-assertion
+// runs already, it runs once more after it). mu is held.
+func (d *Driver) callReturnedLocked(cutOff bool) (reassert bool, done chan struct{}) {
+	if !cutOff {
+		return false, nil
+	}
+	d.stopOwed--
+	if d.stopOwed > 0 {
+		return false, nil
+	}
+	if d.reasserting {
+		d.reassertAgain = true
+		return false, nil
+	}
+	d.reasserting = true
+	d.reassertDone = make(chan struct{})
+	return true, d.reassertDone
 }
 
 // reassertStop runs the stop hook again after the last backend call cut off
@@ -344,7 +359,7 @@ func (d *Driver) resetBusyLocked() *mhp.Error {
 // block it.
 func (d *Driver) verify(ctx context.Context) (map[string]string, error) {
 	d.mu.Lock()
-	down, why := d.linkDownLocked(), d.link.err
+	down, why := d.linkDownLocked(), d.linkErrLocked()
 	d.mu.Unlock()
 	if down && d.cfg.Verify == nil {
 		// With the link down no signal can be read. An adapter's own
@@ -362,8 +377,8 @@ func (d *Driver) verify(ctx context.Context) (map[string]string, error) {
 	vctx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
 	defer cancel()
 	var unavailable map[string]string
-	for i := range d.cfg.Signals {
-		s := &d.cfg.Signals[i]
+	for i := range d.signals.items {
+		s := &d.signals.items[i]
 		_, err := d.readSignal(vctx, s)
 		if err == nil {
 			continue
@@ -391,7 +406,7 @@ func (d *Driver) RecoverySignals() map[string]bool {
 }
 
 // requiredWhy says why a signal must read for a reset.
-func (d *Driver) requiredWhy(s *Signal) string {
+func (d *Driver) requiredWhy(s *boundSignal) string {
 	if s.Spec.RequiredForRecovery {
 		return "required for recovery"
 	}

@@ -55,7 +55,7 @@ func (d *Driver) Limits(ctx context.Context) (*mhp.LimitsReport, error) {
 // readSignal reads one signal under ctx, which carries the caller's
 // deadline (Signal.Read must honour it). The value is checked finite so it
 // can go on the wire.
-func (d *Driver) readSignal(ctx context.Context, s *Signal) (Sample, error) {
+func (d *Driver) readSignal(ctx context.Context, s *boundSignal) (Sample, error) {
 	v, err := s.Read(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -90,15 +90,15 @@ func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, err
 	d.mu.Lock()
 	closed := d.closed
 	down := d.linkDownLocked()
-	linkErr := d.link.err
+	linkErr := d.linkErrLocked()
 	d.mu.Unlock()
 	if closed {
 		return nil, d.errorf(mhp.CodeDeviceFault, "signals/read: the driver is closed (its backend is released)")
 	}
-	var list []*Signal
+	var list []*boundSignal
 	if len(names) == 0 {
-		for i := range d.cfg.Signals {
-			list = append(list, &d.cfg.Signals[i])
+		for i := range d.signals.items {
+			list = append(list, &d.signals.items[i])
 		}
 	} else {
 		for _, n := range names {
@@ -156,6 +156,9 @@ func (d *Driver) Subscribe(ctx context.Context, names []string) (*mhp.SubscribeR
 	d.mu.Lock()
 	rec := d.sessions[s]
 	if rec == nil {
+		if d.sessions == nil {
+			d.sessions = map[string]*sessionRec{}
+		}
 		rec = &sessionRec{lastSeen: d.now()}
 		d.sessions[s] = rec
 	}
@@ -259,6 +262,9 @@ func (d *Driver) offer(name string, value any, at time.Time) {
 	if seen && reflect.DeepEqual(prev, value) {
 		d.mu.Unlock()
 		return
+	}
+	if d.lastValues == nil {
+		d.lastValues = map[string]any{}
 	}
 	d.lastValues[name] = value
 	if !d.subscribedLocked()[name] {

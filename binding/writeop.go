@@ -3,30 +3,51 @@ package binding
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/openmhp/mhp-go"
 )
 
-// writeOp is one settings/write in progress, in one allocation: its
-// context, its entry in the in-flight set and its backend call.
+// writeOp is one settings/write in progress: its context, its entry in the
+// in-flight set and, once its hook is called, its backend call. It shares
+// one allocation with the write's answer (writeCall).
 //
 // As a [context.Context] it carries the caller's values (the session, the
 // identity) but never the caller's cancellation (a caller going away does
 // not cut a write half way); it is cancelled by estop, by Close and by the
-// write sweeper at the write's deadline. Its Done channel is made only when
-// asked for, and a context derived from it registers through AfterFunc
-// (no goroutine per derived context).
+// write sweeper at the write's deadline. Err is one atomic load; the Done
+// channel and the AfterFunc list are made only when asked for, and a
+// context derived from it registers through AfterFunc (no goroutine per
+// derived context).
 type writeOp struct {
 	parent context.Context
 
 	// Guarded by Driver.mu.
-	prev, next *writeOp // in Driver.writes
-	deadline   time.Time
-	call       backendCall
+	link      link[writeOp] // in Driver.writes
+	deadline  time.Duration // on the driver's time line (Driver.since0)
+	atBackend bool          // its hook was called and has not returned: a backend call
+	cutOff    bool          // an estop latched while at the backend: the stop is re-asserted after it returns
 
-	mu     sync.Mutex
-	err    error
+	ended     bool        // guarded by mu (with wait); set after cancelled
+	cancelled atomic.Bool // Err's answer
+	mu        sync.Mutex
+	wait      *opWaiters
+}
+
+// opWaiters are the writeOp's Done channel and AfterFunc functions, made
+// when a hook first asks for either.
+type opWaiters struct {
 	done   chan struct{}
 	afters []*afterFunc
+}
+
+// writeCall is a write's op and its answer in one allocation: the answer
+// handed to the caller keeps the op alive, and nothing else of the op is
+// reachable through it.
+type writeCall struct {
+	op  writeOp
+	res mhp.WriteResult
 }
 
 // afterFunc is a function registered with writeOp.AfterFunc.
@@ -40,20 +61,29 @@ func (o *writeOp) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (o *writeOp) Done() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.done == nil {
-		o.done = make(chan struct{})
-		if o.err != nil {
-			close(o.done)
+	w := o.waitersLocked()
+	if w.done == nil {
+		w.done = make(chan struct{})
+		if o.ended {
+			close(w.done)
 		}
 	}
-	return o.done
+	return w.done
+}
+
+func (o *writeOp) waitersLocked() *opWaiters {
+	if o.wait == nil {
+		o.wait = &opWaiters{}
+	}
+	return o.wait
 }
 
 // Err implements [context.Context].
 func (o *writeOp) Err() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.err
+	if o.cancelled.Load() {
+		return context.Canceled
+	}
+	return nil
 }
 
 // Value implements [context.Context] with the caller's values.
@@ -65,19 +95,20 @@ func (o *writeOp) Value(key any) any { return o.parent.Value(key) }
 func (o *writeOp) AfterFunc(f func()) (stop func() bool) {
 	a := &afterFunc{f: f}
 	o.mu.Lock()
-	if o.err != nil {
+	if o.ended {
 		o.mu.Unlock()
 		go f()
 		return func() bool { return false }
 	}
-	o.afters = append(o.afters, a)
+	w := o.waitersLocked()
+	w.afters = append(w.afters, a)
 	o.mu.Unlock()
 	return func() bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		for i, x := range o.afters {
+		for i, x := range w.afters {
 			if x == a {
-				o.afters = append(o.afters[:i], o.afters[i+1:]...)
+				w.afters = append(w.afters[:i], w.afters[i+1:]...)
 				return true
 			}
 		}
@@ -89,17 +120,18 @@ func (o *writeOp) AfterFunc(f func()) (stop func() bool) {
 // called with Driver.mu held: the functions registered with AfterFunc run
 // on their own goroutines.
 func (o *writeOp) cancel() {
-	o.mu.Lock()
-	if o.err != nil {
-		o.mu.Unlock()
+	if o.cancelled.Swap(true) {
 		return
 	}
-	o.err = context.Canceled
-	if o.done != nil {
-		close(o.done)
+	o.mu.Lock()
+	o.ended = true
+	var afters []*afterFunc
+	if w := o.wait; w != nil {
+		if w.done != nil {
+			close(w.done)
+		}
+		afters, w.afters = w.afters, nil
 	}
-	afters := o.afters
-	o.afters = nil
 	o.mu.Unlock()
 	for _, a := range afters {
 		go a.f()
@@ -108,40 +140,49 @@ func (o *writeOp) cancel() {
 
 func (o *writeOp) String() string { return "binding.writeContext" }
 
-// writeList is the set of writes in flight: a doubly linked list through
-// the writeOps (no map insert and delete per write). Guarded by Driver.mu.
-type writeList struct {
-	head *writeOp
-	n    int
-}
+// linked is a list of the things in flight (writes, backend calls), linked
+// through them (no map insert and delete per request). Guarded by
+// Driver.mu.
+type linked[T any, P interface {
+	*T
+	links() *link[T]
+}] struct{ head *T }
 
-func (l *writeList) add(o *writeOp) {
-	o.prev, o.next = nil, l.head
+// link is an item's place in a linked list.
+type link[T any] struct{ prev, next *T }
+
+func (l *linked[T, P]) add(o *T) {
+	ln := P(o).links()
+	ln.prev, ln.next = nil, l.head
 	if l.head != nil {
-		l.head.prev = o
+		P(l.head).links().prev = o
 	}
 	l.head = o
-	l.n++
 }
 
-func (l *writeList) remove(o *writeOp) {
-	if o.prev != nil {
-		o.prev.next = o.next
+func (l *linked[T, P]) remove(o *T) {
+	ln := P(o).links()
+	if ln.prev != nil {
+		P(ln.prev).links().next = ln.next
 	} else {
-		l.head = o.next
+		l.head = ln.next
 	}
-	if o.next != nil {
-		o.next.prev = o.prev
+	if ln.next != nil {
+		P(ln.next).links().prev = ln.prev
 	}
-	o.prev, o.next = nil, nil
-	l.n--
+	ln.prev, ln.next = nil, nil
 }
+
+// writeList is the set of writes in flight.
+type writeList = linked[writeOp, *writeOp]
+
+func (o *writeOp) links() *link[writeOp] { return &o.link }
 
 // inflight visits the writes in flight (range over d.inflight); mu is held.
 // The visit may cancel them, not add or remove any.
 func (d *Driver) inflight(yield func(int, *writeOp) bool) {
 	i := 0
-	for o := d.writes.head; o != nil; o = o.next {
+	for o := d.writes.head; o != nil; o = o.link.next {
 		if !yield(i, o) {
 			return
 		}
@@ -149,8 +190,96 @@ func (d *Driver) inflight(yield func(int, *writeOp) bool) {
 	}
 }
 
+// ---- the request lock ----
+
+// writeTurn is the request lock: one setting write talks to the backend at
+// a time. It is taken and handed on inside the write's own locked steps
+// (no channel operation of its own), and waiters get it in arrival order.
+// Guarded by Driver.mu; the queue holds only callers waiting, each bounded
+// by its context (Close by JobGrace).
+type writeTurn struct {
+	held  bool
+	queue []*turnWaiter
+}
+
+// turnWaiter is one caller waiting for the turn: ready is closed when the
+// turn is handed to it.
+type turnWaiter struct{ ready chan struct{} }
+
+// waitLocked queues a waiter for the held turn.
+func (t *writeTurn) waitLocked() *turnWaiter {
+	w := &turnWaiter{ready: make(chan struct{})}
+	t.queue = append(t.queue, w)
+	return w
+}
+
+// releaseLocked hands the turn to the first waiter, or frees it.
+func (t *writeTurn) releaseLocked() {
+	if len(t.queue) == 0 {
+		t.held = false
+		return
+	}
+	w := t.queue[0]
+	t.queue[0] = nil
+	t.queue = t.queue[1:]
+	if len(t.queue) == 0 {
+		t.queue = nil
+	}
+	close(w.ready) // held stays true: the turn is w's
+}
+
+// abandonLocked takes w out of the queue (its caller gave up); if the turn
+// was handed to it meanwhile, it is handed on.
+func (t *writeTurn) abandonLocked(w *turnWaiter) {
+	for i, x := range t.queue {
+		if x == w {
+			t.queue = append(t.queue[:i], t.queue[i+1:]...)
+			return
+		}
+	}
+	t.releaseLocked()
+}
+
+// awaitTurn waits, bounded by stop, until no write holds the turn; it
+// reports false when stop came first.
+func (d *Driver) awaitTurn(stop <-chan time.Time) bool {
+	d.mu.Lock()
+	if !d.turn.held {
+		d.mu.Unlock()
+		return true
+	}
+	w := d.turn.waitLocked()
+	d.mu.Unlock()
+	select {
+	case <-w.ready:
+		d.locked(d.turn.releaseLocked)
+		return true
+	case <-stop:
+		d.locked(func() { d.turn.abandonLocked(w) })
+		return false
+	}
+}
+
+// ---- the driver's time line ----
+
+// reqNow is the time of a request, for intervals (the session's last
+// request, the lease's expiry, the interlock window, the write's
+// deadlines). On the real clock it is read from the monotonic clock alone,
+// about half the cost of a time.Now: the driver's start plus the time
+// since, so its wall reading may drift from the system's by a clock step,
+// and nothing reports it as a wall time.
+func (d *Driver) reqNow() time.Time {
+	if d.realClock {
+		return d.epoch.Add(time.Since(d.epoch))
+	}
+	return d.clk.Now()
+}
+
+// since0 is t on the driver's time line: the time since New.
+func (d *Driver) since0(t time.Time) time.Duration { return t.Sub(d.epoch) }
+
 // since is the time passed since start: on the real clock from the
-// monotonic reading alone (half the cost of a Now).
+// monotonic reading alone.
 func (d *Driver) since(start time.Time) time.Duration {
 	if d.realClock {
 		return time.Since(start)
@@ -168,15 +297,16 @@ func (d *Driver) since(start time.Time) time.Duration {
 // is stopped when no write is left, so the clock sees only the timers its
 // device waits on.
 
-// armSweeperLocked arms the sweeper for at. mu is held.
-func (d *Driver) armSweeperLocked(at, now time.Time) {
+// armSweeperLocked arms the sweeper for at (both on the driver's time
+// line). mu is held.
+func (d *Driver) armSweeperLocked(at, now time.Duration) {
 	if t, ok := d.sweeper.(*time.Timer); ok && d.realClock {
-		t.Reset(at.Sub(now))
+		t.Reset(at - now)
 	} else {
 		if d.sweeper != nil {
 			d.sweeper.Stop()
 		}
-		d.sweeper = d.clk.AfterFunc(at.Sub(now), d.sweepFn)
+		d.sweeper = d.clk.AfterFunc(at-now, d.sweepFn)
 	}
 	d.sweepArmed, d.sweepAt = true, at
 }
@@ -193,18 +323,18 @@ func (d *Driver) sweepWrites() {
 	if d.closed {
 		return
 	}
-	now := d.now()
-	var next time.Time
+	now := d.since0(d.now())
+	next, found := time.Duration(0), false
 	for _, w := range d.inflight {
-		if !now.Before(w.deadline) {
+		if now >= w.deadline {
 			w.cancel()
 			continue
 		}
-		if next.IsZero() || w.deadline.Before(next) {
-			next = w.deadline
+		if !found || w.deadline < next {
+			next, found = w.deadline, true
 		}
 	}
-	if !next.IsZero() {
+	if found {
 		d.armSweeperLocked(next, now)
 	}
 }

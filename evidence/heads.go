@@ -130,6 +130,8 @@ func safetyReceipt(r Receipt) bool {
 }
 
 // headAfter signs a head after e when the cadence or e's kind asks for one.
+// The decision is taken under the log's mutex; making the chain durable,
+// signing and writing heads.jsonl happen outside it (signHead).
 func (l *Log) headAfter(e Entry) error {
 	if l.cfg.Key == nil {
 		return nil
@@ -139,17 +141,19 @@ func (l *Log) headAfter(e Entry) error {
 		reason = HeadSafety
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed || l.lastErr != nil || l.headSeq >= e.Seq {
+		l.mu.Unlock()
 		return nil // closed (Close signed), stopped, or a later head covers e
 	}
 	if reason == "" {
-		if l.seq-l.headSeq < uint64(l.cfg.HeadEvery) {
-			return nil
+		if l.seq-max(l.headSeq, l.headPlanned) < uint64(l.cfg.HeadEvery) {
+			l.mu.Unlock()
+			return nil // fewer than HeadEvery unsigned, counting a head being signed
 		}
 		reason = HeadCadence
 	}
-	return l.signTailLocked(reason)
+	l.mu.Unlock()
+	return l.signHead(reason, e.Seq)
 }
 
 // armHeadTimerLocked makes sure an unsigned entry is signed within HeadInterval.
@@ -162,34 +166,80 @@ func (l *Log) armHeadTimerLocked() {
 
 func (l *Log) onHeadTimer() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.headTimer = nil
 	if l.closed || l.lastErr != nil || l.seq <= l.headSeq {
+		l.mu.Unlock()
 		return
 	}
-	l.signTailLocked(HeadInterval) // a failure stops the log; Err and the next Append say why
+	seq := l.seq
+	l.mu.Unlock()
+	l.signHead(HeadInterval, seq) // a failure stops the log; Err and the next Append say why
 }
 
-// signTailLocked makes the chain durable and signs its head.
-func (l *Log) signTailLocked(reason string) error {
-	if err := l.file.Sync(); err != nil {
-		l.lastErr = fmt.Errorf("evidence: fsync before signing the head failed, log stopped: %w", err)
-		return l.lastErr
+// signHead signs a head over the chain's tail once the tail is durable,
+// unless a head covering minSeq is already signed. It returns once that
+// head is on stable storage. The log's mutex is held only to read the tail
+// and to record the head: appends go on while the chain is fsynced, the
+// head signed and heads.jsonl written and fsynced.
+func (l *Log) signHead(reason string, minSeq uint64) error {
+	l.mu.Lock()
+	if l.closed || l.lastErr != nil || l.headSeq >= minSeq {
+		l.mu.Unlock()
+		return nil
 	}
-	if err := l.writeHeadLocked(reason); err != nil {
-		l.lastErr = fmt.Errorf("evidence: signing the head failed, log stopped: %w", err)
-		return l.lastErr
+	if err := l.writeLocked(); err != nil {
+		l.mu.Unlock()
+		return err
 	}
+	seq, hash, f, end := l.seq, l.last, l.file, l.appended
+	l.headPlanned = max(l.headPlanned, seq)
+	l.mu.Unlock()
+	if err := l.durable(f, end); err != nil {
+		return l.stopWith(fmt.Errorf("evidence: fsync before signing the head failed, log stopped: %w", err))
+	}
+	h := Head{Device: l.cfg.Device, Seq: seq, Hash: hash, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Reason: reason}
+	if err := l.writeHead(h); err != nil {
+		return l.stopWith(fmt.Errorf("evidence: signing the head failed, log stopped: %w", err))
+	}
+	l.mu.Lock()
+	l.recordHeadLocked(seq)
+	l.mu.Unlock()
 	return nil
 }
 
-// writeHeadLocked appends a signed head over the chain's last entry to
-// heads.jsonl (only with a key). The caller has made the chain durable.
+// recordHeadLocked notes a head over seq is on stable storage.
+func (l *Log) recordHeadLocked(seq uint64) {
+	l.headSeq = max(l.headSeq, seq)
+	if l.headTimer != nil && l.headSeq >= l.seq {
+		l.headTimer.Stop()
+		l.headTimer = nil
+	}
+}
+
+// writeHeadLocked signs and writes a head over the chain's last entry
+// (rotation, shutdown: the caller holds l.mu and has made the chain
+// durable). Only with a key.
 func (l *Log) writeHeadLocked(reason string) error {
 	if l.cfg.Key == nil || l.seq == 0 {
 		return nil
 	}
 	h := Head{Device: l.cfg.Device, Seq: l.seq, Hash: l.last, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Reason: reason}
+	if err := l.writeHead(h); err != nil {
+		return err
+	}
+	l.recordHeadLocked(h.Seq)
+	return nil
+}
+
+// writeHead signs h and appends it to heads.jsonl, kept open, and fsyncs it;
+// a head no newer than one written already is skipped (it is covered).
+// headMu is taken after l.mu, never before.
+func (l *Log) writeHead(h Head) error {
+	l.headMu.Lock()
+	defer l.headMu.Unlock()
+	if h.Seq <= l.headWritten {
+		return nil
+	}
 	if err := h.Sign(l.cfg.Key); err != nil {
 		return err
 	}
@@ -197,23 +247,33 @@ func (l *Log) writeHeadLocked(reason string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(l.cfg.Dir, "heads.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
-	if err != nil {
+	if l.heads == nil {
+		f, err := os.OpenFile(filepath.Join(l.cfg.Dir, "heads.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+		if err != nil {
+			return fmt.Errorf("evidence: %w", err)
+		}
+		l.heads = l.wrap(f)
+	}
+	if _, err := l.heads.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("evidence: %w", err)
 	}
-	defer f.Close()
-	if _, err := f.Write(append(b, '\n')); err != nil {
+	if err := l.heads.Sync(); err != nil {
 		return fmt.Errorf("evidence: %w", err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("evidence: %w", err)
-	}
-	l.headSeq = l.seq
-	if l.headTimer != nil {
-		l.headTimer.Stop()
-		l.headTimer = nil
-	}
+	l.headWritten = h.Seq
 	return nil
+}
+
+// closeHeads closes heads.jsonl.
+func (l *Log) closeHeads() error {
+	l.headMu.Lock()
+	defer l.headMu.Unlock()
+	if l.heads == nil {
+		return nil
+	}
+	err := l.heads.Close()
+	l.heads = nil
+	return err
 }
 
 // lastSignedSeq returns the largest seq a head in dir's heads.jsonl names

@@ -25,9 +25,20 @@
 // it reaches the device. A last line torn by a crash or a full disk is cut
 // when the log is opened again, and the cut is itself a receipt
 // ([MethodRepair]: what was cut, where, when) that Verify reports.
-// Concurrent appends share one fsync (group commit). With
-// [SyncNever] the operating system decides when to write; receipts may be lost
-// on a power failure but never reordered.
+// Concurrent appends share one write and one fsync (group commit, by one
+// committer goroutine per log, with a bounded queue and a deadline on the
+// wait). With [SyncNever] receipts are buffered in memory and written at
+// most [Config.FlushInterval] (100 ms) after the first of them, or once
+// [Config.FlushBytes] are buffered, and always before a head is signed, a
+// segment rotates, the log closes, or Head, List, Verify and Export read
+// the chain: a crash of the process loses at most that window, a power
+// failure also what the kernel had not written; receipts are never
+// reordered. One Log writes a directory in a process: a second Open of it
+// is refused (it would fork the chain).
+//
+// Each receipt is canonicalised once, straight from its Go values, and that
+// one encoding gives both its hash and its stored line; Verify recomputes
+// hashes through a separate path (encoding/json, then [CanonicalJSON]).
 package evidence
 
 import (
@@ -97,6 +108,10 @@ type Receipt struct {
 	// ResultDigest is the SHA-256 of a result too large to keep.
 	ResultDigest string     `json:"result_digest,omitempty"`
 	Error        *mhp.Error `json:"error,omitempty"`
+	// Value, when set, is the answer as a Go value: Append canonicalises
+	// it in one pass (the bytes encoding/json and [CanonicalJSON] would
+	// give) and keeps it as Result. It is never stored itself.
+	Value any `json:"-"`
 }
 
 // Entry is a receipt in the chain.
@@ -238,16 +253,40 @@ type Config struct {
 	// HeadInterval signs a head at most this long after an entry was
 	// appended unsigned ([DefaultHeadInterval]; only with Key).
 	HeadInterval time.Duration
-	// WrapFile, when set, wraps each chain file as it is opened for
-	// appending (tests inject a full disk: failing or short writes).
+	// WrapFile, when set, wraps each chain file and heads.jsonl as they are
+	// opened for appending (tests inject a full disk: failing or short
+	// writes; a slow fsync).
 	WrapFile func(File) File
 	// Sync is the durability policy ([SyncAlways] by default).
 	Sync SyncPolicy
 	// SegmentEntries is the number of entries per chain file ([DefaultSegmentEntries]).
 	SegmentEntries int
-	// Clock stamps entries (the real clock by default).
+	// Clock stamps entries and runs the flush, head and commit-deadline
+	// timers (the real clock by default).
 	Clock clock.Clock
+	// FlushInterval bounds how long a receipt stays in memory under
+	// [SyncNever] before it is written to the file ([DefaultFlushInterval]).
+	FlushInterval time.Duration
+	// FlushBytes writes the buffered receipts under [SyncNever] once they
+	// reach this size ([DefaultFlushBytes]).
+	FlushBytes int
+	// MaxPending bounds the bytes of receipts waiting for the disk under
+	// [SyncAlways]; an Append beyond it waits for room, at most
+	// CommitTimeout ([DefaultMaxPending]).
+	MaxPending int
+	// CommitTimeout bounds how long an Append under [SyncAlways] waits for
+	// its receipt to reach stable storage ([DefaultCommitTimeout]).
+	CommitTimeout time.Duration
 }
+
+// Defaults of the write path (Config.FlushInterval, FlushBytes, MaxPending,
+// CommitTimeout).
+const (
+	DefaultFlushInterval = 100 * time.Millisecond
+	DefaultFlushBytes    = 64 << 10
+	DefaultMaxPending    = 4 << 20
+	DefaultCommitTimeout = 10 * time.Second
+)
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
@@ -256,6 +295,10 @@ func (c Config) Validate() error {
 	}
 	if c.SegmentEntries < 0 {
 		return fmt.Errorf("evidence: SegmentEntries %d is negative", c.SegmentEntries)
+	}
+	if c.FlushInterval < 0 || c.FlushBytes < 0 || c.MaxPending < 0 || c.CommitTimeout < 0 {
+		return fmt.Errorf("evidence: FlushInterval %v, FlushBytes %d, MaxPending %d and CommitTimeout %v must not be negative",
+			c.FlushInterval, c.FlushBytes, c.MaxPending, c.CommitTimeout)
 	}
 	if c.HeadEvery < 0 || c.HeadInterval < 0 {
 		return fmt.Errorf("evidence: HeadEvery %d and HeadInterval %v must not be negative", c.HeadEvery, c.HeadInterval)
@@ -270,25 +313,32 @@ func (c Config) Validate() error {
 // concurrent use.
 type Log struct {
 	cfg Config
+	key string // the directory, absolute, in the registry of open logs
 
-	mu      sync.Mutex
-	file    File   // the current segment
-	segment int    // its number
-	inSeg   int    // entries in it
-	seq     uint64 // last seq written
-	last    string // last hash
-	off     int64  // bytes written to the current segment
-	closed  bool
-	recent  []Entry // ring of the newest entries, for cheap listing (at most recentCap)
-	rnext   int     // where the next entry goes once the ring is full
-	lastErr error   // a write error: the log refuses appends after one
+	mu       sync.Mutex
+	file     File   // the current segment
+	segment  int    // its number
+	inSeg    int    // entries in it
+	seq      uint64 // last seq appended
+	last     string // last hash
+	closed   bool
+	recent   []Entry // ring of the newest entries, for cheap listing (at most recentCap)
+	rnext    int     // where the next entry goes once the ring is full
+	lastErr  error   // a write error: the log refuses appends after one
+	pending  []byte  // encoded lines not yet written to the file
+	appended uint64  // bytes of lines ever appended (pending included)
+	written  uint64  // bytes of lines ever written to the files
+	flushT   clock.Timer
 
-	headSeq   uint64      // the seq the last signed head covers
-	headTimer clock.Timer // armed while entries are unsigned (HeadInterval)
+	headSeq     uint64      // the seq the last signed head covers
+	headPlanned uint64      // the seq a head being signed covers
+	headTimer   clock.Timer // armed while entries are unsigned (HeadInterval)
 
-	syncMu    sync.Mutex
-	syncedSeg int
-	syncedOff int64
+	headMu      sync.Mutex // heads.jsonl: taken after mu, never before
+	heads       File       // heads.jsonl, open for appending once a head is written
+	headWritten uint64     // the seq of the newest head in heads.jsonl
+
+	commit committer // SyncAlways: one fsync for every line written before it
 }
 
 const recentCap = 256
@@ -313,10 +363,37 @@ func Open(cfg Config) (*Log, error) {
 	if cfg.HeadInterval == 0 {
 		cfg.HeadInterval = DefaultHeadInterval
 	}
+	if cfg.FlushInterval == 0 {
+		cfg.FlushInterval = DefaultFlushInterval
+	}
+	if cfg.FlushBytes == 0 {
+		cfg.FlushBytes = DefaultFlushBytes
+	}
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.CommitTimeout == 0 {
+		cfg.CommitTimeout = DefaultCommitTimeout
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("evidence: %w", err)
 	}
-	l := &Log{cfg: cfg, last: zeroHash}
+	key, err := claimDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	l, err := continueChain(cfg, key)
+	if err != nil {
+		releaseDir(key, nil)
+		return nil, err
+	}
+	registerDir(key, l)
+	return l, nil
+}
+
+// continueChain opens the chain of an Open.
+func continueChain(cfg Config, key string) (*Log, error) {
+	l := &Log{cfg: cfg, key: key, last: zeroHash}
 	segs, err := segments(cfg.Dir)
 	if err != nil {
 		return nil, err
@@ -325,6 +402,7 @@ func Open(cfg Config) (*Log, error) {
 		if err := l.openSegment(1); err != nil {
 			return nil, err
 		}
+		l.commit.start(l)
 		return l, nil
 	}
 	// Continue from the newest segment: verify it and read its tail.
@@ -358,12 +436,15 @@ func Open(cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evidence: %w", err)
 	}
-	l.file, l.segment, l.inSeg, l.off = l.wrap(f), n, len(entries), good
-	l.syncedSeg, l.syncedOff = n, good
+	l.file, l.segment, l.inSeg = l.wrap(f), n, len(entries)
 	l.headSeq = lastSignedSeq(cfg.Dir)
+	l.headWritten = l.headSeq
+	l.commit.start(l)
 	if cut != nil {
 		if _, err := l.Append(cut.receipt(filepath.Base(path), good)); err != nil {
+			l.commit.stop()
 			l.file.Close()
+			l.closeHeads()
 			return nil, fmt.Errorf("evidence: recording the repair of %s: %w", path, err)
 		}
 	}
@@ -449,73 +530,69 @@ func (l *Log) openSegment(n int) error {
 			d.Close()
 		}
 	}
-	// syncTo treats a segment older than the current one as synced (rotation
-	// synced it before closing); it must not be locked here (lock order: syncMu, then mu).
-	l.file, l.segment, l.inSeg, l.off = l.wrap(f), n, 0, 0
+	l.file, l.segment, l.inSeg = l.wrap(f), n, 0
 	return nil
 }
 
 // Append adds r to the chain and returns the entry; with [SyncAlways] it
-// returns once the entry is on stable storage.
+// returns once the entry is on stable storage, with [SyncNever] once it is
+// buffered (see the write path in commit.go).
 func (l *Log) Append(r Receipt) (Entry, error) {
-	if len(r.Result) > 0 {
-		c, err := CanonicalJSON(r.Result)
-		if err != nil {
-			return Entry{}, fmt.Errorf("evidence: result: %w", err)
-		}
-		if len(c) > MaxResultBytes {
-			sum := sha256.Sum256(c)
-			r.Result, r.ResultDigest = nil, hex.EncodeToString(sum[:])
-		} else {
-			r.Result = c
-		}
+	scratch := getBuf()
+	defer putBuf(scratch)
+	c, err := r.canonicalResult(scratch)
+	if err != nil {
+		return Entry{}, err
 	}
+	r.Value = nil
+	if len(c) > MaxResultBytes {
+		sum := sha256.Sum256(c)
+		r.Result, r.ResultDigest = nil, hex.EncodeToString(sum[:])
+	} else if c != nil {
+		r.Result = bytes.Clone(c)
+	} else {
+		r.Result = nil
+	}
+	scratch.Reset()
 	l.mu.Lock()
-	if l.closed {
+	if err := l.usableLocked(); err != nil {
 		l.mu.Unlock()
-		return Entry{}, errors.New("evidence: log is closed")
+		return Entry{}, err
 	}
-	if l.lastErr != nil {
-		err := l.lastErr
+	if err := l.waitRoomLocked(); err != nil {
 		l.mu.Unlock()
 		return Entry{}, err
 	}
 	if l.inSeg >= l.cfg.SegmentEntries {
 		if err := l.rotateLocked(); err != nil {
-			l.lastErr = err
+			if l.lastErr == nil {
+				l.lastErr = err
+			}
 			l.mu.Unlock()
 			return Entry{}, err
 		}
 	}
 	e := Entry{Seq: l.seq + 1, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Device: l.cfg.Device, Prev: l.last, Receipt: r, resultCanonical: true}
-	h, err := e.computeHash()
+	before := len(l.pending)
+	l.pending, e.Hash, err = e.appendLine(l.pending, scratch)
 	if err != nil {
+		l.pending = l.pending[:before]
 		l.mu.Unlock()
 		return Entry{}, fmt.Errorf("evidence: %w", err)
 	}
-	e.Hash = h
-	line, err := e.canonical(true)
-	if err != nil {
-		l.mu.Unlock()
-		return Entry{}, fmt.Errorf("evidence: %w", err)
-	}
-	line = append(line, '\n')
-	if _, err := l.file.Write(line); err != nil {
-		// The chain on disk may now hold a partial line: refuse further
-		// appends rather than fork the chain; Open repairs it.
-		l.lastErr = fmt.Errorf("evidence: write failed, log stopped: %w", err)
-		l.mu.Unlock()
-		return Entry{}, l.lastErr
-	}
+	l.appended += uint64(len(l.pending) - before)
 	l.seq, l.last = e.Seq, e.Hash
 	l.inSeg++
-	l.off += int64(len(line))
 	l.remember(e)
-	seg, off := l.segment, l.off
+	target, f := l.appended, l.file
+	if err := l.afterAppendLocked(); err != nil {
+		l.mu.Unlock()
+		return Entry{}, err
+	}
 	l.armHeadTimerLocked()
 	l.mu.Unlock()
-	if l.cfg.Sync == SyncAlways {
-		if err := l.syncTo(seg, off); err != nil {
+	if l.commit.on {
+		if err := l.durable(f, target); err != nil {
 			return e, err
 		}
 	}
@@ -525,43 +602,28 @@ func (l *Log) Append(r Receipt) (Entry, error) {
 	return e, nil
 }
 
-// syncTo makes the chain durable up to (seg, off); one fsync serves every
-// append that wrote before it started (group commit).
-func (l *Log) syncTo(seg int, off int64) error {
-	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
-	if seg < l.syncedSeg || (seg == l.syncedSeg && off <= l.syncedOff) {
-		return nil
+// usableLocked is the error that refuses an append: the log closed or stopped.
+func (l *Log) usableLocked() error {
+	if l.closed {
+		return errors.New("evidence: log is closed")
 	}
-	l.mu.Lock()
-	f, curSeg, curOff := l.file, l.segment, l.off
-	l.mu.Unlock()
-	if curSeg != seg {
-		return nil // rotation synced and closed that segment
-	}
-	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
-		// The kernel may have dropped the dirty pages: the receipt is not
-		// durable and a later fsync could succeed over the loss. Stop.
-		l.mu.Lock()
-		if l.lastErr == nil {
-			l.lastErr = fmt.Errorf("evidence: fsync failed, log stopped: %w", err)
-		}
-		err = l.lastErr
-		l.mu.Unlock()
-		return err
-	}
-	l.syncedSeg, l.syncedOff = curSeg, curOff
-	return nil
+	return l.lastErr
 }
 
+// rotateLocked ends the current segment (its lines written and synced, a
+// head signed over them) and starts the next.
 func (l *Log) rotateLocked() error {
+	if err := l.writeLocked(); err != nil {
+		return err
+	}
 	if err := l.file.Sync(); err != nil {
 		return fmt.Errorf("evidence: fsync at rotation: %w", err)
 	}
 	if err := l.file.Close(); err != nil {
 		return fmt.Errorf("evidence: %w", err)
 	}
-	if err := l.writeHeadLocked("rotation"); err != nil {
+	l.commit.publish(l.written, nil)
+	if err := l.writeHeadLocked(HeadRotation); err != nil {
 		return err
 	}
 	return l.openSegment(l.segment + 1)
@@ -597,122 +659,58 @@ func (l *Log) Err() error {
 	return l.lastErr
 }
 
-// Head returns the newest entry's seq and hash (signed when the log has a key).
+// Head returns the newest entry's seq and hash (signed when the log has a
+// key); receipts buffered under [SyncNever] are written first, so the
+// files hold what the head names.
 func (l *Log) Head() Head {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	if !l.closed {
+		l.writeLocked()
+	}
 	h := Head{Device: l.cfg.Device, Seq: l.seq, Hash: l.last, TS: mhp.UnixSeconds(l.cfg.Clock.Now())}
+	l.mu.Unlock()
 	if l.cfg.Key != nil {
 		h.Sign(l.cfg.Key)
 	}
 	return h
 }
 
-// Close syncs the chain, signs its head (with a key) and closes the file.
+// Close writes and syncs the chain, signs its head (with a key) and closes
+// the files.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
 	l.closed = true
-	if l.headTimer != nil {
-		l.headTimer.Stop()
-		l.headTimer = nil
+	for _, t := range []*clock.Timer{&l.headTimer, &l.flushT} {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
 	}
-	err := l.file.Sync()
-	if err == nil && l.lastErr == nil {
-		err = l.writeHeadLocked("shutdown")
+	err := l.writeLocked()
+	if err == nil {
+		err = l.file.Sync()
+	}
+	if err == nil {
+		l.commit.publish(l.written, nil)
+		err = l.writeHeadLocked(HeadShutdown)
+	} else {
+		l.commit.publish(0, fmt.Errorf("evidence: log closed: %w", err))
 	}
 	if cerr := l.file.Close(); err == nil {
 		err = cerr
 	}
-	return err
-}
-
-// Query selects a page of entries for List.
-type Query struct {
-	// After is a cursor: only entries with a larger seq (0: from the start).
-	After uint64 `json:"after,omitempty"`
-	// Limit caps the page ([DefaultPage]; at most [MaxPage]).
-	Limit int `json:"limit,omitempty"`
-	// CommandID and Session filter exactly when set.
-	CommandID string `json:"command_id,omitempty"`
-	Session   string `json:"session,omitempty"`
-}
-
-// Page sizes of List.
-const (
-	DefaultPage = 50
-	MaxPage     = 200
-)
-
-// Page is one answer of List; Next is the cursor for the following page
-// (0 when there is none).
-type Page struct {
-	Entries []Entry `json:"entries"`
-	Next    uint64  `json:"next,omitempty"`
-	Head    uint64  `json:"head"`
-}
-
-// List returns entries in chain order, at most one page. Recent entries come
-// from memory; older ones, and filtered queries, are read from the files.
-func (l *Log) List(q Query) (Page, error) {
-	if q.Limit <= 0 {
-		q.Limit = DefaultPage
-	}
-	if q.Limit > MaxPage {
-		q.Limit = MaxPage
-	}
-	match := func(e Entry) bool {
-		return e.Seq > q.After && (q.CommandID == "" || e.CommandID == q.CommandID) && (q.Session == "" || e.Session == q.Session)
-	}
-	l.mu.Lock()
-	head := l.seq
-	if recent := l.recentLocked(); q.CommandID == "" && q.Session == "" && len(recent) > 0 && q.After+1 >= recent[0].Seq {
-		var out []Entry
-		for _, e := range recent {
-			if match(e) {
-				out = append(out, e)
-			}
-		}
-		l.mu.Unlock()
-		return page(out, q.Limit, head), nil
-	}
-	dir := l.cfg.Dir
 	l.mu.Unlock()
-	segs, err := segments(dir)
-	if err != nil {
-		return Page{}, err
+	l.commit.publish(0, errors.New("evidence: log is closed"))
+	l.commit.stop()
+	if herr := l.closeHeads(); err == nil {
+		err = herr
 	}
-	var out []Entry
-	errStop := errors.New("stop")
-	for _, n := range segs {
-		_, _, err := scanSegment(segmentPath(dir, n), func(e Entry) {
-			if e.Seq <= head && match(e) && len(out) <= q.Limit {
-				out = append(out, e)
-			}
-		})
-		if err != nil && !errors.Is(err, errStop) {
-			return Page{}, err
-		}
-		if len(out) > q.Limit {
-			break
-		}
-	}
-	return page(out, q.Limit, head), nil
-}
-
-func page(out []Entry, limit int, head uint64) Page {
-	p := Page{Head: head, Entries: out}
-	if len(out) > limit {
-		p.Entries = out[:limit]
-		p.Next = out[limit-1].Seq
-	}
-	if p.Entries == nil {
-		p.Entries = []Entry{}
-	}
-	return p
+	releaseDir(l.key, l)
+	return err
 }
 
 // Digest is the SHA-256 (hex) of v's canonical JSON; "" for nil.
@@ -720,10 +718,13 @@ func Digest(v any) string {
 	if v == nil {
 		return ""
 	}
-	b, err := Canonical(v)
-	if err != nil {
+	b := getBuf()
+	defer putBuf(b)
+	if err := appendCanonical(b, v); err != nil {
 		return "unencodable:" + strings.ReplaceAll(err.Error(), " ", "_")
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	sum := sha256.Sum256(b.Bytes())
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	return string(h[:])
 }

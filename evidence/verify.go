@@ -112,8 +112,10 @@ func Verify(dir string, pub ed25519.PublicKey) (Report, error) {
 	return VerifyWith(dir, VerifyOptions{Pub: pub})
 }
 
-// VerifyWith is Verify with options.
+// VerifyWith is Verify with options. Receipts a Log of this process holds
+// buffered for dir are written first.
 func VerifyWith(dir string, opt VerifyOptions) (Report, error) {
+	flushOpen(dir)
 	pub := opt.Pub
 	r := Report{}
 	segs, err := segments(dir)

@@ -522,9 +522,7 @@ func (g *Device) record(ctx context.Context, method, name string, params any, co
 		}
 		r.Error = e
 	} else if res != nil {
-		if b, jerr := json.Marshal(res); jerr == nil {
-			r.Result = b
-		}
+		r.Value = res // canonicalised by Append in one pass (nothing kept if it does not marshal)
 		if ir, ok := res.(*mhp.InvokeResult); ok && ir.Job != nil {
 			r.Job = ir.Job.ID
 		}
@@ -560,9 +558,7 @@ func (g *Device) onNotification(n mhp.Notification) {
 			r.Outcome = string(j.State) + "/" + j.Outcome
 		}
 	}
-	if b, err := json.Marshal(n.Params); err == nil {
-		r.Result = b
-	}
+	r.Value = n.Params // a nil map is kept as null, as json.Marshal gave it
 	// Listeners must not block: the append (and its fsync) runs aside, in order.
 	g.appendAsync(r)
 }

@@ -101,7 +101,10 @@ func build(ctx context.Context, cfg Config, opt Options) (binding.Config, *adapt
 		clk = clock.Real{}
 	}
 	a := &adapter{cfg: cfg, node: opt.Node, acts: opt.Actions, info: info, running: map[string]string{}, clk: clk,
-		log: log, reachable: true, firstState: desc.State}
+		log: log, reachable: true, firstState: desc.State, poll: cfg.pollRetry(opt.PollClock)}
+	if cfg.PollFailures > 0 {
+		log.Warn("madsci: " + adapters.DeprecatedPollFailures(cfg.PollFailures))
+	}
 	a.status = &cached[*NodeStatus]{ttl: cfg.SignalCache, fetch: a.readStatus}
 	a.state = &cached[map[string]any]{ttl: cfg.SignalCache, fetch: opt.Node.State}
 
@@ -206,7 +209,9 @@ type adapter struct {
 
 	// clk times the status watch (the driver's clock).
 	clk clock.Clock
-	log *slog.Logger
+	// poll times the action polls and retries their failures.
+	poll adapters.PollRetry
+	log  *slog.Logger
 
 	mu      sync.Mutex
 	running map[string]string // MHP job id -> node action id
@@ -296,21 +301,24 @@ func (a *adapter) signals(ctx context.Context) ([]binding.Signal, error) {
 	taken := map[string]bool{}
 	if *a.cfg.StatusSignals {
 		flags := []struct {
-			name string
-			get  func(*NodeStatus) bool
+			name, notes string
+			get         func(*NodeStatus) bool
 		}{
-			{SignalBusy, func(s *NodeStatus) bool { return s.Busy }},
-			{SignalPaused, func(s *NodeStatus) bool { return s.Paused }},
-			{SignalLocked, func(s *NodeStatus) bool { return s.Locked }},
-			{SignalStopped, func(s *NodeStatus) bool { return s.Stopped }},
-			{SignalErrored, func(s *NodeStatus) bool { return s.Errored }},
-			{SignalDisconnected, func(s *NodeStatus) bool { return s.Disconnected }},
-			{SignalInitializing, func(s *NodeStatus) bool { return s.Initializing }},
-			{SignalReady, func(s *NodeStatus) bool { return s.IsReady() }},
+			{SignalBusy, "", func(s *NodeStatus) bool { return s.Busy }},
+			{SignalPaused, "; a node left paused by its pause admin command (MADSci's pause ends the running action) refuses every " +
+				"action until safety/reset sends the node's reset", func(s *NodeStatus) bool { return s.Paused }},
+			{SignalLocked, "", func(s *NodeStatus) bool { return s.Locked }},
+			{SignalStopped, "", func(s *NodeStatus) bool { return s.Stopped }},
+			{SignalErrored, "", func(s *NodeStatus) bool { return s.Errored }},
+			{SignalDisconnected, "", func(s *NodeStatus) bool { return s.Disconnected }},
+			{SignalInitializing, "", func(s *NodeStatus) bool { return s.Initializing }},
+			{SignalReady, "; false while the node is busy, paused, locked, stopped, errored, disconnected, initializing or " +
+				"waiting for config: it then refuses every blocking action (the ready interlock refuses it here first)",
+				func(s *NodeStatus) bool { return s.IsReady() }},
 		}
 		for _, f := range flags {
 			get := f.get
-			add(mhp.Signal{Name: f.name, Type: mhp.TypeBoolean, Notes: "from the node's GET /status"},
+			add(mhp.Signal{Name: f.name, Type: mhp.TypeBoolean, Notes: "from the node's GET /status" + f.notes},
 				func(ctx context.Context) (binding.Sample, error) {
 					st, err := a.status.get(ctx)
 					if err != nil {
@@ -477,6 +485,14 @@ func (a *adapter) actions() ([]binding.Action, error) {
 			addParam(arg, sh, false)
 		}
 		spec.Returns = resultShape(def)
+		if a.cfg.Result == ResultJSON {
+			// The job's result is json_result alone: so is the shape.
+			jr := *spec.Returns.Properties["json_result"]
+			if jr.Notes == "" {
+				jr.Notes = spec.Returns.Notes
+			}
+			spec.Returns = &jr
+		}
 		if err := o.ApplyTo(&spec); err != nil {
 			return nil, fmt.Errorf("madsci: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/adapters"
+	"github.com/openmhp/mhp-go/clock"
 )
 
 // Kind is the adapter kind of madsci config files (`adapter: madsci`).
@@ -54,8 +55,17 @@ type Config struct {
 	// MaxRetries bounds the retries of one request; default 5.
 	MaxRetryAfter time.Duration `yaml:"max_retry_after,omitempty"`
 	MaxRetries    int           `yaml:"max_retries,omitempty"`
-	// PollFailures is how many polls in a row may fail (node unreachable)
-	// before the outcome is declared unknown; default 3.
+	// PollRetry is the retry policy of failed action polls (see
+	// [adapters.PollRetry]): a poll the node answered with an HTTP error
+	// (a 500, a proxy's 502) or could not answer is retried after
+	// poll_retry.backoff (250ms) doubling to poll_retry.max_backoff (5s),
+	// for poll_retry.window (2m) from the first failure in a row; then the
+	// outcome is unknown. 429 and 503 are first retried by the client after
+	// their Retry-After (max_retries).
+	PollRetry adapters.PollRetry `yaml:"poll_retry,omitempty"`
+	// PollFailures is deprecated (poll_retry.window replaces it): when
+	// set, the outcome is also given up as unknown after that many failed
+	// polls in a row, and New logs a warning. Unset by default.
 	PollFailures int `yaml:"poll_failures,omitempty"`
 	// UnknownPolls is how many polls in a row may answer "unknown" before
 	// the outcome is declared unknown; default 5.
@@ -176,9 +186,7 @@ func (c Config) Defaults() Config {
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 5
 	}
-	if c.PollFailures == 0 {
-		c.PollFailures = 3
-	}
+	c.PollRetry = c.PollRetry.Defaults()
 	if c.UnknownPolls == 0 {
 		c.UnknownPolls = 5
 	}
@@ -234,8 +242,11 @@ func (c Config) Validate() error {
 	if c.MaxRetries < 0 {
 		return fmt.Errorf("madsci: max_retries must be >= 0, got %d", c.MaxRetries)
 	}
-	if c.PollFailures < 1 {
-		return fmt.Errorf("madsci: poll_failures must be >= 1, got %d", c.PollFailures)
+	if c.PollFailures < 0 {
+		return fmt.Errorf("madsci: poll_failures (deprecated: use poll_retry.window) must be >= 1 when set, got %d", c.PollFailures)
+	}
+	if err := c.PollRetry.Validate(); err != nil {
+		return fmt.Errorf("madsci: %w", err)
 	}
 	if c.UnknownPolls < 1 {
 		return fmt.Errorf("madsci: unknown_polls must be >= 1, got %d", c.UnknownPolls)
@@ -249,4 +260,15 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// pollRetry is the config's poll policy on the poll clock, with the
+// deprecated poll_failures as its count bound.
+func (c Config) pollRetry(clk clock.Clock) adapters.PollRetry {
+	p := c.PollRetry
+	p.MaxFailures = c.PollFailures
+	if clk != nil {
+		p.Clock = clk
+	}
+	return p.Defaults()
 }

@@ -10,7 +10,7 @@
 //	err = drv.Start(ctx)
 //	defer drv.Close()
 //
-// [Options] embed [adapters.Options] (clock, link clock, logger, Refine) next
+// [Options] embed [adapters.Options] (clock, link clock, poll clock, logger, Refine) next
 // to the node seam: [Node] and [Actions] (nil = an HTTP [Client] of
 // [Config.NodeURL]), the Retry-After clock and the http.Client. The fake
 // node of package madsci/madscitest serves tests and examples.
@@ -35,7 +35,13 @@
 // that reason (what the gates check never changes under a running device).
 // A request that fails below HTTP marks the link down; a start that could
 // not connect is refused not_started (nothing was sent, no fault); a 5xx
-// reply is the node answering, never a link drop. With results_dir set, the
+// reply is the node answering, never a link drop. A running action is
+// polled every poll_interval growing to poll_max; a failed poll follows the
+// shared poll policy ([adapters.PollRetry], poll_retry): retried with
+// back-off (250ms doubling to 5s) for poll_retry.window (2m) from the first
+// failure in a row, then the outcome is unknown (fault), the message saying
+// whether the node answered an HTTP error (and which) or could not be
+// reached. poll_failures (a count) is deprecated. With results_dir set, the
 // result files of a succeeded action are downloaded into
 // results_dir/<action_id>/ and listed as local_files.
 //
@@ -88,7 +94,7 @@
 //	             and invokes are refused not_started before anything is
 //	             sent, and the link reconnects. A job running meanwhile
 //	             ends outcome unknown (fault) when its own polls keep
-//	             failing (poll_failures).
+//	             failing for poll_retry.window.
 //
 // A fault on the node's word is latched once ([binding.Driver.Fault]), runs
 // the fault hook like every fault (the estop hook: safety_stop when

@@ -2,6 +2,7 @@ package madsci
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -66,7 +67,8 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 		}
 	}()
 	cancelling, cancelSent := false, false
-	failures, unknowns := 0, 0
+	unknowns := 0
+	fails := a.poll.Follow(fmt.Sprintf("madsci action %s (%s)", plan.name, id), "the node")
 	delay := a.cfg.PollInterval
 	lastStatus := ""
 	for {
@@ -115,8 +117,13 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 				if cancelling {
 					return nil, binding.ErrCancelled
 				}
-				return nil, binding.Failed(fmt.Errorf("madsci action %s (%s) ended paused and is no longer running; MADSci does not continue it", plan.name, id),
-					map[string]any{"node_status": st, "action_id": id, "node_errors": errorData(res.Errors)})
+				why := "MADSci does not continue it"
+				if ns.Paused {
+					why += "; the node stays paused and refuses every later action (node.ready reads false) until safety/reset " +
+						"sends the node's reset (its resume only clears the flag)"
+				}
+				return nil, binding.Failed(fmt.Errorf("madsci action %s (%s) ended paused and is no longer running; %s", plan.name, id, why),
+					map[string]any{"node_status": st, "action_id": id, "node_errors": errorData(res.Errors), "node_paused": ns.Paused})
 			}
 		case StatusUnknown:
 			unknowns++
@@ -149,19 +156,16 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 			job.Progress(0, map[string]any{"node_status": st, "action_id": id, "cancel_sent": cancelSent})
 			delay = a.cfg.PollInterval
 		}
-		if err := sleepReal(pollCtx, delay); err != nil {
+		if err := a.poll.Sleep(pollCtx, delay); err != nil {
 			if !cancelling {
 				continue // ctx ended: handle the cancel or timeout at the top
 			}
 			return nil, a.lostTrack(plan, id, cancelling, cancelSent, st)
 		}
-		if delay = delay * 3 / 2; delay > a.cfg.PollMax {
-			delay = a.cfg.PollMax
-		}
 		if ctx.Err() != nil && !cancelling {
 			continue // handle the cancel or timeout before polling again
 		}
-		next, err := a.poll(pollCtx, plan.name, id)
+		next, err := a.pollAction(pollCtx, plan.name, id)
 		if err != nil {
 			if pollCtx.Err() != nil {
 				if !cancelling {
@@ -169,18 +173,26 @@ func (a *adapter) follow(ctx context.Context, job *binding.Job, plan *actionPlan
 				}
 				return nil, a.lostTrack(plan, id, cancelling, cancelSent, st)
 			}
-			if serverError(err) {
-				// The node answered (a 5xx on one route): not a lost node;
-				// keep polling within the action's deadline.
-				continue
+			// A 5xx is the node answering (a route raising, a proxy
+			// failing), never "unreachable"; either way the poll policy
+			// retries with back-off within its window.
+			status := answeredStatus(err)
+			wait, gerr := fails.Failed(status, err)
+			if gerr != nil {
+				if status == 0 {
+					sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.RequestTimeout)
+					_, _ = a.readStatus(sctx) // a node that is gone marks the link down
+					stop()
+				}
+				return nil, gerr
 			}
-			failures++
-			if failures >= a.cfg.PollFailures {
-				return nil, fmt.Errorf("madsci action %s (%s): node unreachable mid-action (%d polls failed, last status %s): %w", plan.name, id, failures, st, err)
-			}
+			delay = wait
 			continue
 		}
-		failures = 0
+		fails.OK()
+		if delay = delay * 3 / 2; delay > a.cfg.PollMax || delay < a.cfg.PollInterval {
+			delay = min(max(delay, a.cfg.PollInterval), a.cfg.PollMax)
+		}
 		res = next
 	}
 }
@@ -195,8 +207,8 @@ func (a *adapter) lostTrack(plan *actionPlan, id string, cancelling, cancelSent 
 	return fmt.Errorf("madsci action %s (%s): no terminal state before the deadline (last status %s)", plan.name, id, st)
 }
 
-// poll reads the status, and the result once the status settles.
-func (a *adapter) poll(ctx context.Context, action, id string) (*ActionResult, error) {
+// pollAction reads the status, and the result once the status settles.
+func (a *adapter) pollAction(ctx context.Context, action, id string) (*ActionResult, error) {
 	st, err := a.acts.ActionStatus(ctx, action, id)
 	if err != nil {
 		return nil, err
@@ -258,4 +270,19 @@ func sleepReal(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// answeredStatus is the HTTP status the node answered a failed request
+// with (a rate limit still refused after its retries included); 0 when it
+// gave no answer.
+func answeredStatus(err error) int {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.Status
+	}
+	var rl *RateLimitedError
+	if errors.As(err, &rl) {
+		return rl.Status
+	}
+	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/adapters"
 	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
@@ -38,10 +39,16 @@ func baseConfig(url, files string) madsci.Config {
 		SignalCache:    -1,
 		FilesDir:       files,
 		ReadyInterlock: &f,
+		PollRetry:      adapters.PollRetry{Backoff: 2 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Window: 200 * time.Millisecond},
 	}
 }
 
 func newFixture(t *testing.T, opts madscitest.Options, mut func(*madsci.Config)) *fixture {
+	t.Helper()
+	return newFixtureWith(t, opts, mut, madsci.Options{})
+}
+
+func newFixtureWith(t *testing.T, opts madscitest.Options, mut func(*madsci.Config), mopt madsci.Options) *fixture {
 	t.Helper()
 	n := madscitest.New(opts)
 	t.Cleanup(n.Close)
@@ -53,7 +60,7 @@ func newFixture(t *testing.T, opts madscitest.Options, mut func(*madsci.Config))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), conformance.WaitTimeout)
 	defer cancel()
-	d, err := madsci.New(ctx, cfg, madsci.Options{})
+	d, err := madsci.New(ctx, cfg, mopt)
 	if err != nil {
 		t.Fatalf("madsci.New: %v", err)
 	}
@@ -318,6 +325,20 @@ func TestTerminalStates(t *testing.T) {
 			check: func(t *testing.T, f *fixture, j *mhp.Job) {
 				if f.node.Requests("POST /admin/pause") != 1 || !strings.Contains(j.Error.Message, "paused") {
 					t.Errorf("pause posted %d times; error %v", f.node.Requests("POST /admin/pause"), j.Error)
+				}
+				// The job says that the node stays paused, what that
+				// refuses and what clears it; the reset does.
+				if !strings.Contains(j.Error.Message, "the node stays paused and refuses every later action") ||
+					!strings.Contains(j.Error.Message, "safety/reset") || j.Error.Data["node_paused"] != true {
+					t.Errorf("error %v (data %v), want it to say the node stays paused until safety/reset", j.Error, j.Error.Data)
+				}
+				ctx := context.Background()
+				if r, err := f.dev.Reset(ctx); err != nil || !r.Verified {
+					t.Fatalf("reset of the paused node: %+v %v", r, err)
+				}
+				f.node.In.Script(conformance.ActionRun, conformance.Normal)
+				if j := f.finish(t, f.invoke(t, conformance.ActionRun, run)); j.State != mhp.JobDone {
+					t.Errorf("run after the reset: %+v %v", j, j.Error)
 				}
 			}},
 		{name: "paused_held_then_resumed", action: conformance.ActionRun, params: run, opts: madscitest.Options{PauseHolds: true},
@@ -697,6 +718,14 @@ func TestSchemaShapeMapsDeclaredResultTypes(t *testing.T) {
 		run, _ := desc.Action(conformance.ActionRun)
 		if run.Returns == nil || run.Returns.Properties["json_result"] == nil || run.Returns.Properties["json_result"].Type != c.want {
 			t.Fatalf("schema %v: returns %+v, want json_result %s", c.schema, run.Returns, c.want)
+		}
+		// With result: json_result the job's result is the raw value, and
+		// the action returns its type (before: the envelope's object).
+		f = newFixture(t, madscitest.Options{ResultSchema: c.schema}, func(cfg *madsci.Config) { cfg.Result = madsci.ResultJSON })
+		desc = f.drv.Descriptor()
+		run, _ = desc.Action(conformance.ActionRun)
+		if run.Returns == nil || run.Returns.Type != c.want {
+			t.Fatalf("schema %v, result json_result: returns %+v, want %s", c.schema, run.Returns, c.want)
 		}
 	}
 }

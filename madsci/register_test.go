@@ -106,6 +106,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"status_poll", "status_poll", func(c *madsci.Config) { c.StatusPoll = &neg }},
 		{"retries", "max_retries", func(c *madsci.Config) { c.MaxRetries = -1 }},
 		{"poll_failures", "poll_failures", func(c *madsci.Config) { c.PollFailures = -1 }},
+		{"poll_retry", "poll_retry.backoff", func(c *madsci.Config) { c.PollRetry.Backoff = neg }},
+		{"poll_retry window", "poll_retry.window", func(c *madsci.Config) { c.PollRetry.Window = neg }},
 		{"unknown_polls", "unknown_polls", func(c *madsci.Config) { c.UnknownPolls = -1 }},
 		{"interlock", "ready_interlock", func(c *madsci.Config) { c.ReadyInterlock, c.StatusSignals = &tr, &f }},
 		{"action", "actions.run.timeout", func(c *madsci.Config) {

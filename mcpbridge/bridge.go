@@ -71,6 +71,7 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
+	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/onboard"
@@ -134,6 +135,9 @@ type Config struct {
 	// session timeout. Default DefaultSessionIdle; MinSessionIdle to
 	// MaxSessionIdle.
 	SessionIdle time.Duration
+	// Clock reads the time of a session's signs of life and of the idle
+	// sweep; default the real clock.
+	Clock clock.Clock
 }
 
 // Validate reports a missing finder.
@@ -223,6 +227,9 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	if cfg.SessionIdle == 0 {
 		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.SessionIdle < MinSessionIdle || cfg.SessionIdle > MaxSessionIdle {
 		return nil, fmt.Errorf("mcpbridge: SessionIdle %v is outside %v..%v", cfg.SessionIdle, MinSessionIdle, MaxSessionIdle)

@@ -28,7 +28,7 @@ func (b *Bridge) touchSessions(next mcp.MethodHandler) mcp.MethodHandler {
 			s := b.sessions[ss]
 			b.mu.Unlock()
 			if s != nil {
-				s.alive(time.Now())
+				s.alive(b.cfg.Clock.Now())
 			}
 		}
 		return next(ctx, method, req)
@@ -79,7 +79,7 @@ func (b *Bridge) touchID(id string) {
 	}
 	b.mu.Unlock()
 	if s != nil {
-		s.alive(time.Now())
+		s.alive(b.cfg.Clock.Now())
 	}
 }
 
@@ -96,7 +96,7 @@ func (b *Bridge) watchIdle() {
 			return
 		case <-t.C:
 		}
-		now := time.Now()
+		now := b.cfg.Clock.Now()
 		var quiet []*session
 		b.mu.Lock()
 		for ss, s := range b.sessions {

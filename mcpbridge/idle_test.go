@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/clock"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/mcpbridge"
 )
@@ -28,10 +29,12 @@ func (noStreamRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestSilentHTTPSessionReleasesItsLease: a client that acquired a lease and
 // went away without DELETE loses it once its session is idle for
 // SessionIdle, not at the 30-minute session timeout; a client that keeps
-// calling keeps it.
+// calling keeps it. The bridge's clock is manual, so a loaded machine
+// stretching the real time between two calls cannot make them look idle.
 func TestSilentHTTPSessionReleasesItsLease(t *testing.T) {
 	r := newRig(t, "rig", true, "")
-	b := rigBridge(t, r, mcpbridge.Config{SessionIdle: 300 * time.Millisecond})
+	clk := clock.NewManual(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
+	b := rigBridge(t, r, mcpbridge.Config{SessionIdle: 300 * time.Millisecond, Clock: clk})
 	srv := httptest.NewServer(b.HTTPHandler(mcpbridge.HTTPOptions{}))
 	t.Cleanup(srv.Close)
 	connect := func() *mcp.ClientSession {
@@ -47,15 +50,18 @@ func TestSilentHTTPSessionReleasesItsLease(t *testing.T) {
 	if res, body := mustCall(t, busy, "mhp_lab", map[string]any{"op": "acquire", "device": "rig", "ttl_s": 60}); res.IsError {
 		t.Fatalf("acquire: %v", body)
 	}
-	// Calling every 100 ms for 1.2 s (4 idle windows): the lease stays.
+	// Calling every 100 ms of the bridge's clock for 1.2 s (4 idle
+	// windows), with the sweeper running in real time: the lease stays.
 	for i := 0; i < 12; i++ {
-		time.Sleep(100 * time.Millisecond)
+		clk.Advance(100 * time.Millisecond)
 		mustCall(t, busy, "mhp_read", map[string]any{"device": "rig"})
 		if !leased(r) {
 			t.Fatalf("the lease of a session calling every 100 ms was released after %d calls", i)
 		}
 	}
-	// Silent from now on (no DELETE): the lease is released.
+	// Silent from now on (no DELETE): once more than SessionIdle passed,
+	// the next sweep releases the lease.
+	clk.Advance(301 * time.Millisecond)
 	conformance.Eventually(t, "the silent session's lease released", func() bool { return !leased(r) })
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/manual"
 	"github.com/openmhp/mhp-go/mcpbridge"
@@ -61,19 +62,31 @@ func TestOperatorTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := inv.Job.ID
-	res, body := mustCall(t, op, "mhp_operator", map[string]any{"device": "centrifuge-01", "op": "pending"})
-	if jobs, _ := body["jobs"].([]any); res.IsError || len(jobs) != 1 {
-		t.Fatalf("pending: %v", body)
-	}
+	// The job reaches waiting_operator on its own goroutine after the
+	// invoke answers: wait for it to be pending, do not read it once.
+	var res *mcp.CallToolResult
+	var body map[string]any
+	conformance.Eventually(t, "the spin pending for the operator", func() bool {
+		res, body = mustCall(t, op, "mhp_operator", map[string]any{"device": "centrifuge-01", "op": "pending"})
+		jobs, _ := body["jobs"].([]any)
+		return !res.IsError && len(jobs) == 1
+	})
 	res, body = mustCall(t, op, "mhp_operator", map[string]any{"device": "centrifuge-01", "op": "answer", "job": id,
 		"outcome": "done", "note": "from the host"})
 	if res.IsError {
 		t.Fatalf("answer: %v", body)
 	}
-	j, err := dev.Job(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The answer waits a bounded while for the job to settle; the job ends
+	// on its own goroutine, so wait for the terminal state.
+	var j *mhp.Job
+	conformance.Eventually(t, "the answered job to end", func() bool {
+		var err error
+		j, err = dev.Job(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.State.Terminal()
+	})
 	if r, _ := j.Result.(map[string]any); j.State != mhp.JobDone || r["note"] != "from the host" {
 		t.Fatalf("job after mhp_operator: %+v", j)
 	}

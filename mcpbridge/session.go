@@ -41,7 +41,7 @@ type update struct {
 
 func newSession(b *Bridge) *session {
 	return &session{b: b, devices: map[string]*client.Device{}, stops: map[string]func(){}, sim: map[string]bool{},
-		slots: make(chan struct{}, b.cfg.MaxInFlight), seen: time.Now()}
+		slots: make(chan struct{}, b.cfg.MaxInFlight), seen: b.cfg.Clock.Now()}
 }
 
 // session returns the lab of the MCP session of req, made on its first tool
@@ -107,7 +107,7 @@ func (s *session) enter() error {
 
 func (s *session) leave() {
 	<-s.slots
-	s.alive(time.Now()) // the call just ended: the session was there until now
+	s.alive(s.b.cfg.Clock.Now()) // the call just ended: the session was there until now
 }
 
 func (s *session) close() error {

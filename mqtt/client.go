@@ -312,16 +312,19 @@ func (p *PahoClient) onReconnecting(paho.Client, *paho.ClientOptions) {
 func (p *PahoClient) onLost(c paho.Client, err error) {
 	p.log.Warn("mqtt: connection lost", "client", p.opt.ClientID, "err", err)
 	p.mu.Lock()
-	p.lastErr = err
-	p.mu.Unlock()
-	// paho runs this handler and the reconnect concurrently: when the new
-	// connection is already open, the link stays as onConnect reports it;
-	// either way waiters learn that a connection was lost.
-	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !c.IsConnectionOpen() {
-		p.up = false
+	p.lastErr = err
+	// paho runs this handler and the reconnect as two goroutines, and the
+	// reconnect reports the loss first (onReconnecting, before its first
+	// attempt). When this handler comes only after a new connection opened
+	// (a loaded machine deschedules it), the loss was reported already: a
+	// change now would be a spurious one of the healthy new connection,
+	// and a job or write waiting on it would read its link as lost (outcome
+	// unknown, the device in fault) though nothing dropped.
+	if c.IsConnectionOpen() {
+		return
 	}
+	p.up = false
 	close(p.changed)
 	p.changed = make(chan struct{})
 }

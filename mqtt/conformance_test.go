@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,6 +98,13 @@ var runID = func() string {
 
 func startFixture(t testing.TB, env brokerEnv, opt conformance.Options, edit func(*mqtt.Config)) *mqttFixture {
 	t.Helper()
+	return startFixtureLog(t, env, opt, edit, quietLogger())
+}
+
+// startFixtureLog is startFixture with clientLog as the logger of the
+// adapter's broker client.
+func startFixtureLog(t testing.TB, env brokerEnv, opt conformance.Options, edit func(*mqtt.Config), clientLog *slog.Logger) *mqttFixture {
+	t.Helper()
 	n := fixtureSeq.Add(1)
 	prefix := fmt.Sprintf("lab/%s/fix%d", runID, n)
 	adapterID := fmt.Sprintf("adapter-%s-%d", runID, n)
@@ -110,7 +118,7 @@ func startFixture(t testing.TB, env brokerEnv, opt conformance.Options, edit fun
 		edit(&cfg)
 	}
 	client, err := mqtt.DialPaho(mqtt.DialOptions{Broker: env.adapterAddr, ClientID: adapterID, ConnectTimeout: 5 * time.Second,
-		MaxReconnectInterval: 200 * time.Millisecond, Logger: quietLogger()})
+		MaxReconnectInterval: 200 * time.Millisecond, Logger: clientLog})
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gopcua/opcua/ua"
+
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/opcua/opcuatest"
@@ -46,14 +48,22 @@ func TestEngineeringUnitsAndRange(t *testing.T) {
 		}
 	}
 
-	// The driver holds a setting without limits to the server's range:
-	// refused before sending, nothing written.
+	// The driver holds a setting without limits to the server's range: its
+	// first connection refines the descriptor, so the limits gate refuses
+	// before sending, nothing written.
 	d := startDriver(t, cfg, nil)
 	dev := mhp.AsSession(d, "s1")
 	before, _ := srv.In.Written(conformance.SettingSetpoint)
 	_, err = dev.Write(ctx, mhp.WriteRequest{Name: "setpoint_free", Value: 150.0})
-	if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeLimitViolation || !strings.Contains(e.Message, "EURange 0..100") {
+	if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeLimitViolation || e.Data[mhp.DataGate] != mhp.GateLimits {
 		t.Fatalf("write outside the EURange: %v", err)
+	}
+	// Behind the gate, the adapter's own check still names the EURange (a
+	// server whose range narrowed after the descriptor was refined).
+	item := SettingItem{Setting: mhp.Setting{Name: "setpoint_free", Type: mhp.TypeNumber}, Node: opcuatest.NodeID(conformance.SettingSetpoint)}
+	a := &adapter{info: map[string]nodeInfo{item.Node: {dataType: ua.TypeIDDouble, hasRange: true, low: 0, high: 100}}, badRange: map[string]string{}}
+	if e, ok := mhp.AsError(a.rangeGate(item, 150.0)); !ok || e.Code != mhp.CodeLimitViolation || !strings.Contains(e.Message, "EURange 0..100") {
+		t.Fatalf("the adapter's range check: %v", e)
 	}
 	if after, _ := srv.In.Written(conformance.SettingSetpoint); after != before {
 		t.Fatalf("the refused write reached the server: %v -> %v", before, after)

@@ -99,12 +99,15 @@ func harness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 	t.Helper()
 	srv := startFake(t)
 	clk := clock.NewManual(time.Now())
-	d := startDriver(t, fixtureConfig(srv.URL, opt), clk)
+	cfg := fixtureConfig(srv.URL, opt)
+	d := startDriver(t, cfg, clk)
 	waitSignals(t, d)
+	b := newServedBackend(t, d, srv, cfg)
+	b.waitSubscribed()
 	return &conformance.Fixture{
 		Device:  mhp.AsSession(d, "session-a"),
 		Other:   mhp.AsSession(d, "session-b"),
-		Backend: srv.In,
+		Backend: b,
 		Advance: clk.Advance,
 	}
 }

@@ -60,6 +60,9 @@ func build(ctx context.Context, cfg Config, opt Options) (binding.Config, *adapt
 	if err := cfg.Validate(); err != nil {
 		return binding.Config{}, nil, err
 	}
+	if cfg.PollFailures > 0 {
+		opt.Log().Warn("pylabrobot: " + adapters.DeprecatedPollFailures(cfg.PollFailures))
+	}
 	var bc binding.Config
 	cfg.Apply(&bc)
 	if bc.Device.Make == "" {
@@ -73,7 +76,7 @@ func build(ctx context.Context, cfg Config, opt Options) (binding.Config, *adapt
 			}
 			opt.Legacy = c
 		}
-		l := &legacyAdapter{cfg: cfg, lh: opt.Legacy}
+		l := &legacyAdapter{cfg: cfg, lh: opt.Legacy, poll: cfg.pollRetry(opt)}
 		// The legacy server's API is fixed: the device needs nothing from
 		// it to start; the link starts down until Setup or a probe reaches it.
 		l.link = newLink(cfg, opt, func(ctx context.Context) error { _, err := l.lh.SetupFinished(ctx); return err },
@@ -111,7 +114,10 @@ func build(ctx context.Context, cfg Config, opt Options) (binding.Config, *adapt
 			opt.Log().Warn("pylabrobot: descriptor cache not written", "err", err)
 		}
 	}
-	b := &bridgeAdapter{cfg: cfg, m: opt.Machine, t: opt.Tasks, desc: desc}
+	b := &bridgeAdapter{cfg: cfg, m: opt.Machine, t: opt.Tasks, desc: desc, poll: cfg.pollRetry(opt)}
+	if *cfg.LongPoll && desc.Bridge.LongPollS > 0 {
+		b.longPoll = min(cfg.LongPollWait, time.Duration(desc.Bridge.LongPollS*float64(time.Second)))
+	}
 	b.state = &stateCache{ttl: cfg.SignalCache, fetch: opt.Machine.State}
 	b.link = newLink(cfg, opt, b.probe, downErr)
 	bc, err := b.binding(bc)
@@ -130,6 +136,11 @@ type bridgeAdapter struct {
 	desc  *Description
 	state *stateCache
 	link  *adapters.Link
+	poll  adapters.PollRetry
+	// longPoll is how long a task poll asks the bridge to hold its answer;
+	// 0: the bridge does not long-poll (or long_poll is off), so polls
+	// wait poll_interval between them.
+	longPoll time.Duration
 }
 
 type stateCache struct {
@@ -321,8 +332,14 @@ func shapeOf(t TypeDesc) *mhp.Shape {
 		s.Limits = &mhp.Limits{Enum: t.Enum}
 	}
 	var notes []string
+	named := false // the notes name the python type already
 	if t.Resource {
-		notes = append(notes, "name of a deck resource"+resourceKinds(t.ResourceTypes))
+		kinds := t.ResourceTypes
+		if len(kinds) == 0 && t.PythonType != "" {
+			kinds, named = []string{t.PythonType}, true
+		}
+		notes = append(notes, "name of a deck resource"+resourceKinds(kinds))
+		named = named || len(t.ResourceTypes) > 0
 	}
 	if t.Items != nil && t.Items.Resource {
 		notes = append(notes, "names of deck resources"+resourceKinds(t.Items.ResourceTypes))
@@ -353,8 +370,9 @@ func shapeOf(t TypeDesc) *mhp.Shape {
 			alts[resAt] = "a deck resource name" + resourceKinds(slices.Compact(kinds))
 		}
 		notes = append(notes, "one of: "+strings.Join(alts, ", or "))
+		named = true // each alternative names its own type
 	}
-	if t.PythonType != "" {
+	if t.PythonType != "" && !named {
 		notes = append(notes, "python type "+t.PythonType)
 	}
 	s.Notes = strings.Join(notes, "; ")
@@ -416,8 +434,10 @@ func (b *bridgeAdapter) run(ctx context.Context, job *binding.Job, method string
 	return b.follow(ctx, job, t)
 }
 
-// follow polls the task to its end; after a cancel (or estop) it sends the
-// bridge's cancel once and keeps polling under its own deadline.
+// follow polls the task to its end (long-polling when the bridge offers
+// it); after a cancel (or estop) it sends the bridge's cancel once and
+// keeps polling under its own deadline. Failed polls follow the poll
+// policy (poll_retry).
 func (b *bridgeAdapter) follow(ctx context.Context, job *binding.Job, t *Task) (any, error) {
 	id := t.ID
 	pollCtx := ctx
@@ -427,7 +447,8 @@ func (b *bridgeAdapter) follow(ctx context.Context, job *binding.Job, t *Task) (
 			f()
 		}
 	}()
-	cancelling, failures := false, 0
+	p := b.newTaskPoll(t)
+	cancelling := false
 	var lastProgress float64 = -1
 	lastMsg := ""
 	for {
@@ -445,17 +466,17 @@ func (b *bridgeAdapter) follow(ctx context.Context, job *binding.Job, t *Task) (
 		case TaskUnknown:
 			return nil, fmt.Errorf("bridge task %s (%s) ended with outcome unknown: %s", id, t.Method, t.Error)
 		case TaskQueued, TaskRunning:
-			p := 0.0
+			frac := 0.0
 			if t.Progress != nil {
-				p = *t.Progress
+				frac = *t.Progress
 			}
-			if p != lastProgress || t.Message != lastMsg {
-				lastProgress, lastMsg = p, t.Message
+			if frac != lastProgress || t.Message != lastMsg {
+				lastProgress, lastMsg = frac, t.Message
 				extra := map[string]any{"task_id": id, "status": t.Status}
 				if t.Message != "" {
 					extra["message"] = t.Message
 				}
-				job.Progress(p, extra)
+				job.Progress(frac, extra)
 			}
 		default:
 			return nil, fmt.Errorf("bridge task %s: status %q is not a task status", id, t.Status)
@@ -479,35 +500,88 @@ func (b *bridgeAdapter) follow(ctx context.Context, job *binding.Job, t *Task) (
 			var stop context.CancelFunc
 			pollCtx, stop = context.WithDeadline(base, deadline)
 			stops = append(stops, stop)
+			p.wait = 0
 		}
-		if err := sleepCtx(pollCtx, b.cfg.PollInterval); err != nil {
-			if !cancelling {
-				continue
+		next, err := p.next(pollCtx, t)
+		switch {
+		case next != nil:
+			t = next
+		case pollCtx.Err() != nil:
+			if cancelling {
+				return nil, fmt.Errorf("bridge task %s (%s): no end state within %v of the cancel", id, t.Method, b.cfg.CancelWait)
 			}
-			return nil, fmt.Errorf("bridge task %s (%s): no end state within %v of the cancel", id, t.Method, b.cfg.CancelWait)
+			// The job's context ended: the cancel or the deadline is
+			// handled at the top.
+		case err != nil:
+			return nil, err
 		}
-		next, err := b.t.Task(pollCtx, id)
-		if err != nil {
-			var he *HTTPError
-			if errors.As(err, &he) && he.Status == http.StatusNotFound {
-				return nil, fmt.Errorf("bridge task %s (%s) is gone (the bridge restarted?): outcome unknown", id, t.Method)
-			}
-			if pollCtx.Err() != nil && !cancelling {
-				continue
-			}
-			failures++
-			if failures >= b.cfg.PollFailures {
-				if errors.As(err, &he) {
-					// It answered: an error status is not "unreachable".
-					return nil, fmt.Errorf("bridge task %s (%s): the bridge answered HTTP %d to %d polls in a row: %w", id, t.Method, he.Status, failures, err)
-				}
-				return nil, fmt.Errorf("bridge task %s (%s): bridge unreachable (%d polls failed): %w", id, t.Method, failures, err)
-			}
-			continue
-		}
-		failures = 0
-		t = next
 	}
+}
+
+// taskPoll follows one task's polls: the wait before the next one, the
+// long-poll when the bridge offers it, and the failed polls under the
+// poll policy.
+type taskPoll struct {
+	b      *bridgeAdapter
+	id     string
+	method string
+	fails  *adapters.PollFailures
+	wait   time.Duration // before the next poll
+}
+
+func (b *bridgeAdapter) newTaskPoll(t *Task) *taskPoll {
+	// The submit answer was just read: the first poll goes at once to a
+	// long-polling bridge, after poll_interval otherwise.
+	p := &taskPoll{b: b, id: t.ID, method: t.Method, wait: b.cfg.PollInterval,
+		fails: b.poll.Follow(fmt.Sprintf("bridge task %s (%s)", t.ID, t.Method), "the bridge")}
+	if b.longPoll > 0 {
+		p.wait = 0
+	}
+	return p
+}
+
+// next waits its turn and polls once. It returns the task; or nil and nil
+// after a failed poll that the policy retries (p.wait is the back-off);
+// or the error that ends the job: the bridge forgot the task (404: it
+// restarted, the outcome is unknown), or the policy's window is spent. When
+// ctx ends it returns nil and ctx's error.
+func (p *taskPoll) next(ctx context.Context, cur *Task) (*Task, error) {
+	if err := p.b.poll.Sleep(ctx, p.wait); err != nil {
+		return nil, err
+	}
+	var w Wait
+	if p.b.longPoll > 0 {
+		w = Wait{For: p.b.longPoll, Seen: cur.Version}
+	}
+	t, err := p.b.t.Task(ctx, p.id, w)
+	if err == nil {
+		p.fails.OK()
+		p.wait = p.b.cfg.PollInterval
+		if w.For > 0 && (t.Held || t.Version != cur.Version) {
+			p.wait = 0 // the bridge waited for the change: ask again at once
+		}
+		return t, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	status := 0
+	var he *HTTPError
+	if errors.As(err, &he) {
+		if he.Status == http.StatusNotFound {
+			return nil, fmt.Errorf("bridge task %s (%s) is gone (the bridge restarted?): outcome unknown", p.id, p.method)
+		}
+		status = he.Status
+	}
+	wait, gerr := p.fails.Failed(status, err)
+	if gerr != nil {
+		if status == 0 {
+			p.b.lost(err)
+		}
+		return nil, gerr
+	}
+	p.wait = wait
+	return nil, nil
 }
 
 // write runs a setter method and waits for its end.
@@ -523,7 +597,8 @@ func (b *bridgeAdapter) write(ctx context.Context, method, param string, v any) 
 		}
 		return binding.Sent, err
 	}
-	for failures := 0; ; {
+	p := b.newTaskPoll(t)
+	for {
 		switch t.Status {
 		case TaskDone:
 			return binding.Applied, nil
@@ -535,18 +610,15 @@ func (b *bridgeAdapter) write(ctx context.Context, method, param string, v any) 
 		default:
 			return binding.Sent, fmt.Errorf("%s(%s=%v): task %s ended %s: %s", method, param, v, t.ID, t.Status, t.Error)
 		}
-		if err := sleepCtx(ctx, b.cfg.PollInterval); err != nil {
+		next, err := p.next(ctx, t)
+		switch {
+		case next != nil:
+			t = next
+		case ctx.Err() != nil:
 			return binding.Sent, fmt.Errorf("%s(%s=%v): no end state before the deadline", method, param, v)
+		case err != nil:
+			return binding.Sent, fmt.Errorf("%s(%s=%v): %w", method, param, v, err)
 		}
-		next, err := b.t.Task(ctx, t.ID)
-		if err != nil {
-			failures++
-			if failures >= b.cfg.PollFailures || ctx.Err() != nil {
-				return binding.Sent, fmt.Errorf("%s(%s=%v): %w", method, param, v, err)
-			}
-			continue
-		}
-		failures, t = 0, next
 	}
 }
 
@@ -562,15 +634,4 @@ func (b *bridgeAdapter) estop(ctx context.Context) error {
 		return fmt.Errorf("machine.stop() failed: %s", r.Error)
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -57,7 +57,13 @@ func (e *HTTPError) Error() string {
 
 // do sends a request and decodes a 2xx JSON reply into out (when not nil).
 func (c *httpClient) do(ctx context.Context, method, path string, in, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	return c.doWithin(ctx, 0, method, path, in, out)
+}
+
+// doWithin is do with the request timeout stretched by extra (the time a
+// long-poll may be held).
+func (c *httpClient) doWithin(ctx context.Context, extra time.Duration, method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+extra)
 	defer cancel()
 	var rd io.Reader
 	if in != nil {
@@ -68,6 +74,7 @@ func (c *httpClient) do(ctx context.Context, method, path string, in, out any) e
 		rd = bytes.NewReader(b)
 	}
 	u := *c.base
+	path, u.RawQuery, _ = strings.Cut(path, "?")
 	u.Path = c.base.Path + path
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
@@ -127,7 +134,11 @@ type Machine interface {
 // whether the task started.
 type Tasks interface {
 	Submit(ctx context.Context, method string, params map[string]any, timeoutS float64) (*Task, error)
-	Task(ctx context.Context, id string) (*Task, error)
+	// Task reads one task; with w.For > 0 (only against a bridge whose
+	// /describe offers long-poll) the bridge may hold the answer until the
+	// task's version differs from w.Seen or w.For has passed, and ctx
+	// ending cuts the wait.
+	Task(ctx context.Context, id string, w Wait) (*Task, error)
 	Cancel(ctx context.Context, id string) (*Task, error)
 }
 
@@ -136,6 +147,10 @@ type Description struct {
 	Bridge struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
+		// LongPollS is the longest a bridge holds GET /tasks/{id}?wait=
+		// for a task's change (a long-poll); 0: it does not (bridges
+		// before version 2), so the adapter polls.
+		LongPollS float64 `json:"long_poll_s,omitempty"`
 	} `json:"bridge"`
 	Machine struct {
 		Class   string `json:"class"`
@@ -222,6 +237,22 @@ type Task struct {
 	Error           string         `json:"error,omitempty"`
 	ErrorType       string         `json:"error_type,omitempty"`
 	CancelRequested bool           `json:"cancel_requested,omitempty"`
+	// Version counts the task's changes (status, progress, message) at
+	// a long-polling bridge; 0 from older bridges.
+	Version int64 `json:"version,omitempty"`
+	// Held is set by [BridgeClient.Task], not sent: the bridge held this
+	// answer as a long-poll (false: it answered at once, because it was
+	// asked no wait, the task had changed, or it holds no more waits).
+	Held bool `json:"-"`
+}
+
+// Wait is a long-poll of GET /tasks/{id}: For is how long the bridge may
+// hold the answer (0: answer at once; the bridge clamps it to its
+// long_poll_s), Seen the task version the caller already has (the answer
+// comes as soon as the task's version differs).
+type Wait struct {
+	For  time.Duration
+	Seen int64
 }
 
 // BridgeClient speaks the plrbridge API. It implements Machine and Tasks.
@@ -306,14 +337,23 @@ func bridgeRefusal(err error, method string) *mhp.Error {
 		With("outcome", mhp.OutcomeNotStarted).With("http_status", he.Status)
 }
 
-// Task implements Tasks.
-func (b *BridgeClient) Task(ctx context.Context, id string) (*Task, error) {
+// Task implements Tasks. A long-poll's request deadline is the client's
+// request timeout plus the wait.
+func (b *BridgeClient) Task(ctx context.Context, id string, w Wait) (*Task, error) {
 	var out struct {
-		Task Task `json:"task"`
+		Task  Task    `json:"task"`
+		WaitS float64 `json:"wait_s"`
 	}
-	if err := b.c.do(ctx, http.MethodGet, "/tasks/"+url.PathEscape(id), nil, &out); err != nil {
+	path := "/tasks/" + url.PathEscape(id)
+	var extra time.Duration
+	if w.For > 0 {
+		path += "?wait=" + strconv.FormatFloat(w.For.Seconds(), 'f', -1, 64) + "&seen=" + strconv.FormatInt(w.Seen, 10)
+		extra = w.For
+	}
+	if err := b.c.doWithin(ctx, extra, http.MethodGet, path, nil, &out); err != nil {
 		return nil, err
 	}
+	out.Task.Held = w.For > 0 && out.WaitS > 0
 	return &out.Task, nil
 }
 

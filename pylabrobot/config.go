@@ -42,16 +42,35 @@ type Config struct {
 	URL string `yaml:"url,omitempty"`
 	// RequestTimeout bounds every HTTP request; default 10s.
 	RequestTimeout time.Duration `yaml:"request_timeout,omitempty"`
-	// PollInterval is the wait between task polls; default 200ms.
+	// PollInterval is the wait between task polls when the bridge does
+	// not long-poll (an older bridge, long_poll: false, the legacy
+	// server); default 200ms.
 	PollInterval time.Duration `yaml:"poll_interval,omitempty"`
+	// LongPoll lets the adapter wait for a task's change at the bridge
+	// (GET /tasks/{id}?wait=) when the bridge's /describe says it can
+	// (bridge.long_poll_s), so a task's end reaches the job at once instead
+	// of up to poll_interval later; default true. false polls every
+	// poll_interval.
+	LongPoll *bool `yaml:"long_poll,omitempty"`
+	// LongPollWait is the most one long-poll asks the bridge to hold its
+	// answer (clamped to the bridge's long_poll_s): a change answers at
+	// once, so this only bounds how long one request stays open; default
+	// 5s. A cancel or estop never waits for it: the poll is cut at once.
+	LongPollWait time.Duration `yaml:"long_poll_wait,omitempty"`
+	// PollRetry is the retry policy of failed task polls (see
+	// [adapters.PollRetry]): back-off from poll_retry.backoff (250ms)
+	// doubling to poll_retry.max_backoff (5s), for poll_retry.window (2m)
+	// from the first failure in a row before the outcome is unknown.
+	PollRetry adapters.PollRetry `yaml:"poll_retry,omitempty"`
 	// ActionTimeout bounds an action with no timeout of its own (and is sent
 	// to the bridge as the task's timeout_s); default 1h.
 	ActionTimeout time.Duration `yaml:"action_timeout,omitempty"`
 	// CancelWait bounds how long a cancelled job keeps polling for the
 	// task's end state after the cancel was sent; default 60s.
 	CancelWait time.Duration `yaml:"cancel_wait,omitempty"`
-	// PollFailures is how many task polls in a row may fail before the
-	// outcome is unknown; default 3.
+	// PollFailures is deprecated (poll_retry.window replaces it): when
+	// set, the outcome is also given up as unknown after that many failed
+	// polls in a row, and New logs a warning. Unset by default.
 	PollFailures int `yaml:"poll_failures,omitempty"`
 	// SignalCache is how long one /state reply serves signal reads; default
 	// 250ms; negative disables.
@@ -128,6 +147,7 @@ func (c Config) Defaults() Config {
 	}
 	def(&c.RequestTimeout, 10*time.Second)
 	def(&c.PollInterval, 200*time.Millisecond)
+	def(&c.LongPollWait, 5*time.Second)
 	def(&c.ActionTimeout, time.Hour)
 	def(&c.CancelWait, time.Minute)
 	def(&c.SignalCache, 250*time.Millisecond)
@@ -136,9 +156,11 @@ func (c Config) Defaults() Config {
 		t := true
 		c.ResetSetup = &t
 	}
-	if c.PollFailures == 0 {
-		c.PollFailures = 3
+	if c.LongPoll == nil {
+		t := true
+		c.LongPoll = &t
 	}
+	c.PollRetry = c.PollRetry.Defaults()
 	return c
 }
 
@@ -161,14 +183,17 @@ func (c Config) Validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("pylabrobot: url %q is not an http(s) URL", c.URL)
 	}
-	for name, d := range map[string]time.Duration{"request_timeout": c.RequestTimeout, "poll_interval": c.PollInterval,
+	for name, d := range map[string]time.Duration{"request_timeout": c.RequestTimeout, "poll_interval": c.PollInterval, "long_poll_wait": c.LongPollWait,
 		"action_timeout": c.ActionTimeout, "cancel_wait": c.CancelWait} {
 		if d <= 0 {
 			return fmt.Errorf("pylabrobot: %s must be positive, got %v", name, d)
 		}
 	}
-	if c.PollFailures < 1 {
-		return fmt.Errorf("pylabrobot: poll_failures must be >= 1")
+	if c.PollFailures < 0 {
+		return fmt.Errorf("pylabrobot: poll_failures (deprecated: use poll_retry.window) must be >= 1 when set, got %d", c.PollFailures)
+	}
+	if err := c.PollRetry.Validate(); err != nil {
+		return fmt.Errorf("pylabrobot: %w", err)
 	}
 	if err := c.Link.Validate(); err != nil {
 		return fmt.Errorf("pylabrobot: %w", err)
@@ -190,4 +215,15 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// pollRetry is the config's poll policy on the options' poll clock, with
+// the deprecated poll_failures as its count bound.
+func (c Config) pollRetry(opt Options) adapters.PollRetry {
+	p := c.PollRetry
+	p.MaxFailures = c.PollFailures
+	if opt.PollClock != nil {
+		p.Clock = opt.PollClock
+	}
+	return p.Defaults()
 }

@@ -47,8 +47,15 @@ func fixtureConfig(url string, opt conformance.Options) pylabrobot.Config {
 }
 
 func harness(t *testing.T, opt conformance.Options) *conformance.Fixture {
+	return harnessOf(t, opt, true)
+}
+
+// harnessOf is the conformance fixture on a long-polling bridge or on an
+// older one the adapter polls.
+func harnessOf(t *testing.T, opt conformance.Options, longPoll bool) *conformance.Fixture {
 	t.Helper()
 	b := plrtest.NewBridge()
+	b.LongPoll(longPoll)
 	clk := clock.NewManual(time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -79,4 +86,10 @@ func harness(t *testing.T, opt conformance.Options) *conformance.Fixture {
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, harness)
+}
+
+// TestConformancePolling runs the suite against a bridge that does not
+// long-poll (plrbridge 1): the adapter polls every poll_interval.
+func TestConformancePolling(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, opt conformance.Options) *conformance.Fixture { return harnessOf(t, opt, false) })
 }

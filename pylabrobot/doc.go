@@ -22,6 +22,22 @@
 // restarted), a lost connection, an unknown status or no terminal status
 // before the deadline is outcome unknown and latches the device in fault.
 //
+// A running task is followed to its end by polling GET /tasks/{id}. A
+// bridge whose /describe says bridge.long_poll_s (plrbridge 2) is
+// long-polled: each poll asks it to hold the answer until the task's
+// version changes (status, progress, message) or long_poll_wait (5s)
+// passes, so a task's end or progress reaches the job at once, with no
+// poll interval on the path. Older bridges, long_poll: false and the
+// legacy server are polled every poll_interval (200ms). A cancel or estop
+// never waits behind a long-poll: the poll is cut by the job's context and
+// the cancel or stop is its own request. Failed polls follow the shared
+// poll policy ([adapters.PollRetry], poll_retry): retried with back-off
+// (250ms doubling to 5s) for poll_retry.window (2m) from the first failure
+// in a row, then the outcome is unknown (fault); a bridge that answered an
+// HTTP error is said to have answered it, only one that gave no answer is
+// "unreachable"; a 404 for the task still means the bridge restarted
+// (outcome unknown at once). poll_failures (a count) is deprecated.
+//
 // Resource parameters are names of deck resources, described as strings
 // (and arrays of them) with the classes they admit; plrbridge resolves them
 // inside Optional, Union and Sequence (drop_tips' Sequence[Union[TipSpot,
@@ -54,7 +70,7 @@
 //	func New(ctx context.Context, cfg Config, opt Options) (*binding.Driver, error)
 //	func Register(r *adapters.Registry) error               // Kind -> Load, then New
 //
-// [Options] embed [adapters.Options] (clock, link clock, logger, Refine) next
+// [Options] embed [adapters.Options] (clock, link clock, poll clock, logger, Refine) next
 // to the backend seam: [Machine] and [Tasks] (the bridge) or [Legacy] (the
 // liquid-handling server), nil for the HTTP clients of [Config.URL]. The
 // fakes of both APIs are in package plrtest.

@@ -19,6 +19,7 @@ type legacyAdapter struct {
 	cfg  Config
 	lh   Legacy
 	link *adapters.Link
+	poll adapters.PollRetry
 }
 
 // legacyCommands maps the MHP action names onto the server's routes.
@@ -244,7 +245,9 @@ func (l *legacyAdapter) follow(ctx context.Context, job *binding.Job, route stri
 			f()
 		}
 	}()
-	waiting, failures := false, 0
+	waiting := false
+	fails := l.poll.Follow(fmt.Sprintf("lh-server task %d (%s)", id, route), "the server")
+	wait := l.cfg.PollInterval
 	last := ""
 	for {
 		if t.Status != last {
@@ -274,7 +277,7 @@ func (l *legacyAdapter) follow(ctx context.Context, job *binding.Job, route stri
 			pollCtx, stop = context.WithDeadline(context.WithoutCancel(ctx), deadline)
 			stops = append(stops, stop)
 		}
-		if err := sleepCtx(pollCtx, l.cfg.PollInterval); err != nil {
+		if err := l.poll.Sleep(pollCtx, wait); err != nil {
 			if !waiting {
 				continue
 			}
@@ -282,19 +285,27 @@ func (l *legacyAdapter) follow(ctx context.Context, job *binding.Job, route stri
 		}
 		next, err := l.lh.Task(pollCtx, id)
 		if err != nil {
+			if pollCtx.Err() != nil {
+				continue // handled at the top, or by the sleep's check
+			}
+			status := 0
 			var he *HTTPError
-			if errors.As(err, &he) && he.Status == http.StatusNotFound {
-				return nil, fmt.Errorf("lh-server task %d (%s) is not found (the server restarted and reset its ids?): outcome unknown", id, route)
+			if errors.As(err, &he) {
+				if he.Status == http.StatusNotFound {
+					return nil, fmt.Errorf("lh-server task %d (%s) is not found (the server restarted and reset its ids?): outcome unknown", id, route)
+				}
+				status = he.Status
 			}
-			if pollCtx.Err() != nil && !waiting {
-				continue
-			}
-			failures++
-			if failures >= l.cfg.PollFailures {
-				return nil, fmt.Errorf("lh-server task %d (%s): server unreachable (%d polls failed): %w", id, route, failures, err)
+			var gerr error
+			if wait, gerr = fails.Failed(status, err); gerr != nil {
+				if status == 0 && linkDown(err) {
+					l.link.Down(fmt.Errorf("lh-server %s: %w", l.cfg.URL, err))
+				}
+				return nil, gerr
 			}
 			continue
 		}
-		failures, t = 0, next
+		fails.OK()
+		wait, t = l.cfg.PollInterval, next
 	}
 }

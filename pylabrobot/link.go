@@ -132,13 +132,15 @@ func (b *bridgeAdapter) verify(ctx context.Context) error {
 	return nil
 }
 
-// runTask submits a method without params and polls it to its end, within
-// ctx.
+// runTask submits a method without params and follows it to its end
+// (long-polling when the bridge offers it, failed polls under the poll
+// policy), within ctx.
 func (b *bridgeAdapter) runTask(ctx context.Context, method string) error {
 	t, err := b.t.Submit(ctx, method, map[string]any{}, 0)
 	if err != nil {
 		return err
 	}
+	p := b.newTaskPoll(t)
 	for {
 		switch t.Status {
 		case TaskDone:
@@ -147,10 +149,13 @@ func (b *bridgeAdapter) runTask(ctx context.Context, method string) error {
 		default:
 			return fmt.Errorf("%s ended %s: %s", method, t.Status, t.Error)
 		}
-		if err := sleepCtx(ctx, b.cfg.PollInterval); err != nil {
+		next, err := p.next(ctx, t)
+		switch {
+		case next != nil:
+			t = next
+		case ctx.Err() != nil:
 			return fmt.Errorf("%s: no end state in time (task %s)", method, t.ID)
-		}
-		if t, err = b.t.Task(ctx, t.ID); err != nil {
+		case err != nil:
 			return err
 		}
 	}

@@ -142,6 +142,16 @@ func TestUnionResourceParams(t *testing.T) {
 		strings.Count(to.Notes, "a deck resource name") != 1 {
 		t.Fatalf("move_plate.to notes %q, want its alternatives, each once", to.Notes)
 	}
+	// Each class is named once: before, a trailing "python type Union[...]"
+	// listed them all again.
+	for _, class := range []string{"ResourceStack", "ResourceHolder", "Coordinate"} {
+		if n := strings.Count(to.Notes, class); n != 1 {
+			t.Errorf("move_plate.to notes %q name %s %d times, want once", to.Notes, class, n)
+		}
+	}
+	if plate, _ := mv.Params.Get("plate"); plate.Notes != "name of a deck resource (Plate)" {
+		t.Errorf("move_plate.plate notes %q", plate.Notes)
+	}
 	// The names go to the bridge as names; plrbridge resolves them.
 	j := f.finish(t, f.invoke(t, "drop_tips", map[string]any{"tip_spots": []any{"tips_A1", "trash"}}))
 	if j.State != mhp.JobDone {

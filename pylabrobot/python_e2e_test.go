@@ -18,7 +18,7 @@ import (
 // startPythonBridge runs the real plrbridge.py on the stub machine; the test
 // is skipped, saying how to run it, when python3 is not on PATH (it needs
 // nothing else: the stub machine stands in for PyLabRobot).
-func startPythonBridge(t *testing.T) string {
+func startPythonBridge(t testing.TB) string {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -61,10 +61,31 @@ func startPythonBridge(t *testing.T) string {
 	return ""
 }
 
+// TestPythonBridgeEndToEnd drives the real plrbridge.py through the
+// adapter twice: long-polling (with a poll interval of an hour, so every
+// end, progress report, cancel, write and the reset's setup can only reach
+// the job through the bridge's long-poll), and polling every 10ms as
+// against an older bridge (long_poll: false).
 func TestPythonBridgeEndToEnd(t *testing.T) {
-	url := startPythonBridge(t)
-	cfg := fastConfig(pylabrobot.ModeBridge, url)
-	cfg.PollInterval = 10 * time.Millisecond
+	for _, c := range []struct {
+		name     string
+		longPoll bool
+		interval time.Duration
+	}{
+		{"long_poll", true, time.Hour},
+		{"polling", false, 10 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url := startPythonBridge(t)
+			cfg := fastConfig(pylabrobot.ModeBridge, url)
+			cfg.PollInterval = c.interval
+			cfg.LongPoll = &c.longPoll
+			testPythonBridge(t, cfg)
+		})
+	}
+}
+
+func testPythonBridge(t *testing.T, cfg pylabrobot.Config) {
 	cfg.Settings = map[string]pylabrobot.SettingMapping{"target_temperature": {Method: "set_temperature", Type: mhp.TypeNumber, Unit: "degC", Limits: mhp.Range(4, 95)}}
 	f := start(t, cfg)
 	ctx := context.Background()

@@ -3,6 +3,7 @@ package pylabrobot_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,7 +164,14 @@ func TestValidateNamesTheField(t *testing.T) {
 		"url":             {func(c *pylabrobot.Config) { c.URL = "ftp://x" }, "url"},
 		"request_timeout": {func(c *pylabrobot.Config) { c.RequestTimeout = -time.Second }, "request_timeout"},
 		"poll_failures":   {func(c *pylabrobot.Config) { c.PollFailures = -1 }, "poll_failures"},
-		"setting method":  {func(c *pylabrobot.Config) { c.Settings = map[string]pylabrobot.SettingMapping{"t": {Type: "number"}} }, "method"},
+		"poll_retry": {func(c *pylabrobot.Config) {
+			c.PollRetry = adapters.PollRetry{Backoff: time.Minute, Window: time.Second}
+		}, "poll_retry.window"},
+		"poll_retry max": {func(c *pylabrobot.Config) {
+			c.PollRetry = adapters.PollRetry{Backoff: time.Second, MaxBackoff: time.Millisecond}
+		}, "poll_retry.max_backoff"},
+		"long_poll_wait": {func(c *pylabrobot.Config) { c.LongPollWait = -time.Second }, "long_poll_wait"},
+		"setting method": {func(c *pylabrobot.Config) { c.Settings = map[string]pylabrobot.SettingMapping{"t": {Type: "number"}} }, "method"},
 		"setting type": {func(c *pylabrobot.Config) {
 			c.Settings = map[string]pylabrobot.SettingMapping{"t": {Method: "set_t", Type: "float"}}
 		}, "type"},
@@ -243,5 +251,37 @@ func TestOptionsSeam(t *testing.T) {
 	f := &fixture{drv: d, dev: mhp.AsSession(d, "s1")}
 	if j := f.finish(t, f.invoke(t, conformance.ActionQuick, nil)); j.State != mhp.JobDone || s.submits.Load() != 1 {
 		t.Fatalf("quick through the seam: %+v, %d submits", j, s.submits.Load())
+	}
+}
+
+// TestPollKeysLoad: poll_retry, long_poll and long_poll_wait load from the
+// file; the deprecated poll_failures still loads, bounds the policy and is
+// warned about when the device is built.
+func TestPollKeysLoad(t *testing.T) {
+	b := plrtest.NewBridge()
+	defer b.Close()
+	text := "adapter: pylabrobot\ndevice: {id: p}\nurl: " + b.URL + "\nlong_poll: false\nlong_poll_wait: 2s\n" +
+		"poll_failures: 4\npoll_retry: {backoff: 100ms, max_backoff: 1s, window: 30s}\n"
+	cfg, err := pylabrobot.Load(adapters.Source{Path: "p.yaml", Data: []byte(text)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.PollRetry; p.Backoff != 100*time.Millisecond || p.MaxBackoff != time.Second || p.Window != 30*time.Second ||
+		*cfg.LongPoll || cfg.LongPollWait != 2*time.Second || cfg.PollFailures != 4 {
+		t.Fatalf("loaded %+v", cfg)
+	}
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	d, err := pylabrobot.New(context.Background(), cfg, pylabrobot.Options{Options: adapters.Options{Logger: log}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if !strings.Contains(logged.String(), "poll_failures is deprecated") || !strings.Contains(logged.String(), "poll_retry.window") {
+		t.Fatalf("no deprecation warning: %s", logged.String())
+	}
+	bad := strings.Replace(text, "backoff: 100ms", "backof: 100ms", 1)
+	if _, err := pylabrobot.Load(adapters.Source{Path: "p.yaml", Data: []byte(bad)}); err == nil || !strings.Contains(err.Error(), "backof") {
+		t.Fatalf("a misspelt poll_retry key: %v, want it refused", err)
 	}
 }

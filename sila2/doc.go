@@ -94,9 +94,10 @@
 // binary transfer services (BinaryUpload, BinaryDownload) in chunks.
 //
 // [Browse] finds _sila._tcp servers by mDNS: it sends its own query and
-// decodes the answers record by record (a tolerant decoder: a record it
-// cannot read is skipped and logged by type and reason, never the whole
-// packet); [Discover] reads one server's features into a config. The package silatest is a
+// decodes the answers record by record (a tolerant decoder, shared with the
+// directory's _mhp._tcp browse in package mdns: a record it cannot read is
+// skipped and logged by type and reason, never the whole packet; this
+// package reads only the SiLA TXT fields); [Discover] reads one server's features into a config. The package silatest is a
 // reusable fake SiLA 2 server built on the same descriptors; its Backend
 // is a fake [Backend] for driving the adapter without a server.
 //
@@ -110,7 +111,7 @@
 // they are now decoded: the browse was checked against python-zeroconf
 // 0.47.3 (Debian 12's python3-zeroconf) announcing on loopback
 // (TestBrowseRealZeroconf, MHP_PEER_ZEROCONF), and two of its responses,
-// captured byte for byte (testdata/zeroconf-0.47.txtar), are golden tests;
+// captured byte for byte (mdns/testdata/zeroconf-0.47.txtar), are golden tests;
 // hashicorp/mdns's responder is checked on the host network with
 // MHP_PEER_MDNS. tls.server_name against CN-only, SAN-DNS and SAN-IP
 // certificates is checked with certificates made by crypto/x509. The other

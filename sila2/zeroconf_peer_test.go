@@ -1,37 +1,15 @@
 package sila2_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"log/slog"
-	"net"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/openmhp/mhp-go/conformance"
+	"github.com/openmhp/mhp-go/mdns/mdnstest"
 	"github.com/openmhp/mhp-go/sila2"
 )
-
-// syncBuffer is a log sink safe for the browse's reader goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestBrowseRealZeroconf browses a server announced by the real
 // python-zeroconf (0.47.3 when this was written), on loopback only: the
@@ -43,36 +21,11 @@ func TestBrowseRealZeroconf(t *testing.T) {
 	const uuid = "7d0c4f1e-2b3a-4c5d-9e8f-0a1b2c3d4e5f"
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python, "testdata/zeroconf_announce.py", uuid)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		cmd.Wait()
-	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if strings.TrimSpace(line) != "registered" {
-		t.Fatalf("announcer: %q %v; stderr: %s", line, err, stderr.String())
-	}
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var logs syncBuffer
-	found, err := sila2.BrowseWith(ctx, sila2.BrowseOptions{Timeout: testTimeout / 3, Max: 1, Conn: conn,
-		To: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5353}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	mdnstest.Zeroconf(t, ctx, python, sila2.MDNSService, uuid, 50052, "sila-server.local",
+		"version=1.1", "server_name=Zeroconf peer", "description=python-zeroconf")
+	var logs mdnstest.Log
+	found, err := sila2.BrowseWith(ctx, sila2.BrowseOptions{Timeout: testTimeout / 3, Max: 1, Conn: mdnstest.Client(t),
+		To: mdnstest.ZeroconfAddr, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

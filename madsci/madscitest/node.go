@@ -25,7 +25,7 @@
 // is dropped), EndNext (force the next start of an action to a status),
 // SetFlags and SetErrored (status booleans, the node's errors),
 // ResetKeepsFault (a reset that does not recover the node),
-// SetAdminCommands, FailRoute (a route answering 5xx), Options.Addr (come
+// SetAdminCommands, FailRoute (a route answering 5xx), FailNext (its next requests failing), Refuse, Options.Addr (come
 // back on a known address), and the Instrument's Script/Release.
 package madscitest
 
@@ -120,6 +120,7 @@ type Node struct {
 	startRequests int
 	resetKeeps    bool
 	failRoutes    map[string]int
+	failNext      map[string]failures
 }
 
 // AllAdminCommands returns every admin command of the node API, in a fresh
@@ -329,13 +330,53 @@ func (n *Node) FailRoute(pattern string, status int) {
 	n.failRoutes[pattern] = status
 }
 
-// failed answers a route set by FailRoute; it reports whether it did.
+// FailNext makes the next count requests of the route pattern (as
+// FailRoute's) fail: answer HTTP status with a plain body, or, with status
+// 0, drop the connection unanswered (a node restarting, a proxy
+// resetting). Then the route answers normally again.
+func (n *Node) FailNext(pattern string, status, count int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.failNext == nil {
+		n.failNext = map[string]failures{}
+	}
+	n.failNext[pattern] = failures{status: status, left: count}
+}
+
+// FailingNext is how many of FailNext's failures of pattern are left.
+func (n *Node) FailingNext(pattern string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.failNext[pattern].left
+}
+
+// Refuse closes the node's listener and connections, keeping its actions:
+// every new connection is refused (the node process gone) until Close.
+func (n *Node) Refuse() {
+	_ = n.srv.Listener.Close()
+	n.srv.CloseClientConnections()
+}
+
+type failures struct{ status, left int }
+
+// failed answers a route set by FailRoute or FailNext; it reports whether
+// it did.
 func (n *Node) failed(w http.ResponseWriter, r *http.Request) bool {
 	n.mu.Lock()
 	code := n.failRoutes[r.Pattern]
+	fail := code != 0
+	if f := n.failNext[r.Pattern]; f.left > 0 {
+		f.left--
+		n.failNext[r.Pattern] = f
+		code, fail = f.status, true
+	}
 	n.mu.Unlock()
-	if code == 0 {
+	if !fail {
 		return false
+	}
+	if code == 0 {
+		drop(w)
+		return true
 	}
 	http.Error(w, http.StatusText(code), code)
 	return true

@@ -12,7 +12,10 @@ anything with public coroutine methods) and serves:
     GET  /deck               the deck and its state as one blob, when there is a deck
     POST /tasks              {"method", "params", "timeout_s"?} -> a task (202)
     GET  /tasks              recent tasks
-    GET  /tasks/{id}         one task: status, progress, result, error
+    GET  /tasks/{id}         one task: status, progress, result, error;
+                             ?wait=S[&seen=V] holds the answer (a long-poll)
+                             until the task's version differs from V, the
+                             task ends, or S seconds (at most 30) pass
     POST /tasks/{id}/cancel  ask the task's coroutine to stop
     POST /stop               e-stop: cancel running tasks, then machine.stop()
 
@@ -49,11 +52,17 @@ import time
 import typing
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 __all__ = ["Bridge", "BridgeError", "report_progress", "make_server", "serve", "main"]
 
-VERSION = "1"
+VERSION = "2"
+
+# The longest a GET /tasks/{id}?wait= is held (version 2 and later; /describe
+# says so as bridge.long_poll_s), and how many may be held at once (beyond
+# that one is answered at once, wait_s 0, and the client polls).
+LONG_POLL_MAX_S = 30.0
+MAX_WAITERS = 64
 
 TERMINAL = ("done", "failed", "cancelled", "unknown")
 
@@ -70,6 +79,7 @@ def report_progress(fraction: float | None = None, message: str | None = None) -
     if task is None:
         return
     with task.lock:
+        before = (task.progress, task.message)
         if fraction is not None:
             try:
                 f = float(fraction)
@@ -79,6 +89,8 @@ def report_progress(fraction: float | None = None, message: str | None = None) -
                 task.progress = max(0.0, min(1.0, f))
         if message is not None:
             task.message = str(message)
+        if (task.progress, task.message) != before:
+            task.changed()
 
 
 class BridgeError(Exception):
@@ -290,14 +302,23 @@ class Task:
         self.cancel_requested = False
         self.timed_out = False
         self.lock = threading.Lock()
+        # version counts the changes a long-poll answers for (status,
+        # progress, message, cancel_requested); cond wakes its waiters.
+        self.version = 1
+        self.cond = threading.Condition(self.lock)
         self.atask: asyncio.Task | None = None
+
+    def changed(self) -> None:
+        """Count a change and wake the long-polls; call with self.lock held."""
+        self.version += 1
+        self.cond.notify_all()
 
     def snapshot(self) -> dict:
         with self.lock:
             out = {
                 "id": self.id, "method": self.method, "params": _jsonable(self.params), "status": self.status,
                 "progress": self.progress, "created": self.created, "started": self.started,
-                "finished": self.finished, "cancel_requested": self.cancel_requested,
+                "finished": self.finished, "cancel_requested": self.cancel_requested, "version": self.version,
             }
             if self.message is not None:
                 out["message"] = self.message
@@ -331,6 +352,9 @@ class Bridge:
         self.tasks: dict[str, Task] = {}
         self.order: list[str] = []
         self.lock = threading.Lock()
+        self.max_waiters = MAX_WAITERS
+        self.waiters = 0
+        self.closing = False
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run_loop, name="plrbridge-loop", daemon=True)
         self._thread.start()
@@ -368,6 +392,12 @@ class Bridge:
                 t.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
 
+        with self.lock:
+            self.closing = True
+            tasks = list(self.tasks.values())
+        for t in tasks:  # wake the long-polls
+            with t.lock:
+                t.cond.notify_all()
         if self.loop.is_running():
             try:
                 self.call(asyncio.wait_for(shutdown(), 2.0), 3.0)
@@ -397,7 +427,7 @@ class Bridge:
             state.append({"name": name, "type": describe_type(ret)["type"], "source": "get_" + name})
         cls = type(self.machine)
         return {
-            "bridge": {"name": "plrbridge", "version": VERSION},
+            "bridge": {"name": "plrbridge", "version": VERSION, "long_poll_s": LONG_POLL_MAX_S},
             "machine": {"class": cls.__name__, "module": cls.__module__, "doc": _first_line(cls.__doc__),
                         "has_deck": _has_attr(self.machine, "deck"), "stop": callable(getattr(self.machine, "stop", None))},
             "methods": methods,
@@ -502,6 +532,8 @@ class Bridge:
             item = args[0] if args else inspect.Parameter.empty
             out = [self._value(name, item, x, depth + 1) for x in v]
             return tuple(out) if origin is tuple else out
+        if _is_resource_class(ann) and not isinstance(v, str):
+            raise BridgeError(400, f"{name}: want the name of a {ann.__name__} on the deck, got {type(v).__name__} {v!r}")
         if _is_resource_class(ann) and isinstance(v, str):
             # The class is checked for every resource parameter, not only
             # inside a Union: a tip rack named for `plate` is refused
@@ -554,6 +586,9 @@ class Bridge:
                     except BridgeError:
                         continue
             return v
+        if all(_is_resource_class(a) for a in members):
+            raise BridgeError(400, f"{name}: want the name of a {' or '.join(a.__name__ for a in members)} on the deck, "
+                                   f"got {type(v).__name__} {v!r}")
         if isinstance(v, list):
             for a in members:
                 o = typing.get_origin(a)
@@ -618,6 +653,7 @@ class Bridge:
     async def _run(self, task: Task, fn: typing.Callable, params: dict) -> None:
         with task.lock:
             task.status, task.started = "running", time.time()
+            task.changed()
         inner = asyncio.ensure_future(fn(**params))
         try:
             done, _ = await asyncio.wait({inner}, timeout=task.timeout_s)
@@ -660,6 +696,7 @@ class Bridge:
             task.result, task.error, task.error_type = result, error, error_type
             if status == "done":
                 task.progress = 1.0
+            task.changed()
 
     def _prune(self) -> None:
         now = time.time()
@@ -681,6 +718,38 @@ class Bridge:
             raise BridgeError(404, "task not found")
         return t.snapshot()
 
+    def wait_task(self, task_id: str, wait: float, seen: int | None = None) -> tuple[dict, float]:
+        """A long-poll: the task once its version differs from seen (default:
+        its version now), once it has ended, or after wait seconds (clamped
+        to LONG_POLL_MAX_S), whichever comes first. Returns the snapshot and
+        the wait granted: 0 when it was not held (no wait asked, or
+        max_waiters requests are held already)."""
+        with self.lock:
+            t = self.tasks.get(task_id)
+            if t is None:
+                raise BridgeError(404, "task not found")
+            wait = max(0.0, min(float(wait), LONG_POLL_MAX_S))
+            if wait <= 0 or self.waiters >= self.max_waiters or self.closing:
+                wait = 0.0
+            else:
+                self.waiters += 1
+        if wait <= 0:
+            return t.snapshot(), 0.0
+        try:
+            deadline = time.monotonic() + wait
+            with t.cond:
+                if seen is None:
+                    seen = t.version
+                while t.version == seen and t.status not in TERMINAL and not self.closing:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    t.cond.wait(left)
+        finally:
+            with self.lock:
+                self.waiters -= 1
+        return t.snapshot(), wait
+
     def list_tasks(self) -> list:
         with self.lock:
             ts = [self.tasks[i] for i in self.order]
@@ -695,8 +764,9 @@ class Bridge:
             raise BridgeError(409, f"{t.method} is not cancellable; use /stop")
         with t.lock:
             terminal = t.status in TERMINAL
-            if not terminal:
+            if not terminal and not t.cancel_requested:
                 t.cancel_requested = True
+                t.changed()
         if not terminal:
             self.loop.call_soon_threadsafe(self._cancel_atask, t)
         return t.snapshot()
@@ -712,7 +782,9 @@ class Bridge:
             running = [t for t in self.tasks.values() if t.status not in TERMINAL]
         for t in running:
             with t.lock:
-                t.cancel_requested = True
+                if not t.cancel_requested:
+                    t.cancel_requested = True
+                    t.changed()
             self.loop.call_soon_threadsafe(self._cancel_atask, t)
         stop = getattr(self.machine, "stop", None)
         out: dict = {"cancelled": [t.id for t in running]}
@@ -797,12 +869,14 @@ class _Handler(BaseHTTPRequestHandler):
         return v
 
     def _dispatch(self, method: str) -> None:
-        path = urlparse(self.path).path.rstrip("/") or "/"
+        url = urlparse(self.path)
+        path = url.path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
         b = self.bridge
         try:
             if method == "GET" and path == "/":
-                self._send(200, {"bridge": "plrbridge", "version": VERSION, "machine": type(b.machine).__name__})
+                self._send(200, {"bridge": "plrbridge", "version": VERSION, "machine": type(b.machine).__name__,
+                                 "long_poll_s": LONG_POLL_MAX_S})
             elif method == "GET" and path == "/describe":
                 self._send(200, b.describe())
             elif method == "GET" and path == "/state":
@@ -818,7 +892,13 @@ class _Handler(BaseHTTPRequestHandler):
                     raise BridgeError(400, "method (string) is required")
                 self._send(202, {"task": b.submit(m, body.get("params"), body.get("timeout_s"))})
             elif method == "GET" and len(parts) == 2 and parts[0] == "tasks":
-                self._send(200, {"task": b.task(parts[1])})
+                q = parse_qs(url.query)
+                if "wait" not in q:
+                    self._send(200, {"task": b.task(parts[1])})
+                else:
+                    wait, seen = _wait_query(q)
+                    snap, granted = b.wait_task(parts[1], wait, seen)
+                    self._send(200, {"task": snap, "wait_s": granted})
             elif method == "POST" and len(parts) == 3 and parts[0] == "tasks" and parts[2] == "cancel":
                 self._send(202, {"task": b.cancel(parts[1])})
             elif method == "POST" and path == "/stop":
@@ -827,6 +907,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise BridgeError(404, f"no route {method} {path}")
         except BridgeError as e:
             self._send(e.status, {"error": e.message, **e.extra})
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (a long-poll its caller cut short)
         except Exception as e:  # noqa: BLE001 - never leak a traceback page
             self._send(500, {"error": f"{type(e).__name__}: {e}"})
 
@@ -835,6 +917,24 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         self._dispatch("POST")
+
+
+def _wait_query(q: dict) -> tuple[float, int | None]:
+    """The wait (seconds, finite, >= 0) and seen (an integer version) of a
+    long-poll's query; a bad one is a 400."""
+    try:
+        wait = float(q["wait"][-1])
+    except ValueError:
+        raise BridgeError(400, "wait must be a number of seconds") from None
+    if not math.isfinite(wait) or wait < 0:
+        raise BridgeError(400, "wait must be a finite number of seconds >= 0")
+    seen = None
+    if "seen" in q:
+        try:
+            seen = int(q["seen"][-1])
+        except ValueError:
+            raise BridgeError(400, "seen must be an integer task version") from None
+    return wait, seen
 
 
 def make_server(bridge: Bridge, host: str = "127.0.0.1", port: int = 5050, verbose: bool = False) -> ThreadingHTTPServer:

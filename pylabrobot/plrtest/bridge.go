@@ -11,9 +11,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,7 +31,12 @@ import (
 // temperature, door_closed and setup_finished, and setup. As PyLabRobot
 // does, the machine's stop() (POST /stop) leaves it not set up: every method
 // but setup then fails ("The setup has not finished") until setup runs.
-// Close it with Close.
+//
+// Like plrbridge 2 it long-polls: /describe says bridge.long_poll_s (30) and
+// GET /tasks/{id}?wait=S&seen=V holds its answer until the task's version
+// differs from V, the task ends, or S passes; [Bridge.LongPoll](false) makes
+// it an older bridge that answers at once and advertises nothing. Close it
+// with Close.
 type Bridge struct {
 	// In is the simulated instrument behind the machine.
 	In *conformance.Instrument
@@ -44,8 +51,16 @@ type Bridge struct {
 	forced     map[string]string
 	vanished   bool
 	pollStatus int // FailPolls: GET /tasks/{id} answers this HTTP status
-	requests   map[string]int
-	submitted  []string
+	// FailNextPolls: the next pollFailN polls answer failStatus (0: the
+	// connection is dropped).
+	pollFailN, failStatus int
+	// changed is closed (and replaced) on every task change a waiting
+	// long-poll must see; closed is closed by Close.
+	changed, closed chan struct{}
+	timed           map[string]time.Duration
+	waiting         int // long-polls held now
+	requests        map[string]int
+	submitted       []string
 	// notSetUp is PyLabRobot's setup_finished == false: after stop() every
 	// method but setup fails until setup runs again.
 	notSetUp bool
@@ -55,9 +70,13 @@ type bridgeTask struct {
 	pylabrobot.Task
 	exclusive bool
 	work      *conformance.Work
-	cancel    context.CancelFunc // setter tasks
+	cancel    context.CancelFunc // setter and timed tasks; called with Bridge.mu held
 	final     bool               // Task.Status is final (not read from work)
 }
+
+// LongPollMaxS is the longest wait the fake bridge holds a long-poll for,
+// as plrbridge's default.
+const LongPollMaxS = 30.0
 
 // Setters maps fixture setting names to their setter methods on the fake bridge.
 func Setters() map[string]string {
@@ -75,7 +94,8 @@ func NewBridge() *Bridge { return NewBridgeAt("") }
 // a test can bring a bridge back where an adapter expects it; "" picks a
 // free port. It panics when addr cannot be bound.
 func NewBridgeAt(addr string) *Bridge {
-	b := &Bridge{In: conformance.NewInstrument(), tasks: map[string]*bridgeTask{}, forced: map[string]string{}, requests: map[string]int{}}
+	b := &Bridge{In: conformance.NewInstrument(), tasks: map[string]*bridgeTask{}, forced: map[string]string{}, requests: map[string]int{},
+		changed: make(chan struct{}), closed: make(chan struct{}), timed: map[string]time.Duration{}}
 	num := func(name string, required bool) pylabrobot.TypeDesc {
 		return pylabrobot.TypeDesc{Name: name, Type: "number", PythonType: "float", Required: required, Kind: "positional_or_keyword"}
 	}
@@ -83,7 +103,7 @@ func NewBridgeAt(addr string) *Bridge {
 		return pylabrobot.Method{Name: name, Doc: doc, Params: params, Cancellable: true, Returns: pylabrobot.TypeDesc{Type: "any"}}
 	}
 	d := &b.desc
-	d.Bridge.Name, d.Bridge.Version = "plrbridge", "1"
+	d.Bridge.Name, d.Bridge.Version, d.Bridge.LongPollS = "plrbridge", "2", LongPollMaxS
 	d.Machine.Class, d.Machine.Module, d.Machine.Stop, d.Machine.HasDeck = "FixtureMachine", "plrtest", true, true
 	mon := m(conformance.ActionMonitor, "monitor until cancelled")
 	mon.Concurrent = true
@@ -148,16 +168,97 @@ func NewBridgeAt(addr string) *Bridge {
 
 // FailPolls makes every task poll (GET /tasks/{id}) answer the HTTP status
 // code (a bridge whose handler raises answers 500); 0 answers normally again.
+// A long-poll waiting when it is set answers the code too.
 func (b *Bridge) FailPolls(code int) {
 	b.mu.Lock()
 	b.pollStatus = code
+	b.bumpLocked()
 	b.mu.Unlock()
+}
+
+// LongPoll makes the bridge long-poll (true, the default: plrbridge 2) or
+// answer every task poll at once and advertise no long-poll (false: an
+// older bridge). Set it before the adapter reads /describe.
+func (b *Bridge) LongPoll(on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.desc.Bridge.LongPollS, b.desc.Bridge.Version = 0, "1"
+	if on {
+		b.desc.Bridge.LongPollS, b.desc.Bridge.Version = LongPollMaxS, "2"
+	}
+}
+
+// FailNextPolls makes the next n task polls (GET /tasks/{id}) fail: answer
+// the HTTP status code, or, with code 0, drop the connection unanswered (a
+// bridge restarting, a proxy resetting). Then they answer normally again.
+// A long-poll waiting when it is set fails too (counted among the n).
+func (b *Bridge) FailNextPolls(code, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failStatus, b.pollFailN = code, n
+	b.bumpLocked()
+}
+
+// Refuse closes the bridge's listener and connections, keeping its tasks:
+// every new connection is refused (the bridge process gone) until Close.
+func (b *Bridge) Refuse() {
+	_ = b.srv.Listener.Close()
+	b.srv.CloseClientConnections()
+}
+
+// PollsFailing is how many of the polls set by FailNextPolls are still to fail.
+func (b *Bridge) PollsFailing() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pollFailN
+}
+
+// AddTimedMethod adds a method without params whose task runs d at the
+// bridge (a pick and drop, say) and then ends done with {"ok": true}; it is
+// never finished inside the submit answer. Add it before the adapter reads
+// /describe.
+func (b *Bridge) AddTimedMethod(name string, d time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.timed[name] = d
+	b.desc.Methods = append(b.desc.Methods, pylabrobot.Method{Name: name, Doc: "a timed move (" + d.String() + ")",
+		Cancellable: true, Returns: pylabrobot.TypeDesc{Type: "any"}})
+}
+
+// SetTaskProgress sets a running task's progress and message (what the
+// machine's report_progress does), waking its long-polls.
+func (b *Bridge) SetTaskProgress(id string, fraction float64, message string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.tasks[id]
+	if !ok {
+		return
+	}
+	if t.work != nil {
+		t.work.SetProgress(fraction)
+	} else {
+		t.Progress = &fraction
+	}
+	t.Message = message
+	t.Version++
+	b.bumpLocked()
+}
+
+// bumpLocked wakes every waiting long-poll. Call with mu held.
+func (b *Bridge) bumpLocked() {
+	close(b.changed)
+	b.changed = make(chan struct{})
 }
 
 // Close stops the server and releases every blocked work.
 func (b *Bridge) Close() {
 	b.In.ReleaseAll()
 	b.mu.Lock()
+	select {
+	case <-b.closed:
+	default:
+		close(b.closed)
+	}
 	for _, t := range b.tasks {
 		if t.cancel != nil {
 			t.cancel()
@@ -188,6 +289,7 @@ func (b *Bridge) Restart() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tasks = map[string]*bridgeTask{}
+	b.bumpLocked() // waiting long-polls answer 404
 }
 
 // ForceNext makes the next task of method end at once with status
@@ -198,7 +300,8 @@ func (b *Bridge) ForceNext(method, status string) {
 	b.forced[method] = status
 }
 
-// Requests counts requests by "METHOD /path".
+// Requests counts requests by "METHOD /path" ("GET /tasks/{id}" for every
+// task poll, "GET /tasks/{id}?wait" for the long-polls among them).
 func (b *Bridge) Requests(key string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -231,18 +334,44 @@ func (b *Bridge) middleware(h http.Handler) http.Handler {
 			}
 		}
 		b.requests[r.Method+" "+path]++
-		failPoll := b.pollStatus
+		if r.URL.Query().Has("wait") {
+			b.requests[r.Method+" "+path+"?wait"]++
+		}
+		isPoll := r.Method == http.MethodGet && path == "/tasks/{id}"
+		code, failing := 0, false
+		if isPoll {
+			code, failing = b.failingPollLocked()
+		}
 		b.mu.Unlock()
 		if gone {
 			dropConn(w)
 			return
 		}
-		if failPoll != 0 && r.Method == http.MethodGet && path == "/tasks/{id}" {
-			reply(w, failPoll, map[string]any{"detail": "Internal Server Error"})
+		if failing {
+			failPoll(w, code)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// failingPollLocked says whether this task poll fails, and how (an HTTP
+// status, or 0: the connection is dropped), consuming one of
+// FailNextPolls'. Call with mu held.
+func (b *Bridge) failingPollLocked() (int, bool) {
+	if b.pollFailN > 0 {
+		b.pollFailN--
+		return b.failStatus, true
+	}
+	return b.pollStatus, b.pollStatus != 0
+}
+
+func failPoll(w http.ResponseWriter, code int) {
+	if code == 0 {
+		dropConn(w)
+		return
+	}
+	reply(w, code, map[string]any{"detail": "Internal Server Error"})
 }
 
 func dropConn(w http.ResponseWriter) {
@@ -299,11 +428,23 @@ func newTaskID() string {
 	return hex.EncodeToString(x[:])
 }
 
-// refresh settles a task's status from its work. Call with mu held.
+// refresh settles a task's status from its work, counting a change in its
+// version. Call with mu held.
 func (t *bridgeTask) refresh() {
 	if t.final || t.work == nil {
 		return
 	}
+	before, progress := t.Status, -1.0
+	if t.Progress != nil {
+		progress = *t.Progress
+	}
+	t.settle()
+	if t.Status != before || t.Progress == nil || *t.Progress != progress {
+		t.Version++
+	}
+}
+
+func (t *bridgeTask) settle() {
 	state, result, err := t.work.State()
 	p := t.work.Progress()
 	t.Progress = &p
@@ -416,7 +557,9 @@ func (b *Bridge) submit(w http.ResponseWriter, r *http.Request) {
 			err := b.In.WriteSetting(ctx, setting, body.Params["value"])
 			b.mu.Lock()
 			defer b.mu.Unlock()
+			defer b.bumpLocked()
 			t.final = true
+			t.Version++
 			switch {
 			case err == nil:
 				t.Status = pylabrobot.TaskDone
@@ -445,6 +588,37 @@ func (b *Bridge) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	b.mu.Lock()
+	d, timed := b.timed[m.Name]
+	if timed {
+		t.Version = 1
+		zero := 0.0
+		t.Progress = &zero
+		timer := time.AfterFunc(d, func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if !t.final {
+				one := 1.0
+				t.Status, t.Result, t.Progress, t.final = pylabrobot.TaskDone, map[string]any{"ok": true}, &one, true
+				t.Version++
+				b.bumpLocked()
+			}
+		})
+		t.cancel = func() {
+			if timer.Stop() && !t.final {
+				t.Status, t.Error, t.ErrorType, t.final = pylabrobot.TaskCancelled, "cancelled", "CancelledError", true
+				t.Version++
+				b.bumpLocked()
+			}
+		}
+		b.tasks[t.ID] = t
+		b.submitted = append(b.submitted, t.ID)
+		snap := t.Task
+		b.mu.Unlock()
+		reply(w, 202, map[string]any{"task": snap})
+		return
+	}
+	b.mu.Unlock()
 	work, err := b.In.Start(m.Name, body.Params)
 	if err != nil {
 		reply(w, 409, map[string]any{"error": "the machine refused " + m.Name + ": " + err.Error()})
@@ -457,23 +631,114 @@ func (b *Bridge) submit(w http.ResponseWriter, r *http.Request) {
 	b.submitted = append(b.submitted, t.ID)
 	snap := t.Task
 	b.mu.Unlock()
+	// The work's end wakes the task's long-polls.
+	go func() {
+		select {
+		case <-work.Done():
+		case <-b.closed:
+			return
+		}
+		b.mu.Lock()
+		t.refresh()
+		b.bumpLocked()
+		b.mu.Unlock()
+	}()
 	reply(w, 202, map[string]any{"task": snap})
 }
 
+// task answers GET /tasks/{id}; with ?wait=S (a long-polling bridge) it
+// holds the answer until the task's version differs from ?seen= (default:
+// its version on arrival), the task ends, or S (clamped to LongPollMaxS)
+// passes.
 func (b *Bridge) task(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
 	b.mu.Lock()
-	t, ok := b.tasks[r.PathValue("id")]
-	var snap pylabrobot.Task
-	if ok {
-		t.refresh()
-		snap = t.Task
-	}
+	long := b.desc.Bridge.LongPollS > 0
 	b.mu.Unlock()
-	if !ok {
-		reply(w, 404, map[string]any{"error": "task not found"})
-		return
+	var wait float64
+	seen, hasSeen := int64(0), false
+	if q := r.URL.Query(); long && q.Has("wait") {
+		v, err := strconv.ParseFloat(q.Get("wait"), 64)
+		if err != nil || math.IsNaN(v) {
+			reply(w, 400, map[string]any{"error": "wait must be a number of seconds"})
+			return
+		}
+		wait = max(0, min(v, LongPollMaxS))
+		if q.Has("seen") {
+			if seen, err = strconv.ParseInt(q.Get("seen"), 10, 64); err != nil {
+				reply(w, 400, map[string]any{"error": "seen must be an integer task version"})
+				return
+			}
+			hasSeen = true
+		}
 	}
-	reply(w, 200, map[string]any{"task": snap})
+	var expired <-chan time.Time
+	elapsed, waited := false, false
+	if wait > 0 {
+		tm := time.NewTimer(time.Duration(wait * float64(time.Second)))
+		defer tm.Stop()
+		expired = tm.C
+	}
+	for {
+		b.mu.Lock()
+		t, ok := b.tasks[id]
+		if !ok {
+			b.mu.Unlock()
+			reply(w, 404, map[string]any{"error": "task not found"})
+			return
+		}
+		t.refresh()
+		snap, changed := t.Task, b.changed
+		code, failing := 0, false
+		if waited {
+			// FailPolls or FailNextPolls landed while this long-poll waited.
+			code, failing = b.failingPollLocked()
+		}
+		b.mu.Unlock()
+		if failing {
+			failPoll(w, code)
+			return
+		}
+		if !hasSeen {
+			seen, hasSeen = snap.Version, true
+		}
+		terminal := snap.Status != pylabrobot.TaskQueued && snap.Status != pylabrobot.TaskRunning
+		if wait == 0 || elapsed || terminal || snap.Version != seen {
+			out := map[string]any{"task": snap}
+			if long {
+				out["wait_s"] = wait
+			}
+			reply(w, 200, out)
+			return
+		}
+		b.mu.Lock()
+		b.waiting++
+		b.mu.Unlock()
+		var gone bool
+		select {
+		case <-changed:
+		case <-expired:
+			elapsed = true // answer with what the task is now
+		case <-r.Context().Done():
+			gone = true
+		case <-b.closed:
+			gone = true
+		}
+		b.mu.Lock()
+		b.waiting--
+		b.mu.Unlock()
+		waited = true
+		if gone {
+			return
+		}
+	}
+}
+
+// Waiting is how many long-polls the bridge holds right now.
+func (b *Bridge) Waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waiting
 }
 
 func (b *Bridge) cancelTask(w http.ResponseWriter, r *http.Request) {

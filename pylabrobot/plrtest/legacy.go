@@ -44,6 +44,9 @@ type LegacyServer struct {
 	vanished  bool
 	deck      map[string]any
 	bodies    map[string][]map[string]any
+	// FailNextPolls: the next pollFailN task polls answer failStatus
+	// (0: dropped); failStatus < 0 fails every poll.
+	pollFailN, failStatus int
 }
 
 type legacyTask struct {
@@ -186,7 +189,40 @@ func (l *LegacyServer) list(w http.ResponseWriter, r *http.Request) {
 	reply(w, 200, out)
 }
 
+// FailNextPolls makes the next n task polls (GET /tasks/{id}) fail: answer
+// the HTTP status code with Flask's HTML error page (a handler that
+// raised), or, with code 0, drop the connection unanswered. n < 0 fails
+// every poll from now on.
+func (l *LegacyServer) FailNextPolls(code, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failStatus, l.pollFailN = code, n
+}
+
+// PollsFailing is how many of the polls set by FailNextPolls are still to fail.
+func (l *LegacyServer) PollsFailing() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pollFailN
+}
+
 func (l *LegacyServer) task(w http.ResponseWriter, r *http.Request) {
+	l.mu.Lock()
+	code, fail := l.failStatus, l.pollFailN != 0
+	if l.pollFailN > 0 {
+		l.pollFailN--
+	}
+	l.mu.Unlock()
+	if fail && code == 0 {
+		dropConn(w)
+		return
+	}
+	if fail {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte("<!doctype html><title>500 Internal Server Error</title><h1>Internal Server Error</h1>"))
+		return
+	}
 	id, err := strconv.Atoi(r.PathValue("id"))
 	l.mu.Lock()
 	if err != nil || id < 0 || id >= len(l.tasks) {

@@ -320,6 +320,19 @@ class BridgeTest(unittest.TestCase):
         self.assertIn("is a Well, not TipSpot", str(e.exception))
         self.assertEqual(self.m.calls, [], "a task with a resource of the wrong class ran")
 
+    def test_resource_param_must_be_a_name(self) -> None:
+        # A resource parameter given an object or a number (not a name) is
+        # refused before the task starts, in a plain annotation and in a
+        # Union of resource classes alike.
+        for method, params in (("pick_up_tips", {"tip_spot": {"name": "tips_A1"}}),
+                               ("pick_up_tips", {"tip_spot": 3}),
+                               ("drop_tips", {"tip_spots": [{"name": "trash"}]})):
+            with self.assertRaises(plrbridge.BridgeError) as cm:
+                self.b.submit(method, params)
+            self.assertEqual(cm.exception.status, 400, (method, params))
+            self.assertIn("want the name of a", cm.exception.message)
+        self.assertEqual(self.m.calls, [], "a task with a non-name resource ran")
+
     def test_enum_default_published_by_name(self) -> None:
         d = {m["name"]: m for m in self.b.describe()["methods"]}
         mode = {x["name"]: x for x in d["aspirate"]["params"]}["mode"]

@@ -1,49 +1,30 @@
-package sila2
+package mdns
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"log/slog"
 	"net"
+	"net/netip"
+	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/tools/txtar"
+	"github.com/openmhp/mhp-go/mdns/mdnstest"
 )
 
-// mdnsTestTimeout bounds the browse tests (10x headroom on a loaded machine).
-const mdnsTestTimeout = 30 * time.Second
+// testTimeout bounds the browse tests (10x headroom on a loaded machine).
+const testTimeout = 30 * time.Second
+
+// silaService is the PTR name the SiLA 2 golden packets answer.
+const silaService = "_sila._tcp.local"
 
 // zeroconfPacket is the file name (response.hex, legacy-unicast.hex) of
-// testdata/zeroconf-0.47.txtar: a response python-zeroconf 0.47.3 sent,
-// with its malformed NSEC.
+// testdata/zeroconf-0.47.txtar: a response python-zeroconf 0.47.3 sent for
+// a SiLA 2 server, with its malformed NSEC.
 func zeroconfPacket(t testing.TB, name string) []byte {
-	t.Helper()
-	a, err := txtar.ParseFile("testdata/zeroconf-0.47.txtar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range a.Files {
-		if f.Name != name {
-			continue
-		}
-		var h strings.Builder
-		for _, l := range strings.Split(string(f.Data), "\n") {
-			l, _, _ = strings.Cut(l, "#")
-			h.WriteString(strings.Join(strings.Fields(l), ""))
-		}
-		b, err := hex.DecodeString(h.String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	t.Fatalf("no %s in the txtar", name)
-	return nil
+	return mdnstest.Packet(t, "zeroconf-0.47.txtar", name)
 }
 
 // TestDecodeZeroconfResponse: the PTR, SRV, TXT and A records of the
@@ -53,9 +34,10 @@ func zeroconfPacket(t testing.TB, name string) []byte {
 // hashicorp/mdns browse, rejects each whole packet: "empty NSEC(3) block in
 // type bitmap".)
 func TestDecodeZeroconfResponse(t *testing.T) {
-	want := DiscoveredServer{UUID: "4c1f2a6e-9b1d-4f7e-8a42-0d6f3c2b1a90", Name: "Incubator", Description: "Shaker", Version: "1.1",
-		Host: "sila-server.local", Endpoint: "127.0.0.1:50052",
-		CAPEM: "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----\n"}
+	want := Instance{Name: "4c1f2a6e-9b1d-4f7e-8a42-0d6f3c2b1a90", Host: "sila-server.local", Port: 50052,
+		Addrs: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+		Text: []string{"version=1.1", "server_name=Incubator", "description=Shaker", "ca0=-----BEGIN CERTIFICATE-----",
+			"ca1=MIIBszCCAVmgAwIBAgIU", "ca2=-----END CERTIFICATE-----"}}
 	for _, c := range []struct {
 		file  string
 		size  int
@@ -84,12 +66,16 @@ func TestDecodeZeroconfResponse(t *testing.T) {
 				!strings.Contains(msg.Skipped[0].Reason, "empty block (window 0, length 0)") {
 				t.Fatalf("skipped %+v, want the NSEC with its empty block", msg.Skipped)
 			}
-			m := newMDNSCache(slog.New(slog.DiscardHandler))
+			m := newCache(silaService, slog.New(slog.DiscardHandler))
 			if n := m.add(msg.Records, ""); n != 1 {
-				t.Fatalf("%d complete servers, want 1", n)
+				t.Fatalf("%d complete instances, want 1", n)
 			}
-			if got := m.servers(); len(got) != 1 || got[0] != want {
-				t.Fatalf("servers %+v, want %+v", got, want)
+			got := m.list()
+			if len(got) != 1 || !reflect.DeepEqual(got[0], want) || got[0].Endpoint() != "127.0.0.1:50052" {
+				t.Fatalf("instances %+v, want %+v", got, want)
+			}
+			if v, ok := got[0].TXT("Server_Name"); !ok || v != "Incubator" {
+				t.Fatalf("TXT server_name: %q %v", v, ok)
 			}
 		})
 	}
@@ -193,7 +179,7 @@ func TestDecodeHostilePackets(t *testing.T) {
 // removes it; a flood of instances is capped.
 func TestMDNSCacheGoodbyeAndBounds(t *testing.T) {
 	var logs bytes.Buffer
-	c := newMDNSCache(slog.New(slog.NewTextHandler(&logs, nil)))
+	c := newCache(silaService, slog.New(slog.NewTextHandler(&logs, nil)))
 	msg, err := decodeDNS(zeroconfPacket(t, "response.hex"))
 	if err != nil {
 		t.Fatal(err)
@@ -201,13 +187,13 @@ func TestMDNSCacheGoodbyeAndBounds(t *testing.T) {
 	c.add(msg.Records, "")
 	bye := msg.Records[0]
 	bye.TTL = 0
-	if n := c.add([]dnsRecord{bye}, ""); n != 0 || len(c.servers()) != 0 {
-		t.Fatalf("after the goodbye: %d complete, servers %+v", n, c.servers())
+	if n := c.add([]dnsRecord{bye}, ""); n != 0 || len(c.list()) != 0 {
+		t.Fatalf("after the goodbye: %d complete, servers %+v", n, c.list())
 	}
-	for i := range mdnsMaxInstances + 50 {
-		c.add([]dnsRecord{{Name: mdnsServiceName, Type: dnsTypePTR, Class: dnsClassIN, TTL: 1, Target: "x" + string(rune('a'+i%26)) + strings.Repeat("y", i/26) + "." + mdnsServiceName}}, "")
+	for i := range maxInstances + 50 {
+		c.add([]dnsRecord{{Name: silaService, Type: dnsTypePTR, Class: dnsClassIN, TTL: 1, Target: "x" + string(rune('a'+i%26)) + strings.Repeat("y", i/26) + "." + silaService}}, "")
 	}
-	if len(c.instances) != mdnsMaxInstances || !strings.Contains(logs.String(), "too many answers") {
+	if len(c.instances) != maxInstances || !strings.Contains(logs.String(), "too many answers") {
 		t.Fatalf("%d instances kept, log %q", len(c.instances), logs.String())
 	}
 }
@@ -217,13 +203,13 @@ func TestMDNSCacheGoodbyeAndBounds(t *testing.T) {
 func FuzzDecodeDNS(f *testing.F) {
 	f.Add(zeroconfPacket(f, "response.hex"))
 	f.Add(zeroconfPacket(f, "legacy-unicast.hex"))
-	f.Add(mdnsQuery(true))
+	f.Add(query(silaService, true))
 	f.Add(response(0, 1, []byte{0xc0, 12}))
 	f.Add(response(1, 1, append(wireName("_sila", "_tcp", "local"), 0, 12, 0, 1), rr(wireName("h", "local"), dnsTypeA, []byte{10, 0, 0, 1})))
-	c := newMDNSCache(slog.New(slog.DiscardHandler))
+	c := newCache(silaService, slog.New(slog.DiscardHandler))
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		msg, _ := decodeDNS(pkt)
-		if len(msg.Records)+len(msg.Skipped) > mdnsMaxRecords || len(msg.Records)+len(msg.Skipped) > len(pkt)/11 {
+		if len(msg.Records)+len(msg.Skipped) > maxRecords || len(msg.Records)+len(msg.Skipped) > len(pkt)/11 {
 			t.Fatalf("%d records and %d skips from %d bytes", len(msg.Records), len(msg.Skipped), len(pkt))
 		}
 		for _, r := range msg.Records {
@@ -232,133 +218,63 @@ func FuzzDecodeDNS(f *testing.F) {
 			}
 		}
 		c.add(msg.Records, "")
-		_ = c.servers()
+		_ = c.list()
 	})
 }
 
-// fakeResponder answers every mDNS query for _sila._tcp.local it gets on
-// loopback with the packets of answer, by unicast to the querier, as a
-// responder does for a query from a port other than 5353 (RFC 6762 section
-// 6.7). It records the queries' question class.
-type fakeResponder struct {
-	conn    *net.UDPConn
-	classes chan uint16
-}
-
-func startResponder(t *testing.T, answer ...[]byte) *fakeResponder {
-	t.Helper()
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &fakeResponder{conn: conn, classes: make(chan uint16, 16)}
-	t.Cleanup(func() { conn.Close() })
-	question := append(wireName("_sila", "_tcp", "local"), 0, 12)
-	go func() {
-		buf := make([]byte, mdnsMaxPacket)
-		for {
-			n, from, err := conn.ReadFromUDP(buf)
-			if err != nil {
-				return
-			}
-			q := buf[:n]
-			if n != dnsHeaderLen+len(question)+2 || q[2]&0x80 != 0 || q[5] != 1 || !bytes.Equal(q[dnsHeaderLen:n-2], question) {
-				continue // not the PTR question for _sila._tcp.local
-			}
-			select {
-			case r.classes <- binary.BigEndian.Uint16(q[n-2:]):
-			default:
-			}
-			for _, a := range answer {
-				conn.WriteToUDP(a, from)
-			}
+// TestMDNSCacheEndpoint: the endpoint takes an IPv4 address of the SRV
+// host, else a global IPv6 one, else a link-local one with the zone of the
+// interface it came in on, else the host name.
+func TestMDNSCacheEndpoint(t *testing.T) {
+	const inst = "0d6f3c2b-1a90-4f7e-8a42-4c1f2a6e9b1d." + silaService
+	srv := dnsRecord{Name: inst, Type: dnsTypeSRV, Class: dnsClassIN, TTL: 120, Target: "Box.local", Port: 50052}
+	a := func(ip string) dnsRecord {
+		typ := dnsTypeAAAA
+		if net.ParseIP(ip).To4() != nil {
+			typ = dnsTypeA
 		}
-	}()
-	return r
-}
-
-// lockedBuffer is a log sink safe for the browse's reader goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// TestBrowseFindsZeroconfServer: end to end over UDP, the browse sends its
-// PTR query (QU bit on the first), and a responder answering as
-// python-zeroconf 0.47 does — after another querier's question and a
-// packet cut short — yields the server, with the NSEC skip logged by type
-// and reason.
-func TestBrowseFindsZeroconfServer(t *testing.T) {
-	golden := zeroconfPacket(t, "legacy-unicast.hex")
-	otherQuery := mdnsQuery(false)
-	resp := startResponder(t, otherQuery, golden[:100], golden)
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+		return dnsRecord{Name: "box.local", Type: typ, Class: dnsClassIN, TTL: 120, IP: net.ParseIP(ip)}
 	}
-	defer conn.Close()
-	logs := &lockedBuffer{}
-	ctx, cancel := context.WithTimeout(context.Background(), mdnsTestTimeout)
-	defer cancel()
-	found, err := BrowseWith(ctx, BrowseOptions{Timeout: mdnsTestTimeout, Max: 1, Conn: conn, To: resp.conn.LocalAddr(),
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(found) != 1 || found[0].UUID != "4c1f2a6e-9b1d-4f7e-8a42-0d6f3c2b1a90" || found[0].Endpoint != "127.0.0.1:50052" ||
-		found[0].Name != "Incubator" || found[0].Version != "1.1" || found[0].Host != "sila-server.local" {
-		t.Fatalf("found %+v", found)
-	}
-	if c := <-resp.classes; c != 0x8001 {
-		t.Errorf("first query class 0x%04x, want 0x8001 (IN with the QU bit)", c)
-	}
-	log := logs.String()
-	for _, w := range []string{"skipped a record it cannot read", "type=NSEC", "name=sila-server.local", "empty block (window 0, length 0)",
-		"stopped reading a packet"} {
-		if !strings.Contains(log, w) {
-			t.Errorf("log lacks %q:\n%s", w, log)
-		}
+	for _, c := range []struct {
+		name  string
+		addrs []dnsRecord
+		want  string
+	}{
+		{"no address", nil, "Box.local:50052"},
+		{"link-local only", []dnsRecord{a("fe80::1")}, "[fe80::1%eth0]:50052"},
+		{"global v6 over link-local", []dnsRecord{a("fe80::1"), a("2001:db8::5")}, "[2001:db8::5]:50052"},
+		{"v4 over v6", []dnsRecord{a("2001:db8::5"), a("192.0.2.7")}, "192.0.2.7:50052"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newCache(silaService, slog.New(slog.DiscardHandler))
+			m.add(append([]dnsRecord{srv}, c.addrs...), "eth0")
+			got := m.list()
+			if len(got) != 1 || got[0].Endpoint() != c.want || got[0].Name != "0d6f3c2b-1a90-4f7e-8a42-4c1f2a6e9b1d" {
+				t.Fatalf("instances %+v, want endpoint %s", got, c.want)
+			}
+		})
 	}
 }
 
-// TestBrowseQuietNetworkEndsAtTimeout: nobody answers; the browse ends at
-// its timeout with nothing found, and a cancelled context ends it early.
-func TestBrowseQuietNetworkEndsAtTimeout(t *testing.T) {
-	resp := startResponder(t) // reads the queries, answers nothing
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+// TestInstanceLabelWithDotsAndControls: an instance label holding '.', '\'
+// or a control byte stays one label through decoding, and the instance
+// name is the label's bytes.
+func TestInstanceLabelWithDotsAndControls(t *testing.T) {
+	label := "lab.box\\1\x07"
+	svc := wireName("_sila", "_tcp", "local")
+	target := append(append([]byte{byte(len(label))}, label...), 0xc0, 12) // the instance, then the service name at offset 12
+	pkt := response(0, 2, rr(svc, dnsTypePTR, target),
+		rr([]byte{0xc0, byte(12 + len(svc) + 10)}, dnsTypeSRV, append([]byte{0, 0, 0, 0, 0x1f, 0x90}, wireName("h", "local")...)))
+	msg, err := decodeDNS(pkt)
+	if err != nil || len(msg.Records) != 2 {
+		t.Fatalf("records %+v skipped %+v err %v", msg.Records, msg.Skipped, err)
 	}
-	defer conn.Close()
-	found, err := BrowseWith(context.Background(), BrowseOptions{Timeout: 50 * time.Millisecond, Conn: conn, To: resp.conn.LocalAddr()})
-	if err != nil || len(found) != 0 {
-		t.Fatalf("found %+v, err %v", found, err)
+	if want := `lab\.box\\1\007._sila._tcp.local`; msg.Records[0].Target != want || msg.Records[1].Name != want {
+		t.Fatalf("names %q %q, want %q", msg.Records[0].Target, msg.Records[1].Name, want)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		BrowseWith(ctx, BrowseOptions{Timeout: time.Hour, Conn: conn, To: resp.conn.LocalAddr()})
-	}()
-	select {
-	case <-done:
-	case <-time.After(mdnsTestTimeout):
-		t.Fatal("a cancelled browse did not end")
-	}
-	if _, err := BrowseWith(context.Background(), BrowseOptions{Conn: conn}); err == nil || !strings.Contains(err.Error(), "needs To") {
-		t.Fatalf("Conn without To: %v", err)
+	m := newCache(silaService, slog.New(slog.DiscardHandler))
+	m.add(msg.Records, "")
+	if got := m.list(); len(got) != 1 || got[0].Name != label || got[0].Endpoint() != "h.local:8080" {
+		t.Fatalf("instances %+v, want name %q", got, label)
 	}
 }

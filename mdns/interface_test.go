@@ -1,4 +1,4 @@
-package sila2
+package mdns
 
 import (
 	"net"

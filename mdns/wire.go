@@ -1,4 +1,4 @@
-package sila2
+package mdns
 
 import (
 	"encoding/binary"
@@ -13,7 +13,7 @@ import (
 // an empty window block, which strict decoders such as miekg/dns reject
 // with the whole packet) costs that record only. Everything is bounded by
 // the packet: names by 255 octets and strictly backward compression
-// pointers, records by mdnsMaxRecords whatever the header's counts claim.
+// pointers, records by maxRecords whatever the header's counts claim.
 
 // DNS record types and classes the browse reads.
 const (
@@ -28,11 +28,11 @@ const (
 	dnsHeaderLen = 12
 	// dnsMaxName is the longest name on the wire (RFC 1035 section 2.3.4).
 	dnsMaxName = 255
-	// mdnsMaxPacket is the largest mDNS message (RFC 6762 section 17).
-	mdnsMaxPacket = 9000
-	// mdnsMaxRecords bounds the questions plus records decoded from one
+	// maxPacket is the largest mDNS message (RFC 6762 section 17).
+	maxPacket = 9000
+	// maxRecords bounds the questions plus records decoded from one
 	// packet, whatever its header counts say.
-	mdnsMaxRecords = 512
+	maxRecords = 512
 )
 
 // dnsRecord is one decoded resource record. Names are in presentation form
@@ -114,8 +114,8 @@ func decodeDNS(b []byte) (dnsMessage, error) {
 	// second bound.
 	off := dnsHeaderLen
 	for i := 0; i < qd; i++ {
-		if i >= mdnsMaxRecords {
-			return msg, fmt.Errorf("more than %d questions", mdnsMaxRecords)
+		if i >= maxRecords {
+			return msg, fmt.Errorf("more than %d questions", maxRecords)
 		}
 		if off >= len(b) {
 			return msg, fmt.Errorf("header claims %d questions, the packet ends after %d", qd, i)
@@ -130,8 +130,8 @@ func decodeDNS(b []byte) (dnsMessage, error) {
 		off = next + 4
 	}
 	for i := 0; i < rr; i++ {
-		if i >= mdnsMaxRecords {
-			return msg, fmt.Errorf("more than %d records", mdnsMaxRecords)
+		if i >= maxRecords {
+			return msg, fmt.Errorf("more than %d records", maxRecords)
 		}
 		if off >= len(b) {
 			return msg, fmt.Errorf("header claims %d records, the packet ends after %d", rr, i)
@@ -365,13 +365,16 @@ func firstLabel(name string) (label, rest string) {
 	return name, ""
 }
 
-// mdnsQuery is a one-question query for the PTR records of
-// _sila._tcp.local; unicast sets the QU bit (RFC 6762 section 5.4), asking
-// for a unicast answer.
-func mdnsQuery(unicast bool) []byte {
-	b := make([]byte, dnsHeaderLen, 40)
+// query is a one-question query for the PTR records of service (a
+// presentation name such as _mhp._tcp.local); unicast sets the QU bit (RFC
+// 6762 section 5.4), asking for a unicast answer.
+func query(service string, unicast bool) []byte {
+	b := make([]byte, dnsHeaderLen, dnsHeaderLen+len(service)+6)
 	b[5] = 1 // QDCOUNT
-	for _, l := range []string{"_sila", "_tcp", "local"} {
+	for name := service; name != ""; {
+		var l string
+		l, name = firstLabel(name)
+		l = unescapeLabel(l)
 		b = append(b, byte(len(l)))
 		b = append(b, l...)
 	}
