@@ -9,7 +9,9 @@
 //
 // Rows that need a process of their own (server CPU, estop under load,
 // 10,000 devices) re-run the calling binary as a child: its main must call
-// [MaybeChild] first.
+// [MaybeChild] first. MHP_BENCH_CPUPROFILE=<path> writes a CPU profile of
+// each serve child to <path>.<null|sim>.<pid>; MHP_BENCH_HEAPPROFILE=<path>
+// a heap profile of each devices child to <path>.<bare|mhp>.
 package bench
 
 import (

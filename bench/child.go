@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,9 +204,13 @@ func childServe(kind string) error {
 
 // childProfile starts a CPU profile of a serve child when
 // MHP_BENCH_CPUPROFILE names a path: the profile of the child serving kind
-// is written to "<path>.<kind>.<pid>" when it stops (go tool pprof).
+// is written to "<path>.<kind>.<pid>" when it stops (go tool pprof). With
+// MHP_BENCH_TRACE instead, an execution trace (go tool trace).
 func childProfile(kind string) (stop func(), err error) {
-	path := os.Getenv("MHP_BENCH_CPUPROFILE")
+	start, end, path := pprof.StartCPUProfile, pprof.StopCPUProfile, os.Getenv("MHP_BENCH_CPUPROFILE")
+	if p := os.Getenv("MHP_BENCH_TRACE"); p != "" {
+		start, end, path = trace.Start, trace.Stop, p
+	}
 	if path == "" {
 		return func() {}, nil
 	}
@@ -213,11 +218,11 @@ func childProfile(kind string) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
 		return nil, err
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return func() { end(); f.Close() }, nil
 }
 
 // childLoad runs clients reading as fast as they can against url; it

@@ -234,6 +234,6 @@ func (s *Server) refuseBusy(w http.ResponseWriter, body []byte, e *mhp.Error) {
 		}
 		id = req.ID
 	}
-	w.Header().Set("Retry-After", s.adm.retryAfter())
+	w.Header().Set("Retry-After", s.admission().retryAfter())
 	s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: id, Error: e.At(s.clk.Now())})
 }

@@ -114,7 +114,7 @@ func TestAdmissionOverHTTP(t *testing.T) {
 	for range 2 {
 		go func() { _, m := call(sid, write); answered <- m }()
 	}
-	conformance.Eventually(t, "both writes to hold a slot", func() bool { return len(srv.adm.slots) == 2 })
+	conformance.Eventually(t, "both writes to hold a slot", func() bool { return len(srv.admission().slots) == 2 })
 	resp, m := call(sid, `{"jsonrpc":"2.0","id":7,"method":"signals/read","params":{"names":["`+conformance.SignalTemperature+`"]}}`)
 	var busy mhp.Error
 	if err := json.Unmarshal(m["error"], &busy); err != nil || busy.Code != mhp.CodeServerError || busy.Data[mhp.DataReason] != ReasonServerBusy ||
@@ -130,8 +130,8 @@ func TestAdmissionOverHTTP(t *testing.T) {
 			t.Fatalf("a write answered ok after the estop: %s", m["result"])
 		}
 	}
-	if len(srv.adm.slots) != 0 || srv.adm.estops.Load() != 0 {
-		t.Fatalf("slots %d, estops %d after every answer", len(srv.adm.slots), srv.adm.estops.Load())
+	if len(srv.admission().slots) != 0 || srv.admission().estops.Load() != 0 {
+		t.Fatalf("slots %d, estops %d after every answer", len(srv.admission().slots), srv.admission().estops.Load())
 	}
 	if _, m := call(sid, `{"jsonrpc":"2.0","id":9,"method":"ping"}`); m["result"] == nil {
 		t.Fatalf("ping after the overload: %s", m["error"])

@@ -22,15 +22,30 @@ const shedWait = time.Second
 // nor trickling connections can starve a newcomer, an estop among them. With
 // nothing evictable it waits up to shedWait for a connection to end, then
 // closes the newcomer.
+//
+// A device server keeps EStopReserve connections beyond the cap for the
+// estop: with every connection serving and none evictable, a newcomer is
+// admitted at once on a reserve slot, which carries one safety/estop and
+// nothing else (any other request on it is refused busy and the connection
+// closed; the estop's answer closes it too). So an estop client dialling a
+// new connection into a server at its cap is served, not shut out.
 type connLimiter struct {
 	net.Listener
-	max int
-	log *slog.Logger
+	max     int
+	reserve int // slots beyond max for an estop (0: none)
+	log     *slog.Logger
 
-	mu    sync.Mutex
-	conns map[net.Conn]*connInfo
-	freed chan struct{} // one token per close, non-blocking
+	mu       sync.Mutex
+	conns    map[net.Conn]*connInfo
+	reserved int           // conns admitted on a reserve slot
+	changes  uint64        // phase changes so far (connInfo.since)
+	freed    chan struct{} // one token per close, non-blocking; made by the first newcomer that waits
 }
+
+// EStopReserve is how many connections beyond [Options.MaxConns] a device
+// server admits, when every connection is being served, for a
+// safety/estop each.
+const EStopReserve = 4
 
 // connPhase is what a connection is doing, in eviction order.
 type connPhase int
@@ -42,20 +57,24 @@ const (
 	phaseServing                  // a request being served: never evicted
 )
 
+// connInfo is a connection's phase and since when: the limiter's count of
+// phase changes at its last one (the order of the changes is all eviction
+// needs, and a counter costs no clock read on every request).
 type connInfo struct {
 	phase connPhase
-	since time.Time
+	since uint64
 }
 
-func limitConns(ln net.Listener, max int, log *slog.Logger) *connLimiter {
-	return &connLimiter{Listener: ln, max: max, log: log, conns: map[net.Conn]*connInfo{}, freed: make(chan struct{}, 1)}
+func limitConns(ln net.Listener, max, reserve int, log *slog.Logger) *connLimiter {
+	return &connLimiter{Listener: ln, max: max, reserve: reserve, log: log} // conns, freed: made when first needed
 }
 
 // limitedConn releases its slot when closed.
 type limitedConn struct {
 	net.Conn
-	l    *connLimiter
-	once sync.Once
+	l       *connLimiter
+	once    sync.Once
+	reserve bool // admitted on a reserve slot: one safety/estop only
 }
 
 func (c *limitedConn) Close() error {
@@ -66,10 +85,11 @@ func (c *limitedConn) Close() error {
 
 func (l *connLimiter) release(c net.Conn) {
 	l.mu.Lock()
-	delete(l.conns, c)
+	l.forgetLocked(c)
+	freed := l.freed
 	l.mu.Unlock()
 	select {
-	case l.freed <- struct{}{}:
+	case freed <- struct{}{}: // nil while no newcomer ever waited
 	default:
 	}
 }
@@ -96,26 +116,50 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	}
 }
 
-// admit registers c, evicting the longest-idle connection at the cap.
+// forgetLocked drops c from the table (and its reserve slot).
+func (l *connLimiter) forgetLocked(c net.Conn) {
+	if _, ok := l.conns[c]; !ok {
+		return
+	}
+	delete(l.conns, c)
+	if lc, ok := c.(*limitedConn); ok && lc.reserve {
+		l.reserved--
+	}
+}
+
+// admit registers c: on a free slot; else by evicting the longest-idle
+// connection; else, with every connection serving, on a reserve slot;
+// else, when a reserve connection can be evicted, in its place; else it
+// waits up to shedWait for a close.
 func (l *connLimiter) admit(c *limitedConn) bool {
 	deadline := time.Now().Add(shedWait)
 	for {
 		l.mu.Lock()
-		if len(l.conns) < l.max {
-			l.conns[c] = &connInfo{phase: phaseIdle, since: time.Now()}
+		if l.conns == nil {
+			l.conns = map[net.Conn]*connInfo{}
+		}
+		if len(l.conns)-l.reserved < l.max {
+			l.conns[c] = &connInfo{phase: phaseIdle, since: l.tickLocked()}
 			l.mu.Unlock()
 			return true
 		}
-		var victim net.Conn
-		var vi *connInfo
-		for k, ci := range l.conns {
-			if ci.phase == phaseServing {
-				continue
-			}
-			if vi == nil || ci.phase < vi.phase || (ci.phase == vi.phase && ci.since.Before(vi.since)) {
-				victim, vi = k, ci
-			}
+		victim := l.victimLocked(false)
+		if victim == nil && l.reserved < l.reserve {
+			c.reserve = true
+			l.reserved++
+			l.conns[c] = &connInfo{phase: phaseIdle, since: l.tickLocked()}
+			l.mu.Unlock()
+			l.log.Warn("mhp http connection admitted on an estop reserve slot: every connection is serving", "limit", l.max,
+				"remote", c.RemoteAddr().String())
+			return true
 		}
+		if victim == nil {
+			victim = l.victimLocked(true)
+		}
+		if l.freed == nil {
+			l.freed = make(chan struct{}, 1)
+		}
+		freed := l.freed
 		l.mu.Unlock()
 		if victim != nil {
 			_ = victim.Close() // releases its slot
@@ -127,11 +171,35 @@ func (l *connLimiter) admit(c *limitedConn) bool {
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-l.freed:
+		case <-freed:
 		case <-t.C:
 		}
 		t.Stop()
 	}
+}
+
+// tickLocked counts a phase change and returns its number.
+func (l *connLimiter) tickLocked() uint64 {
+	l.changes++
+	return l.changes
+}
+
+// victimLocked is the connection to evict for a newcomer: the one idle the
+// longest, else reading the longest, else streaming the longest; never one
+// being served. reserve chooses among the reserve connections or the
+// others.
+func (l *connLimiter) victimLocked(reserve bool) net.Conn {
+	var victim net.Conn
+	var vi *connInfo
+	for k, ci := range l.conns {
+		if ci.phase == phaseServing || k.(*limitedConn).reserve != reserve {
+			continue
+		}
+		if vi == nil || ci.phase < vi.phase || (ci.phase == vi.phase && ci.since < vi.since) {
+			victim, vi = k, ci
+		}
+	}
+	return victim
 }
 
 // connState is the http.Server hook that tracks which connections are idle.
@@ -147,11 +215,11 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 	}
 	switch st {
 	case http.StateNew, http.StateIdle:
-		ci.phase, ci.since = phaseIdle, time.Now()
+		ci.phase, ci.since = phaseIdle, l.tickLocked()
 	case http.StateActive:
-		ci.phase, ci.since = phaseReading, time.Now()
+		ci.phase, ci.since = phaseReading, l.tickLocked()
 	case http.StateHijacked, http.StateClosed:
-		delete(l.conns, c)
+		l.forgetLocked(c)
 	}
 }
 
@@ -178,7 +246,7 @@ func markPhase(r *http.Request, p connPhase) {
 	l := lc.l
 	l.mu.Lock()
 	if ci, ok := l.conns[lc]; ok {
-		ci.phase, ci.since = p, time.Now()
+		ci.phase, ci.since = p, l.tickLocked()
 	}
 	l.mu.Unlock()
 }

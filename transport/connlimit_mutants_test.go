@@ -88,39 +88,98 @@ func TestConnectionLimitIsExact(t *testing.T) {
 // device lets go. Catches the limit evicting a connection whose request is
 // being served when nothing else is left (issue 29, item 13).
 func TestServedConnectionsAreNeverEvicted(t *testing.T) {
+	m, addr, wrote := writeBlockedAtTheCap(t)
+
+	newcomer := dialSilent(t, addr)
+	// The newcomer may only be refused: closed, or (on an estop reserve
+	// slot) answered busy.
+	if resp, err := rawPing(newcomer, addr); err == nil && resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a newcomer was served (%s) while the only slot serves a write: the served connection was evicted", resp.Status)
+	}
+	m.in.Release(conformance.SettingSetpoint)
+	if wb := <-wrote; wb == nil {
+		t.Fatal("the served write's connection was cut")
+	} else if r := rpcAnswer(t, wb); r.Error != nil {
+		t.Fatalf("the served write answered %s, want ok", wb)
+	}
+}
+
+// TestEStopOnANewConnectionAtTheCap: at the cap with every connection
+// serving (a write blocked in the device), an estop on a new connection is
+// admitted on a reserve slot and served at once (not left to wait for a
+// close and then shut out), the blocked write is cut off, and the reserve
+// connection closes after its answer; any other request on a reserve slot
+// is refused busy, nothing done. On the limiter without a reserve the
+// estop's connection is closed unanswered.
+func TestEStopOnANewConnectionAtTheCap(t *testing.T) {
+	m, addr, wrote := writeBlockedAtTheCap(t)
+	for _, c := range []struct {
+		name, body string
+		status     int
+		estop      bool
+	}{
+		{"a read", `{"jsonrpc":"2.0","id":3,"method":"signals/read","params":{"names":["temperature"]}}`, http.StatusServiceUnavailable, false},
+		{"a frame that looks like an estop", `{"jsonrpc":"2.0","id":4,"params":{"method":"safety/estop"},"method":"signals/read"}`,
+			http.StatusServiceUnavailable, false},
+		{"the estop", `{"jsonrpc":"2.0","id":5,"method":"safety/estop","params":{"reason":"at the cap"}}`, http.StatusOK, true},
+	} {
+		nc := dialSilent(t, addr)
+		resp, b, err := rawCall(nc, addr, "", c.body)
+		if err != nil {
+			t.Fatalf("%s on a new connection at the cap: not answered: %v", c.name, err)
+		}
+		r := rpcAnswer(t, b)
+		switch {
+		case resp.StatusCode != c.status:
+			t.Fatalf("%s: status %s, want %d (%s)", c.name, resp.Status, c.status, b)
+		case c.estop && r.Error != nil:
+			t.Fatalf("the estop at the cap: %s", b)
+		case !c.estop && (r.Error == nil || r.Error.Data[mhp.DataReason] != transport.ReasonServerBusy || resp.Header.Get("Retry-After") == ""):
+			t.Fatalf("%s on a reserve slot: %s, want busy with Retry-After", c.name, b)
+		}
+		if !closedWithin(nc, testTimeout) {
+			t.Fatalf("%s: the reserve connection stays open after its answer", c.name)
+		}
+	}
+	wb := <-wrote
+	if wb == nil {
+		t.Fatal("the served write's connection was cut")
+	}
+	if r := rpcAnswer(t, wb); r.Error == nil || r.Error.Code != mhp.CodeEStopActive {
+		t.Fatalf("the write blocked when the estop landed: %+v, want EStopActive", r.Error)
+	}
+	if m.in.Calls(conformance.SettingSetpoint) != 1 {
+		t.Fatalf("a refused request reached the backend")
+	}
+}
+
+// writeBlockedAtTheCap serves a memory driver with MaxConns 1 and fills the
+// one connection: initialize, then a write blocked in the device (it has
+// reached the backend). The write's answer arrives on the channel (nil when
+// its connection was cut).
+func writeBlockedAtTheCap(t *testing.T) (*memory, string, <-chan []byte) {
+	t.Helper()
 	m := newMemory(t, conformance.Options{})
 	m.in.Script(conformance.SettingSetpoint, conformance.Block)
 	srv := newServer(t, m.drv, transport.Options{MaxConns: 1, ReadHeaderTimeout: time.Minute,
 		IdleTimeout: time.Minute, ReadTimeout: time.Minute})
 	addr := listenServe(t, srv)
-
-	// One connection: initialize, then a write that blocks in the device.
 	wc := dialSilent(t, addr)
 	resp, _, err := rawCall(wc, addr, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-09-12"}}`)
 	if err != nil || resp.Header.Get(mhp.HeaderSession) == "" {
 		t.Fatalf("initialize: %v %v", resp, err)
 	}
 	sid := resp.Header.Get(mhp.HeaderSession)
-	wrote := make(chan error, 1)
-	var wb []byte
+	wrote := make(chan []byte, 1)
 	go func() {
-		var err error
-		_, wb, err = rawCall(wc, addr, sid, `{"jsonrpc":"2.0","id":2,"method":"settings/write","params":{"name":"setpoint","value":30}}`)
-		wrote <- err
+		_, b, err := rawCall(wc, addr, sid, `{"jsonrpc":"2.0","id":2,"method":"settings/write","params":{"name":"setpoint","value":30}}`)
+		if err != nil {
+			b = nil
+		}
+		wrote <- b
 	}()
 	conformance.EventuallyWithin(t, "the write to reach the backend", testTimeout, func() bool {
 		return m.in.Calls(conformance.SettingSetpoint) == 1
 	})
-
-	newcomer := dialSilent(t, addr)
-	if resp, err := rawPing(newcomer, addr); err == nil {
-		t.Fatalf("a newcomer was served (%s) while the only slot serves a write: the served connection was evicted", resp.Status)
-	}
-	m.in.Release(conformance.SettingSetpoint)
-	if err := <-wrote; err != nil {
-		t.Fatalf("the served write's connection was cut: %v", err)
-	}
-	if r := rpcAnswer(t, wb); r.Error != nil {
-		t.Fatalf("the served write answered %s, want ok", wb)
-	}
+	return m, addr, wrote
 }

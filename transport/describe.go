@@ -76,9 +76,9 @@ func (s *Server) describe(ctx context.Context, _ *session, req mhp.DescribeReque
 	return s.encodeDescription(d)
 }
 
-// encodeDescription is d's JSON, from the cache when d's tier was rendered
-// for the same descriptor.
-func (s *Server) encodeDescription(d *mhp.Description) (encodedResult, error) {
+// encodeDescription is d's JSON (an encodedResult, or a splicedResult from
+// the cache when d's tier was rendered for the same descriptor).
+func (s *Server) encodeDescription(d *mhp.Description) (json.Marshaler, error) {
 	c := s.dcache.Load()
 	if c == nil {
 		c = &describeCache{}
@@ -88,10 +88,11 @@ func (s *Server) encodeDescription(d *mhp.Description) (encodedResult, error) {
 	}
 	slot := c.slot(d.Detail)
 	if slot == nil {
-		return d.MarshalJSON()
+		b, err := d.MarshalJSON()
+		return encodedResult(b), err
 	}
 	if r := slot.Load(); r != nil && r.matches(d) {
-		return r.splice(d)
+		return splicedResult{r, d}, nil
 	}
 	b, err := d.MarshalJSON()
 	if err != nil {
@@ -100,7 +101,7 @@ func (s *Server) encodeDescription(d *mhp.Description) (encodedResult, error) {
 	if r, ok := cut(d, b); ok {
 		slot.Store(r)
 	}
-	return b, nil
+	return encodedResult(b), nil
 }
 
 // matches reports whether r was rendered from d's descriptor, tier and
@@ -137,30 +138,53 @@ func (r *renderedDescription) splice(d *mhp.Description) (encodedResult, error) 
 	for _, sg := range r.segs {
 		n += len(sg.static) + 1
 	}
-	out := make([]byte, 0, n+64)
-	out = append(out, '{')
+	return r.appendTo(make([]byte, 0, n+64), d)
+}
+
+// appendTo appends d's answer to b.
+func (r *renderedDescription) appendTo(b []byte, d *mhp.Description) ([]byte, error) {
+	b = append(b, '{')
 	for i, sg := range r.segs {
 		if i > 0 {
-			out = append(out, ',')
+			b = append(b, ',')
 		}
-		var v any
 		switch sg.live {
 		case liveNone:
-			out = append(out, sg.static...)
+			b = append(b, sg.static...)
 			continue
 		case liveState:
-			out, v = append(out, `"state":`...), d.State
+			b = append(b, `"state":`...)
+			if out, ok := appendPlain(b, string(d.State)); ok {
+				b = out
+				continue
+			}
+			v, err := json.Marshal(d.State)
+			if err != nil {
+				return nil, err
+			}
+			b = append(b, v...)
 		case liveBackend:
-			out, v = append(out, `"backend":`...), d.Backend
+			b = append(b, `"backend":`...)
+			v, err := json.Marshal(d.Backend)
+			if err != nil {
+				return nil, err
+			}
+			b = append(b, v...)
 		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b...)
 	}
-	return append(out, '}'), nil
+	return append(b, '}'), nil
 }
+
+// splicedResult is a description answered from the cache, spliced straight
+// into the answer's buffer (encodeResponse).
+type splicedResult struct {
+	r *renderedDescription
+	d *mhp.Description
+}
+
+// MarshalJSON splices the answer (for the paths that marshal a Response
+// with encoding/json: stdio, tests).
+func (sr splicedResult) MarshalJSON() ([]byte, error) { return sr.r.splice(sr.d) }
 
 // eachMember calls f with the name and the whole text ("name":value) of
 // each member of the JSON object b (valid JSON) in order, until f returns

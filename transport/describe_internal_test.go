@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"encoding/json"
 	"reflect"
 	"slices"
 	"testing"
@@ -58,9 +59,21 @@ func TestDescribeCacheAnswersWhatTheDescriptionRenders(t *testing.T) {
 					t.Fatal(err)
 				}
 				before := s.cachedTier(detail)
-				got, err := s.encodeDescription(d)
+				enc, err := s.encodeDescription(d)
 				if err != nil {
 					t.Fatalf("%s: %v", st.name, err)
+				}
+				got, err := enc.MarshalJSON()
+				if err != nil {
+					t.Fatalf("%s: %v", st.name, err)
+				}
+				ab := &answerBuf{}
+				ab.enc = json.NewEncoder(&ab.b)
+				if err := encodeResponse(ab, &Response{JSONRPC: Version, ID: json.RawMessage("3"), Result: enc}); err != nil {
+					t.Fatal(err)
+				}
+				if whole := `{"jsonrpc":"2.0","id":3,"result":` + string(want) + "}\n"; ab.b.String() != whole {
+					t.Fatalf("%s: the whole answer is\n%s\nwant\n%s", st.name, ab.b.Bytes(), whole)
 				}
 				if !bytes.Equal(got, want) {
 					t.Fatalf("%s: answered\n%s\nthe description renders\n%s", st.name, got, want)

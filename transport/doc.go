@@ -121,7 +121,17 @@
 //     the cap a new connection closes, oldest first, an idle connection,
 //     else one still sending its request, else an event stream (its client
 //     resumes); never one whose request is being served. So neither idle
-//     nor trickling connections lock out an estop.
+//     nor trickling connections lock out an estop; and with every
+//     connection serving, a newcomer gets one of [EStopReserve] reserve
+//     slots beyond the cap, which carries one safety/estop (anything else
+//     is refused busy, 503 with Retry-After, and the connection closed).
+//   - Cost: the frame is decoded in one pass; the usual params of
+//     signals/read, device/describe and settings/write are read by a scan
+//     (anything else by the strict decoder); answers are written without
+//     reflecting over the envelope; device/describe is answered from its
+//     tier's encoding, cached per descriptor (a device that changes its
+//     descriptor answers new lists and is rendered anew; lists are never
+//     changed in place). A server nobody talked to holds no session table.
 //   - Notifications: signals/update goes only to sessions subscribed to that
 //     signal; every other notification goes to every session. On a stream
 //     they are interleaved lines; over HTTP they are SSE events with ids,

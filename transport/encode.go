@@ -65,6 +65,12 @@ func encodeResponse(ab *answerBuf, resp *Response) error {
 	ab.b.WriteString(`,"result":`)
 	if enc, ok := resp.Result.(encodedResult); ok {
 		ab.b.Write(enc)
+	} else if sr, ok := resp.Result.(splicedResult); ok {
+		b, err := sr.r.appendTo(availableBuffer(&ab.b, 4096), sr.d)
+		if err != nil {
+			return err
+		}
+		ab.b.Write(b)
 	} else if b, ok := appendReadResult(availableBuffer(&ab.b, 512), resp.Result); ok {
 		ab.b.Write(b)
 	} else {

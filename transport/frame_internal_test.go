@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -321,4 +322,34 @@ func agree[Req any](t *testing.T, method string, p []byte, fast func(json.RawMes
 	if !bytes.Equal(gj, wj) {
 		t.Fatalf("%s %s: the fast reader read %s, the decoder %s", method, p, gj, wj)
 	}
+}
+
+// fastValue decodes what it accepts as json.Unmarshal into an any does.
+func FuzzFastValueAgrees(f *testing.F) {
+	for _, s := range []string{`50`, `-1.5e3`, `0`, `1e400`, `-0`, `true`, `false`, `null`, `"x"`, `"a\"b"`, `[1]`, `{"a":1}`,
+		`123456789012345678901234567890`, `4.9e-324`, `1e-400`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		v = trimJSONSpace(v)
+		if !utf8.Valid(v) || !json.Valid(v) {
+			return
+		}
+		got, ok := fastValue(v)
+		if !ok {
+			return
+		}
+		var want any
+		if err := json.Unmarshal(v, &want); err != nil {
+			t.Fatalf("%s: fastValue took %v, json.Unmarshal refuses it: %v", v, got, err)
+		}
+		if gf, ok := got.(float64); ok && gf == 0 && want == 0.0 {
+			if math.Signbit(gf) != math.Signbit(want.(float64)) {
+				t.Fatalf("%s: fastValue %v, json.Unmarshal %v (sign of zero)", v, got, want)
+			}
+		}
+		if got != want {
+			t.Fatalf("%s: fastValue %#v, json.Unmarshal %#v", v, got, want)
+		}
+	})
 }

@@ -126,7 +126,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 	}
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: DefaultReadHeaderTimeout, IdleTimeout: DefaultIdleTimeout, MaxHeaderBytes: 64 << 10,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
-	return serveFront(ctx, ln, hs, o.MaxConns, o.TLS, o.Logger)
+	return serveFront(ctx, ln, hs, o.MaxConns, 0, o.TLS, o.Logger)
 }
 
 // closeIdle closes the connections that are between requests or never sent

@@ -81,8 +81,36 @@ func (s *Server) Handler() http.Handler {
 			s.log.Warn("mhp http request from a foreign origin refused", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
 			return
 		}
+		if onReserve(r) {
+			w.Header().Set("Connection", "close")
+			if r.URL.Path != "/rpc" {
+				s.refuseReserve(w, nullID)
+				return
+			}
+		}
 		inner.ServeHTTP(w, r)
 	})
+}
+
+// onReserve reports whether r came on a connection admitted on an estop
+// reserve slot (connlimit.go): it may carry one safety/estop only.
+func onReserve(r *http.Request) bool {
+	switch c := r.Context().Value(connKey{}).(type) {
+	case *frontConn:
+		return c.lc.reserve
+	case *limitedConn:
+		return c.reserve
+	}
+	return false
+}
+
+// refuseReserve answers a request other than safety/estop on a reserve
+// connection: busy (503, Retry-After), nothing done; the connection closes.
+func (s *Server) refuseReserve(w http.ResponseWriter, id json.RawMessage) {
+	w.Header().Set("Retry-After", "1")
+	s.writeAnswer(w, http.StatusServiceUnavailable, &Response{JSONRPC: Version, ID: id, Error: s.errorf(mhp.CodeServerError,
+		"server busy: its %d connections are all serving requests; a connection beyond them carries only safety/estop; nothing was done, retry",
+		s.opts.MaxConns).With(mhp.DataReason, ReasonServerBusy).With(mhp.DataLimit, s.opts.MaxConns)})
 }
 
 // Guard returns the server's front door (package auth): the Host check with
@@ -146,9 +174,18 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			Error: s.errorf(mhp.CodeParseError, "reading the request body: %v", err)})
 		return
 	}
+	reserve := onReserve(r)
+	if reserve && !mayBeEStop(body) {
+		id := nullID
+		if req, _ := decodeFrame(body); req != nil && req.ID != nil {
+			id = req.ID
+		}
+		s.refuseReserve(w, id)
+		return
+	}
 	// Admission (admission.go): an estop is recognised in the raw frame and
 	// goes first; an ordinary request waits for a slot or is refused busy.
-	tk, aerr := s.adm.admitFrame(r.Context(), body)
+	tk, aerr := s.admission().admitFrame(r.Context(), body)
 	if aerr != nil {
 		s.refuseBusy(w, body, aerr)
 		return
@@ -161,6 +198,10 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			id = req.ID
 		}
 		s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: id, Error: derr.At(s.clk.Now())})
+		return
+	}
+	if reserve && req.Method != mhp.MethodSafetyEStop {
+		s.refuseReserve(w, req.ID)
 		return
 	}
 	if aerr := tk.confirm(r.Context(), req.Method); aerr != nil {
@@ -414,17 +455,17 @@ func ServeHTTP(ctx context.Context, ln net.Listener, srv *Server) error {
 func ServeHandler(ctx context.Context, ln net.Listener, srv *Server, h http.Handler) error {
 	hs := srv.HTTPServer(ctx)
 	hs.Handler = h
-	return serveFront(ctx, ln, hs, srv.opts.MaxConns, srv.opts.TLS, srv.log)
+	return serveFront(ctx, ln, hs, srv.opts.MaxConns, EStopReserve, srv.opts.TLS, srv.log)
 }
 
 // serveFront serves hs on ln behind the connection limit, TLS when tlsCfg
 // is set, and the front door (request smuggling refused), until ctx ends.
-func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns int, tlsCfg *tls.Config, log *slog.Logger) error {
-	lim := limitConns(ln, maxConns, log)
+func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns, reserve int, tlsCfg *tls.Config, log *slog.Logger) error {
+	lim := limitConns(ln, maxConns, reserve, log)
 	hs.Handler = frontDoor(log, hs.Handler)
 	hs.ConnState = lim.connState
 	hs.ConnContext = withConn
-	hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){} // TLS is terminated by the front listener: HTTP/1.1
+	hs.TLSNextProto = noNextProto // TLS is terminated by the front listener: HTTP/1.1
 	// Serve runs on the caller's goroutine (one goroutine per served
 	// listener, not two); the shutdown is registered on ctx and only runs
 	// once it ends.
@@ -446,6 +487,10 @@ func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns 
 	<-shut // ctx ended: return once the shutdown is done
 	return nil
 }
+
+// noNextProto is the empty TLSNextProto of every served listener (h2 off),
+// one map for all: net/http only reads it.
+var noNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 
 // HTTPServer returns an [http.Server] for srv.Handler with the server's
 // timeouts, for callers that run their own listener ([ServeHTTP] adds the

@@ -206,7 +206,11 @@ func (s *Server) write(ctx context.Context, _ *session, req writeParams) (*mhp.W
 	if len(req.Value) == 0 {
 		return nil, missing(name, "value").At(s.clk.Now())
 	}
-	var v any
+	v, ok := fastValue(req.Value)
+	if ok {
+		return s.dev.Write(ctx, mhp.WriteRequest{Name: *req.Name, Value: v, Approved: req.Approved, DryRun: req.DryRun,
+			CommandID: req.CommandID, PermitID: req.PermitID})
+	}
 	if err := json.Unmarshal(req.Value, &v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && mhp.NumberOverflows(te) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 
 	"github.com/openmhp/mhp-go"
 )
@@ -149,4 +150,23 @@ func fastWrite(p json.RawMessage) (writeParams, bool) {
 		return ok
 	})
 	return out, ok
+}
+
+// fastValue decodes a setting's value (valid JSON) as json.Unmarshal into
+// an any does, for a number that fits a double, a boolean or a string
+// without escapes; ok is false for anything else (json.Unmarshal decides,
+// and words the refusal of a number that overflows).
+func fastValue(v json.RawMessage) (any, bool) {
+	if len(v) == 0 {
+		return nil, false
+	}
+	switch c := v[0]; {
+	case c == '-' || ('0' <= c && c <= '9'):
+		f, err := strconv.ParseFloat(string(v), 64)
+		return f, err == nil
+	case c == '"':
+		return plainString(v)
+	}
+	b, ok := plainBool(v)
+	return b, ok
 }

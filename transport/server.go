@@ -82,8 +82,11 @@ type Options struct {
 	// first (admission.go); the zero value has the defaults.
 	Admission Admission
 	// MaxConns caps the open HTTP connections ([ServeHTTP], [ListenHTTP]). At the
-	// cap, a new connection closes the connection idle the longest; with none
-	// idle it waits up to a second for one to end, then is closed. Default 512.
+	// cap, a new connection closes the connection idle the longest; with every
+	// connection serving, it is admitted on one of [EStopReserve] reserve
+	// slots, which carry a single safety/estop (anything else is refused busy);
+	// with those taken too it waits up to a second for one to end, then is
+	// closed. Default 512.
 	MaxConns int
 	// ReadTimeout bounds reading one HTTP request, body included (a body
 	// trickling in is cut off); default 30s. ReadHeaderTimeout bounds the
@@ -187,7 +190,7 @@ type Server struct {
 	log     *slog.Logger
 	clk     clock.Clock
 	methods map[string]method
-	adm     *admission // HTTP admission control (admission.go)
+	adm     atomic.Pointer[admission] // HTTP admission control (admission.go), made by the first request
 	// resources serves resources/list and resources/read (nil: none).
 	resources mhp.ResourceProvider
 	auth      *auth.Authenticator
@@ -201,8 +204,11 @@ type Server struct {
 	dcache atomic.Pointer[describeCache]
 
 	// The session table: every live session by secret, by label, and the
-	// header-keyed ones by their X-MHP-Client value. Guarded by mu.
-	mu       sync.Mutex
+	// header-keyed ones by their X-MHP-Client value. Guarded by mu. The
+	// maps are made with the first session (a server nobody talked to
+	// holds none: 10,000 served devices), and the idle sweep is armed only
+	// while HTTP sessions live.
+	mu       sync.RWMutex        // read-locked by the per-request lookups and the notification fanout
 	sessions map[string]*session // by secret
 	labels   map[string]*session // by label
 	byHeader map[string]*session // kindHeader sessions by X-MHP-Client
@@ -210,7 +216,7 @@ type Server struct {
 	nHTTP    int                 // sessions that count against MaxSessions
 	sweep    clock.Timer
 	closed   bool
-	done     chan struct{} // closed by Close: streams end
+	done     chan struct{} // closed by Close: streams end (made by the first stream: doneChan)
 	stop     func()        // stops device notifications
 }
 
@@ -219,8 +225,7 @@ type Server struct {
 // Close the server to stop its listener on the device and end its sessions.
 func NewServer(dev mhp.Device, opts Options) *Server {
 	opts = opts.withDefaults()
-	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock, sessions: map[string]*session{},
-		labels: map[string]*session{}, byHeader: map[string]*session{}, greeted: map[string]*session{}, done: make(chan struct{})}
+	s := &Server{dev: dev, opts: opts, log: opts.Logger, clk: opts.Clock}
 	s.auth = opts.Auth
 	if s.auth == nil && (opts.Token != "" || opts.OperatorToken != "") {
 		a, err := auth.New(auth.Config{Token: opts.Token, OperatorToken: opts.OperatorToken, Logger: opts.Logger})
@@ -232,13 +237,31 @@ func NewServer(dev mhp.Device, opts Options) *Server {
 	}
 	s.methods = builtinMethods()
 	s.resources, _ = mhp.Find[mhp.ResourceProvider](dev)
-	s.adm = newAdmission(opts.Admission)
 	s.addExtensions()
 	s.stop = dev.Listen(s.fanout)
-	s.mu.Lock()
-	s.scheduleSweepLocked()
-	s.mu.Unlock()
 	return s
+}
+
+// doneChan is closed once the server is closed (streams end on it).
+func (s *Server) doneChan() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		s.done = make(chan struct{})
+		if s.closed {
+			close(s.done)
+		}
+	}
+	return s.done
+}
+
+// admission is the server's admission state, made on first use.
+func (s *Server) admission() *admission {
+	if a := s.adm.Load(); a != nil {
+		return a
+	}
+	s.adm.CompareAndSwap(nil, newAdmission(s.opts.Admission))
+	return s.adm.Load()
 }
 
 // Close stops listening to the device and ends every session (EndSession on
@@ -250,7 +273,9 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
-	close(s.done)
+	if s.done != nil {
+		close(s.done)
+	}
 	if s.sweep != nil {
 		s.sweep.Stop()
 	}
@@ -258,7 +283,7 @@ func (s *Server) Close() error {
 	for _, ss := range s.sessions {
 		all = append(all, ss)
 	}
-	s.sessions, s.labels, s.byHeader, s.greeted, s.nHTTP = map[string]*session{}, map[string]*session{}, map[string]*session{}, map[string]*session{}, 0
+	s.sessions, s.labels, s.byHeader, s.greeted, s.nHTTP = nil, nil, nil, nil, 0
 	s.mu.Unlock()
 	s.stop()
 	for _, ss := range all {
@@ -269,8 +294,8 @@ func (s *Server) Close() error {
 
 // Sessions reports how many sessions are live.
 func (s *Server) Sessions() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return len(s.sessions)
 }
 
@@ -339,6 +364,9 @@ func (s *Server) openOwned(kind sessionKind, owner, name, header string) (*sessi
 	}
 	ss := newSession(kind, label, client, s.opts.SSEBuffer, s.opts.SSEBufferBytes, now)
 	ss.header, ss.owner = key, owner
+	if s.sessions == nil {
+		s.sessions, s.labels, s.byHeader, s.greeted = map[string]*session{}, map[string]*session{}, map[string]*session{}, map[string]*session{}
+	}
 	s.sessions[ss.secret] = ss
 	s.labels[label] = ss
 	switch {
@@ -349,6 +377,9 @@ func (s *Server) openOwned(kind sessionKind, owner, name, header string) (*sessi
 	}
 	if kind != kindStream {
 		s.nHTTP++
+		if s.sweep == nil {
+			s.scheduleSweepLocked()
+		}
 	}
 	s.mu.Unlock()
 	if evicted != nil {
@@ -364,10 +395,10 @@ func (s *Server) openOwned(kind sessionKind, owner, name, header string) (*sessi
 // echoes the session); otherwise it is nil (not initialized).
 func (s *Server) headerSession(owner, header string) (*session, *mhp.Error) {
 	key := ownedKey(owner, header)
-	s.mu.Lock()
+	s.mu.RLock()
 	ss, ok := s.byHeader[key]
 	greeted := s.greeted[key] != nil
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	if ok {
 		ss.touch(s.clk.Now())
 		return ss, nil
@@ -417,12 +448,12 @@ func (s *Server) removeLocked(ss *session) bool {
 // session opened by another identity than owner is unknown to it: a secret
 // replayed under another credential gains nothing.
 func (s *Server) lookup(owner, secret string) (*session, bool) {
-	s.mu.Lock()
+	s.mu.RLock()
 	ss, ok := s.sessions[secret]
 	if ok && ss.owner != owner {
 		ss, ok = nil, false
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	if ok {
 		ss.touch(s.clk.Now())
 	}
@@ -447,9 +478,11 @@ func (s *Server) endSession(ss *session, why string) {
 	s.log.Info("mhp session ended", "session", ss.label, "why", why)
 }
 
-// scheduleSweepLocked arms the idle-session sweep on the server clock.
+// scheduleSweepLocked arms the idle-session sweep on the server clock,
+// while HTTP sessions live.
 func (s *Server) scheduleSweepLocked() {
-	if s.closed {
+	s.sweep = nil
+	if s.closed || s.nHTTP == 0 {
 		return
 	}
 	every := s.opts.SessionTTL / 4
@@ -490,12 +523,12 @@ func (s *Server) fanout(n mhp.Notification) {
 		return
 	}
 	signal := n.Signal()
-	s.mu.Lock()
+	s.mu.RLock()
 	targets := make([]*session, 0, len(s.sessions))
 	for _, ss := range s.sessions {
 		targets = append(targets, ss)
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	for _, ss := range targets {
 		if n.Method == mhp.NotifySignalsUpdate && !ss.wants(signal) {
 			continue
@@ -528,9 +561,13 @@ type initFunc func(name string) (*session, *mhp.Error)
 // without one) and returns the response, or nil for a notification. init is
 // called when the request is an initialize.
 func (s *Server) handle(ctx context.Context, ss *session, req *Request, init initFunc) *Response {
-	start := time.Now()
+	debug := s.log.Enabled(ctx, slog.LevelDebug)
+	var start time.Time
+	if debug {
+		start = time.Now()
+	}
 	result, err := s.dispatch(ctx, ss, req, init)
-	if s.log.Enabled(ctx, slog.LevelDebug) {
+	if debug {
 		label := AnonymousLabel
 		if ss != nil {
 			label = ss.label

@@ -59,9 +59,9 @@ type session struct {
 	bytes     int     // bytes of the events in ring
 	cap       int
 	maxBytes  int
-	nextID    uint64 // id of the next event
-	delivered uint64 // highest id written to a stream
-	wake      chan struct{}
+	nextID    uint64        // id of the next event
+	delivered uint64        // highest id written to a stream
+	wake      chan struct{} // closed at the next push; made by a stream waiting (since), nil while none waits
 	lastSeen  time.Time
 	leaseTill time.Time // the session holds a lease until then (as far as the transport saw)
 	streams   int       // open SSE streams (they do not keep the session alive)
@@ -70,7 +70,7 @@ type session struct {
 
 func newSession(kind sessionKind, label, client string, capacity, maxBytes int, now time.Time) *session {
 	return &session{secret: newSecret(), label: label, client: client, kind: kind, cap: capacity, maxBytes: maxBytes,
-		nextID: 1, subs: map[string]bool{}, wake: make(chan struct{}), lastSeen: now}
+		nextID: 1, lastSeen: now}
 }
 
 // newSecret returns "s_" + 128 random bits in hex, from crypto/rand.
@@ -154,6 +154,9 @@ func (s *session) setLease(till time.Time) {
 
 func (s *session) subscribe(names []string) {
 	s.mu.Lock()
+	if s.subs == nil && len(names) > 0 {
+		s.subs = map[string]bool{}
+	}
 	for _, n := range names {
 		s.subs[n] = true
 	}
@@ -163,7 +166,7 @@ func (s *session) subscribe(names []string) {
 func (s *session) unsubscribe(names []string) {
 	s.mu.Lock()
 	if len(names) == 0 {
-		s.subs = map[string]bool{}
+		s.subs = nil
 	}
 	for _, n := range names {
 		delete(s.subs, n)
@@ -202,8 +205,10 @@ func (s *session) push(data []byte) {
 	}
 	s.count++
 	s.bytes += len(data)
-	close(s.wake)
-	s.wake = make(chan struct{})
+	if s.wake != nil { // a stream waits: wake it (it asks since again, for a new channel)
+		close(s.wake)
+		s.wake = nil
+	}
 }
 
 func (s *session) dropOldestLocked() {
@@ -240,6 +245,9 @@ func (s *session) since(after uint64) (evs []event, lost uint64, wake <-chan str
 		}
 	} else if s.nextID > after+1 {
 		lost = s.nextID - after - 1
+	}
+	if s.wake == nil {
+		s.wake = make(chan struct{})
 	}
 	return evs, lost, s.wake, true
 }
@@ -281,7 +289,10 @@ func (s *session) close() {
 	defer s.mu.Unlock()
 	if !s.closed {
 		s.closed = true
-		close(s.wake)
+		if s.wake != nil {
+			close(s.wake)
+			s.wake = nil
+		}
 		s.ring, s.count, s.bytes = nil, 0, 0
 	}
 }

@@ -121,3 +121,36 @@ func refDuplicate(t *testing.T, b []byte) bool {
 	}
 	return walk("")
 }
+
+// A notification queued on a session no stream listens to costs no
+// allocation (the wake channel is made by a stream that waits: 10,000
+// sessions each got a new one per notification, inside the estop's
+// fanout), and a stream that waits is still woken by the next push, and
+// by the session's end.
+func TestPushWithoutAStreamAllocatesNothing(t *testing.T) {
+	ss := newSession(kindIssued, "a#1", "a", 16, 1<<20, time.Unix(0, 0))
+	data := []byte(`{"jsonrpc":"2.0","method":"x"}`)
+	for range 32 { // the ring is full: a push drops the oldest
+		ss.push(data)
+	}
+	if n := testing.AllocsPerRun(100, func() { ss.push(data) }); n != 0 {
+		t.Fatalf("a push on a session without a stream allocates %v times", n)
+	}
+	_, _, wake, ok := ss.since(0)
+	if !ok || wake == nil {
+		t.Fatal("since gave no channel to wait on")
+	}
+	ss.push(data)
+	select {
+	case <-wake:
+	default:
+		t.Fatal("a push did not wake the waiting stream")
+	}
+	_, _, wake, _ = ss.since(0)
+	ss.close()
+	select {
+	case <-wake:
+	default:
+		t.Fatal("the session's end did not wake the waiting stream")
+	}
+}

@@ -50,11 +50,12 @@ func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error
 	readErr := make(chan error, 1)
 	go func() { readErr <- readLines(ctx, r, s.opts.MaxFrame, lines, c.tooLong) }()
 
+	done := s.doneChan()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-s.done:
+		case <-done:
 			return nil
 		case err := <-readErr:
 			if errors.Is(err, io.EOF) {
