@@ -49,16 +49,27 @@ func steps(ctx context.Context, d mhp.Device, clk *stepClock, n int, name string
 		started, finished time.Time
 	}
 	var mu sync.Mutex
-	var cur seen
+	cur := map[string]*seen{} // by job id: a late notification of an earlier job is not this one's
 	arrived := make(chan struct{}, 1)
 	stop := d.Listen(func(nt mhp.Notification) {
 		now := time.Now()
+		if nt.Method != mhp.NotifyJobsStarted && nt.Method != mhp.NotifyJobsFinished {
+			return
+		}
+		id := jobID(nt)
 		mu.Lock()
-		switch nt.Method {
-		case mhp.NotifyJobsStarted:
-			cur.started = now
-		case mhp.NotifyJobsFinished:
-			cur.finished = now
+		x := cur[id]
+		if x == nil {
+			if len(cur) > 64 { // bounded: ids of jobs no longer waited for
+				clear(cur)
+			}
+			x = &seen{}
+			cur[id] = x
+		}
+		if nt.Method == mhp.NotifyJobsStarted {
+			x.started = now
+		} else {
+			x.finished = now
 		}
 		mu.Unlock()
 		if nt.Method == mhp.NotifyJobsFinished {
@@ -71,13 +82,6 @@ func steps(ctx context.Context, d mhp.Device, clk *stepClock, n int, name string
 	defer stop()
 	at := make([][]float64, len(stepNames))
 	for i := 0; i < n; i++ {
-		mu.Lock()
-		cur = seen{}
-		mu.Unlock()
-		select {
-		case <-arrived: // a late one from the last round
-		default:
-		}
 		t0 := time.Now()
 		r, err := d.Invoke(ctx, mhp.InvokeRequest{Name: name, Params: params})
 		if err != nil {
@@ -87,7 +91,7 @@ func steps(ctx context.Context, d mhp.Device, clk *stepClock, n int, name string
 		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
 		for {
 			mu.Lock()
-			done := !cur.finished.IsZero()
+			done := cur[r.Job.ID] != nil && !cur[r.Job.ID].finished.IsZero()
 			mu.Unlock()
 			if done {
 				break
@@ -110,7 +114,8 @@ func steps(ctx context.Context, d mhp.Device, clk *stepClock, n int, name string
 		t5 := time.Now()
 		bs, be := clk.last()
 		mu.Lock()
-		s := cur
+		s := *cur[r.Job.ID]
+		delete(cur, r.Job.ID)
 		mu.Unlock()
 		ms := func(t time.Time) float64 { return float64(t.Sub(t0).Microseconds()) / 1e3 }
 		for k, t := range []time.Time{t1, bs, be, s.started, s.finished, t5} {
@@ -131,4 +136,20 @@ func steps(ctx context.Context, d mhp.Device, clk *stepClock, n int, name string
 		}
 	}
 	return "steps (ms after the invoke is sent, median): " + strings.Join(parts, ", "), nil
+}
+
+// jobID is the id of the job a jobs/* notification is about.
+func jobID(n mhp.Notification) string {
+	switch j := n.Params["job"].(type) {
+	case map[string]any:
+		id, _ := j["id"].(string)
+		return id
+	case mhp.Job:
+		return j.ID
+	case *mhp.Job:
+		if j != nil {
+			return j.ID
+		}
+	}
+	return ""
 }
