@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -23,6 +24,9 @@ type ScanOptions struct {
 	BrowseFor time.Duration
 	// Timeout bounds each probe; default 400ms.
 	Timeout time.Duration
+	// Logger receives what the mDNS browse skipped (a record it could not
+	// decode, named with its type and why); nil: discarded.
+	Logger *slog.Logger
 }
 
 // MaxScanHosts bounds the hosts of one scan.
@@ -52,9 +56,9 @@ func (f *Fleet) Scan(ctx context.Context, opt ScanOptions) ([]directory.Card, er
 		if wait <= 0 {
 			wait = 2 * time.Second
 		}
-		targets, _ := directory.Browse(ctx, wait) // a network without multicast still has the probe's answers
-		for _, t := range targets {
-			u, err := url.Parse(t)
+		announced, _ := directory.BrowseWith(ctx, directory.BrowseOptions{Timeout: wait, Logger: opt.Logger}) // a network without multicast still has the probe's answers
+		for _, a := range announced {
+			u, err := url.Parse(a.Target)
 			if err != nil {
 				continue
 			}

@@ -88,11 +88,13 @@ func (a *app) serveDirectoryCmd(ctx context.Context, args []string) int {
 			}
 		}
 		if p.has("browse") {
-			found, err := directory.Browse(cctx, 2*time.Second)
+			found, err := directory.BrowseWith(cctx, directory.BrowseOptions{Timeout: 2 * time.Second, Logger: a.quietLogger()})
 			if err != nil {
 				fmt.Fprintf(a.stderr, "mhp serve-directory: mDNS browse: %v\n", err)
 			}
-			targets = append(targets, found...)
+			for _, f := range found {
+				targets = append(targets, f.Target)
+			}
 		}
 		for _, r := range directory.Crawl(cctx, idx, pool, targets) {
 			if r.Err != nil {

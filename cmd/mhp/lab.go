@@ -64,7 +64,7 @@ func (a *app) labCmd(ctx context.Context, args []string) int {
 		tw.Flush()
 		return exitOK
 	case "scan":
-		found, err := f.Scan(ctx, host.ScanOptions{Hosts: rest, Browse: !p.has("no-browse")})
+		found, err := f.Scan(ctx, host.ScanOptions{Hosts: rest, Browse: !p.has("no-browse"), Logger: a.quietLogger()})
 		if err != nil {
 			return a.fail(err, p.has("json"))
 		}
