@@ -486,7 +486,9 @@ func ServeHandler(ctx context.Context, ln net.Listener, srv *Server, h http.Hand
 // serveFront serves hs on ln behind the connection limit, TLS when tlsCfg
 // is set, and the front door (request smuggling refused), until ctx ends.
 func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns, reserve int, tlsCfg *tls.Config, log *slog.Logger) error {
-	lim := limitConns(ln, maxConns, reserve, log)
+	// Deadlines are set lazily (deadline.go): a read or write still fails
+	// at the deadline asked for, without a timer change at every move.
+	lim := limitConns(lazyDeadlines(ln, hs.ReadHeaderTimeout), maxConns, reserve, log)
 	hs.Handler = frontDoor(log, hs.Handler)
 	hs.ConnState = lim.connState
 	hs.ConnContext = withConn
