@@ -188,7 +188,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // serveRPC serves POST /rpc for a request the guard let in as p (nil: no
 // identity).
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, p *auth.Pass) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.MaxFrame)))
+	body, err := s.readBody(w, r)
 	markPhase(r, phaseServing) // the request is in: its connection is no longer evictable
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -299,6 +299,24 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, p *auth.Pass) 
 		return
 	}
 	s.writeAnswer(w, http.StatusOK, resp)
+}
+
+// readBody reads a request body of at most MaxFrame bytes (else an
+// *http.MaxBytesError, and the connection closes after the answer). A body
+// of a known length within the bound is read into a buffer of its size;
+// any other goes through http.MaxBytesReader.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= int64(s.opts.MaxFrame) {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // net/http's body says so itself; a reader that does not
+			}
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.MaxFrame)))
 }
 
 // writeAnswer writes a response with a fresh write deadline of WriteTimeout
