@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
-
-	hashimdns "github.com/hashicorp/mdns"
 
 	"github.com/openmhp/mhp-go"
 )
@@ -90,57 +87,4 @@ func fetchCard(ctx context.Context, hc *http.Client, target string) (Card, error
 		return Card{}, fmt.Errorf("%s/mhp.json has no device id", target)
 	}
 	return CardFrom(&d, target), nil
-}
-
-// Advertise announces an MHP server by mDNS as _mhp._tcp with TXT id, class
-// and path=/mhp.json (with hashicorp/mdns's responder; browsing is
-// BrowseWith's own, in browse.go). The addresses announced are the host
-// name's, or, when the name does not resolve (a lab machine without DNS
-// for itself), those of the interfaces that are up. Stop it with the
-// returned function.
-func Advertise(info mhp.DeviceInfo, port int) (stop func() error, err error) {
-	host, _ := osHostname()
-	var ips []net.IP
-	if _, err := net.LookupIP(host + "."); err != nil { // as NewMDNSService looks it up
-		if ips = upAddresses(); len(ips) == 0 {
-			return nil, mhp.Errorf(mhp.CodeServerError, "mdns: advertise %s: host name %q does not resolve (%v) and no interface is up with an address",
-				mhp.Truncate(info.ID, 64), host, err)
-		}
-	}
-	svc, err := hashimdns.NewMDNSService(info.ID, MDNSService, "", host+".", port, ips,
-		[]string{"id=" + info.ID, "class=" + info.Class, "path=/mhp.json"})
-	if err != nil {
-		return nil, mhp.Errorf(mhp.CodeServerError, "mdns: advertise %s: %v", mhp.Truncate(info.ID, 64), err)
-	}
-	srv, err := hashimdns.NewServer(&hashimdns.Config{Zone: svc, Logger: log.New(io.Discard, "", 0)})
-	if err != nil {
-		return nil, mhp.Errorf(mhp.CodeServerError, "mdns: advertise %s: %v", mhp.Truncate(info.ID, 64), err)
-	}
-	return srv.Shutdown, nil
-}
-
-// upAddresses are the unicast addresses of the interfaces that are up
-// (loopback last), at most 16.
-func upAddresses() []net.IP {
-	ifs, _ := net.Interfaces()
-	var out, loop []net.IP
-	for _, it := range ifs {
-		if it.Flags&net.FlagUp == 0 {
-			continue
-		}
-		addrs, _ := it.Addrs()
-		for _, a := range addrs {
-			n, ok := a.(*net.IPNet)
-			if !ok || n.IP.IsLinkLocalUnicast() || n.IP.IsMulticast() {
-				continue
-			}
-			if it.Flags&net.FlagLoopback != 0 {
-				loop = append(loop, n.IP)
-			} else {
-				out = append(out, n.IP)
-			}
-		}
-	}
-	out = append(out, loop...)
-	return out[:min(len(out), 16)]
 }

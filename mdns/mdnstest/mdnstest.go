@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -237,6 +238,50 @@ func Zeroconf(t testing.TB, ctx context.Context, python, kind, instance string, 
 	if strings.TrimSpace(line) != "registered" {
 		t.Fatalf("zeroconf announcer: %q %v; stderr: %s", line, err, stderr.String())
 	}
+}
+
+// LockZeroconf takes the machine-wide lock that Zeroconf takes (a lock
+// file, across test binaries) for a test that binds the mDNS port itself,
+// such as a responder on the host network (directory.Advertise) or
+// ZeroconfResolve; it is released when the test ends. Do not call Zeroconf
+// while holding it: the lock is not reentrant.
+func LockZeroconf(t testing.TB, ctx context.Context) {
+	t.Helper()
+	t.Cleanup(lockZeroconf(t, ctx))
+}
+
+// Resolved is what the real python-zeroconf resolved for a service
+// instance (ServiceInfo.request): the SRV target and port, the addresses
+// of the target, the TXT properties; or Error when nothing with an address
+// answered in time.
+type Resolved struct {
+	Server     string            `json:"server"`
+	Port       int               `json:"port"`
+	Addresses  []string          `json:"addresses"`
+	Properties map[string]string `json:"properties"`
+	Error      string            `json:"error"`
+}
+
+// ZeroconfResolve runs the real python-zeroconf (python: a python3 that
+// imports zeroconf) on loopback to resolve instance of service type kind
+// (e.g. "_mhp._tcp") within timeout, as a Python client does: SRV, TXT, A
+// and AAAA questions, the first QU, then QM, to the mDNS group. It binds
+// the mDNS port: hold LockZeroconf.
+func ZeroconfResolve(t testing.TB, ctx context.Context, python, kind, instance string, timeout time.Duration) Resolved {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, python, filepath.Join(Testdata(), "zeroconf_resolve.py"), kind, instance,
+		strconv.Itoa(int(timeout/time.Millisecond)))
+	stderr := &Log{}
+	cmd.Stderr = stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("zeroconf resolver: %v; stderr: %s", err, stderr.String())
+	}
+	var r Resolved
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("zeroconf resolver printed %q: %v; stderr: %s", out, err, stderr.String())
+	}
+	return r
 }
 
 // lockPoll is how often a waiting announcer retries the lock.
