@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/mdns"
 	"github.com/openmhp/mhp-go/mdns/mdnstest"
 )
 
@@ -133,5 +135,31 @@ func TestAdvertisedAddresses(t *testing.T) {
 				t.Fatalf("announces %s, want %s", s, c.want)
 			}
 		})
+	}
+}
+
+// TestAnnouncedSkipsUnreachableAddresses: an announced link-local IPv6
+// address without a zone (the interface it came in on unknown) is no
+// endpoint, as unspecified and multicast ones are not; the next usable
+// address is, and an instance with none is not announced.
+func TestAnnouncedSkipsUnreachableAddresses(t *testing.T) {
+	for _, c := range []struct {
+		addrs []string
+		want  string // the target; "" = not announced
+	}{
+		{[]string{"fe80::1"}, ""},
+		{[]string{"::", "ff02::fb", "fe80::1"}, ""},
+		{[]string{"fe80::1", "fe80::2%eth0"}, "http://[fe80::2%25eth0]:18921"},
+		{[]string{"0.0.0.0", "2001:db8::5"}, "http://[2001:db8::5]:18921"},
+		{[]string{"169.254.7.7"}, "http://169.254.7.7:18921"},
+	} {
+		in := mdns.Instance{Name: "tc-9", Host: "box.local", Port: 18921}
+		for _, a := range c.addrs {
+			in.Addrs = append(in.Addrs, netip.MustParseAddr(a))
+		}
+		a, ok := announced(in)
+		if ok != (c.want != "") || a.Target != c.want {
+			t.Errorf("addresses %v: announced %v %+v, want target %q", c.addrs, ok, a, c.want)
+		}
 	}
 }

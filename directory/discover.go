@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -33,8 +34,11 @@ func Ports() []int {
 }
 
 // Probe asks GET /mhp.json on every host:port in parallel (bounded by
-// timeout each) and returns a card for each device that answered. It works
-// on networks that block multicast. Give it only hosts you own.
+// timeout each) and returns a card for each device that answered, its
+// Target made by TargetURL. A host is a name, an IPv4 address or an IPv6
+// address (brackets optional), a link-local one with its zone as the
+// system writes it (fe80::1%eth0). It works on networks that block
+// multicast. Give it only hosts you own.
 func Probe(ctx context.Context, hosts []string, ports []int, timeout time.Duration) []Card {
 	if timeout <= 0 {
 		timeout = 500 * time.Millisecond
@@ -46,7 +50,7 @@ func Probe(ctx context.Context, hosts []string, ports []int, timeout time.Durati
 	sem := make(chan struct{}, 64)
 	for _, h := range hosts {
 		for _, p := range ports {
-			target := "http://" + net.JoinHostPort(h, strconv.Itoa(p))
+			target := TargetURL(h, p)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -64,6 +68,18 @@ func Probe(ctx context.Context, hosts []string, ports []int, timeout time.Durati
 	}
 	wg.Wait()
 	return out
+}
+
+// TargetURL is the URL of the MHP server at host and port: http://host:port,
+// an IPv6 address in brackets, its zone's "%" written "%25" as RFC 6874
+// has it (http://[fe80::1%25eth0]:18900), the form url.Parse reads back to
+// the zone the system dials. host is a name or an address as the system
+// writes it (fe80::1%eth0; brackets optional).
+func TargetURL(host string, port int) string {
+	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(port))}).String()
 }
 
 func fetchCard(ctx context.Context, hc *http.Client, target string) (Card, error) {

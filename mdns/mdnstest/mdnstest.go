@@ -80,12 +80,15 @@ func (r *Responder) Addr() net.Addr { return r.Conn.LocalAddr() }
 // are ignored. It stops with the test.
 func StartResponder(t testing.TB, service string, skip int, answer ...[]byte) *Responder {
 	t.Helper()
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return StartResponderOn(t, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, service, skip, answer...)
+}
+
+// StartResponderOn is StartResponder on the local address at (an IPv6
+// link-local address with its zone, say), port 0 for any.
+func StartResponderOn(t testing.TB, at *net.UDPAddr, service string, skip int, answer ...[]byte) *Responder {
+	t.Helper()
+	conn := ClientOn(t, at)
 	r := &Responder{Conn: conn, Classes: make(chan uint16, 16)}
-	t.Cleanup(func() { conn.Close() })
 	question := Query(service)[12:]
 	question = question[:len(question)-2] // without the class
 	go func() {
@@ -171,7 +174,18 @@ func Answer(service, instance, host string, port uint16, addrs []net.IP, txt ...
 // the test.
 func Client(t testing.TB) *net.UDPConn {
 	t.Helper()
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	return ClientOn(t, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+}
+
+// ClientOn is a UDP socket on the local address at (port 0 for any),
+// closed with the test.
+func ClientOn(t testing.TB, at *net.UDPAddr) *net.UDPConn {
+	t.Helper()
+	network := "udp6"
+	if at.IP.To4() != nil {
+		network = "udp4"
+	}
+	conn, err := net.ListenUDP(network, at)
 	if err != nil {
 		t.Fatal(err)
 	}
