@@ -89,7 +89,7 @@ func (s *Server) Handler() http.Handler {
 		mux.ServeHTTP(w, r)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.opts.AllowedOrigins, origin) {
+		if origin := headerValue(r.Header, "Origin"); origin != "" && !slices.Contains(s.opts.AllowedOrigins, origin) {
 			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
 				Error: s.errorf(mhp.CodeServerError, "origin %q is not allowed", origin).With(mhp.DataReason, "origin_forbidden")})
 			s.log.Warn("mhp http request from a foreign origin refused", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
