@@ -65,6 +65,21 @@ func (e *echoClient) roundTrip() (time.Duration, error) {
 
 func (e *echoClient) close() { _ = e.c.Close() }
 
+// dialRoundTrip times a new connection to the echo at addr and one round
+// trip on it (the floor of an estop on a new connection).
+func dialRoundTrip(addr string) (time.Duration, error) {
+	t0 := time.Now()
+	e, err := dialEcho(addr)
+	if err != nil {
+		return 0, err
+	}
+	defer e.close()
+	if _, err := e.roundTrip(); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
+}
+
 // parseServeAddrs reads a serve child's first line, "addr <http> [echo <tcp>]".
 func parseServeAddrs(first string) (httpAddr, echoAddr string) {
 	f := strings.Fields(first)
