@@ -104,13 +104,7 @@ func (c *readCtx) AfterFunc(f func()) (stop func() bool) {
 	return func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		for i, x := range c.after {
-			if x == a {
-				c.after = append(c.after[:i], c.after[i+1:]...)
-				return true
-			}
-		}
-		return false
+		return unregisterAfter(&c.after, a)
 	}
 }
 

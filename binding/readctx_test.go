@@ -3,6 +3,7 @@ package binding_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ func TestReadContextBoundsTheHooks(t *testing.T) {
 				if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 					return errors.New("ended without DeadlineExceeded")
 				}
+				if cause := context.Cause(ctx); !errors.Is(cause, context.DeadlineExceeded) {
+					return fmt.Errorf("context.Cause %v, want DeadlineExceeded", cause)
+				}
 				return ctx.Err()
 			}, unavail: true},
 		{name: "a derived context ends at the read's deadline", timeout: 20 * time.Millisecond,
@@ -73,6 +77,21 @@ func TestReadContextBoundsTheHooks(t *testing.T) {
 				}
 				if !errors.Is(ctx.Err(), context.Canceled) {
 					return errors.New("ended without the caller's Canceled")
+				}
+				return ctx.Err()
+			}, unavail: true},
+		{name: "the caller's cause reaches a waiting hook", timeout: time.Hour,
+			caller: func() (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancelCause(context.Background())
+				time.AfterFunc(10*time.Millisecond, func() { cancel(errCallerGone) })
+				return ctx, func() { cancel(nil) }
+			},
+			hook: func(ctx context.Context) error {
+				if err := waitEnd(ctx); err != nil {
+					return err
+				}
+				if cause := context.Cause(ctx); !errors.Is(cause, errCallerGone) {
+					return fmt.Errorf("context.Cause %v, want the caller's", cause)
 				}
 				return ctx.Err()
 			}, unavail: true},
@@ -171,6 +190,8 @@ func TestReadContextBoundsTheHooks(t *testing.T) {
 		})
 	}
 }
+
+var errCallerGone = errors.New("the caller went away")
 
 // waitEnd waits for ctx to end, at most 10s (an error then), and checks
 // that Err agrees.
