@@ -94,3 +94,23 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEStopReset is one safety/estop and the safety/reset after it on
+// a driver with one listener (as a transport registers): the binding's
+// cost per estop (the latch, the stop hook on its own goroutine within
+// EStopAnswerTimeout, the notification) and per reset.
+func BenchmarkEStopReset(b *testing.B) {
+	drv, ctx, _ := benchDevice(b)
+	stop := drv.Listen(func(mhp.Notification) {})
+	defer stop()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := drv.EStop(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := drv.Reset(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

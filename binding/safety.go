@@ -319,6 +319,9 @@ func (d *Driver) awaitReassert(ctx context.Context) {
 		}
 		fault = d.faultHookDone
 	})
+	if done == nil && fault == nil { // nothing to wait for (the usual reset): no timer
+		return
+	}
 	t := time.NewTimer(d.cfg.StopTimeout)
 	defer t.Stop()
 	for _, ch := range []chan struct{}{done, fault} {
