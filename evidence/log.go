@@ -17,6 +17,8 @@
 //	chain-000001.jsonl   entries 1..SegmentEntries, one canonical JSON object a line
 //	chain-000002.jsonl   the next segment, and so on
 //	heads.jsonl          signed heads, one a line (cadence, safety, rotation, shutdown)
+//	writer.lock          held (flock) by the process writing the directory
+//	continued.json       a device's own chain handed over to a shared log: where it ended
 //
 // Durability: with [SyncAlways] (the default) Append returns only after the
 // entry is on stable storage (fsync), so an answer that went out has its
@@ -35,6 +37,17 @@
 // failure also what the kernel had not written; receipts are never
 // reordered. One Log writes a directory in a process: a second Open of it
 // is refused (it would fork the chain).
+//
+// A shared log ([Config.Shared]) is one chain of several devices: each
+// entry names its device, devices append through [Log.For], their receipts
+// share each write and fsync, its first entry ([MethodSharedLog]) is what
+// lets Verify accept several devices, and its heads name the log (see
+// shared.go). A directory holding a device's own chain stays one: Open
+// refuses to continue it as a shared log, or for another device. A device's
+// own chain handed over to a shared log ([Continue]) is closed and recorded
+// there with its last seq and hash ([MethodContinued]); its files are never
+// written again. Another process opening a directory already open for
+// writing is refused (an flock on [LockFile]).
 //
 // Each receipt is canonicalised once, straight from its Go values, and that
 // one encoding gives both its hash and its stored line; Verify recomputes
