@@ -2,6 +2,7 @@ package binding
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 
@@ -10,7 +11,8 @@ import (
 
 // Refining a running driver: what the backend tells of its items once it
 // is reached (an OPC UA server's EngineeringUnits and EURange) fills in
-// what the driver's specs left open. The specs a driver was built from are
+// what the driver's specs left open, and what a later connection tells
+// replaces what an earlier one told. The specs a driver was built from are
 // frozen and shared with every driver of the same content (frozen.go), so a
 // refinement never changes them: it makes new frozen copies (shared in turn
 // with drivers refined to the same content) and swaps them in with one
@@ -18,10 +20,14 @@ import (
 // old or the new limits, never a mix.
 
 // Refinement is what a backend says of a driver's items beyond its
-// config. Each entry applies only where the driver's spec leaves it open:
-// a unit to an item without one, limits to a setting without any. What the
-// spec states (the config's, a device package's) is never changed, so a
-// refinement can only narrow what the gates allow, never loosen it.
+// config. Each entry applies only where the spec the driver was built
+// from leaves it open: a unit to an item without one, limits to a setting
+// without any. There it replaces what an earlier refinement said (the
+// backend's range narrowed or moved), and an item or aspect a refinement
+// does not name keeps what an earlier one said. What the spec states (the
+// config's, a device package's) is never changed, so the gates never allow
+// more than the config does. An empty unit or empty limits say nothing:
+// they neither fill in nor clear.
 type Refinement struct {
 	// SignalUnits are units by signal name.
 	SignalUnits map[string]string
@@ -59,9 +65,10 @@ func (d *Driver) settingsNow() byName[Setting] {
 	return d.settings
 }
 
-// Refine fills in, from r, what the driver's specs leave open (see
-// [Refinement]) and returns the items it changed, as "signal NAME" or
-// "setting NAME", sorted; nothing when every entry was already filled in.
+// Refine fills in, from r, what the driver's specs leave open, replacing
+// what an earlier refinement filled in (see [Refinement]), and returns the
+// items it changed, as "signal NAME" or "setting NAME", sorted; nothing
+// when every entry already says what the driver has.
 // Describe, safety/limits and the limits gate use the refined specs from
 // the moment Refine returns; a write in flight keeps the specs it started
 // with. A name the driver does not have is refused UnknownName and limits
@@ -128,13 +135,16 @@ func (d *Driver) checkRefinement(r Refinement) error {
 }
 
 // refineView builds the view that applies r over desc and settings (the
-// current view), or reports that nothing changes. The frozen copies it
-// makes are shared with any driver refined to the same content.
+// current view), or reports that nothing changes. Whether an aspect is open
+// is the spec New built from (d.desc) to say, never the current view, so
+// an earlier refinement's value is replaced and the config's never is. The
+// frozen copies it makes are shared with any driver refined to the same
+// content.
 func (d *Driver) refineView(desc *mhp.Descriptor, settings byName[Setting], r Refinement) (*refinedView, []string) {
 	var changed []string
 	signals := slices.Clone(desc.Signals)
 	for name, unit := range r.SignalUnits {
-		if i := d.signals.idx[name]; unit != "" && signals[i].Unit == "" {
+		if i := d.signals.idx[name]; unit != "" && d.desc.Signals[i].Unit == "" && signals[i].Unit != unit {
 			signals[i].Unit = unit
 			changed = append(changed, "signal "+name)
 		}
@@ -142,13 +152,13 @@ func (d *Driver) refineView(desc *mhp.Descriptor, settings byName[Setting], r Re
 	specs := slices.Clone(desc.Settings)
 	touched := map[int]bool{}
 	for name, unit := range r.SettingUnits {
-		if i := settings.idx[name]; unit != "" && specs[i].Unit == "" {
+		if i := settings.idx[name]; unit != "" && d.desc.Settings[i].Unit == "" && specs[i].Unit != unit {
 			specs[i].Unit = unit
 			touched[i] = true
 		}
 	}
 	for name, l := range r.Limits {
-		if i := settings.idx[name]; !l.Empty() && specs[i].Limits.Empty() {
+		if i := settings.idx[name]; !l.Empty() && d.desc.Settings[i].Limits.Empty() && !reflect.DeepEqual(specs[i].Limits, l) {
 			specs[i].Limits = l // copied by freezeSetting: the caller's value is not kept
 			touched[i] = true
 		}

@@ -3,7 +3,7 @@ package directory
 import (
 	"context"
 	"net"
-	"net/url"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -27,11 +27,12 @@ type Announced struct {
 	// Host is the SRV target host name, e.g. box.local.
 	Host string `json:"host"`
 	// Endpoint is address:port: the SRV port on the first usable address
-	// of Host (IPv4 first).
+	// of Host (IPv4 first, then global IPv6, then link-local IPv6 with the
+	// zone of the interface its answer came in on: [fe80::1%eth0]:18900).
 	Endpoint string `json:"endpoint"`
-	// Target is http://Endpoint, what Probe and Crawl ask for /mhp.json.
-	// It is made from the address records only: a TXT path does not move
-	// the probe off /mhp.json.
+	// Target is http://Endpoint (TargetURL: a zone as %25), what Probe and
+	// Crawl ask for /mhp.json. It is made from the address records only: a
+	// TXT path does not move the probe off /mhp.json.
 	Target string `json:"target"`
 }
 
@@ -85,22 +86,28 @@ func Browse(ctx context.Context, timeout time.Duration) ([]string, error) {
 
 // announced reads an instance as an MHP server; ok is false when it has no
 // address a probe could reach (none announced, or only unspecified and
-// multicast ones).
+// multicast ones, or link-local IPv6 ones without the zone of an
+// interface).
 func announced(in mdns.Instance) (Announced, bool) {
 	i := 0
-	for i < len(in.Addrs) && (in.Addrs[i].IsUnspecified() || in.Addrs[i].IsMulticast()) {
+	for i < len(in.Addrs) && !reachable(in.Addrs[i]) {
 		i++
 	}
 	if i == len(in.Addrs) {
 		return Announced{}, false
 	}
-	hostport := net.JoinHostPort(in.Addrs[i].String(), strconv.Itoa(int(in.Port)))
-	a := Announced{Instance: txtValue(in.Name), Host: txtValue(in.Host), Endpoint: hostport,
-		Target: (&url.URL{Scheme: "http", Host: hostport}).String()}
+	a := Announced{Instance: txtValue(in.Name), Host: txtValue(in.Host),
+		Endpoint: net.JoinHostPort(in.Addrs[i].String(), strconv.Itoa(int(in.Port))), Target: TargetURL(in.Addrs[i].String(), int(in.Port))}
 	a.ID = txtField(in, "id")
 	a.Class = txtField(in, "class")
 	a.Path = txtField(in, "path")
 	return a, true
+}
+
+// reachable says whether a probe can dial ip: not unspecified, not
+// multicast, and link-local IPv6 only with a zone.
+func reachable(ip netip.Addr) bool {
+	return !ip.IsUnspecified() && !ip.IsMulticast() && (!ip.Is6() || !ip.IsLinkLocalUnicast() || ip.Zone() != "")
 }
 
 // txtField is the TXT value of key, as data.

@@ -92,18 +92,24 @@ func TestBrowseReadsZeroconfAnnouncement(t *testing.T) {
 // empty, on loopback; it returns the port.
 func cardServer(t *testing.T, id string) int {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(cardHandler(id))
+	t.Cleanup(srv.Close)
+	_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(p)
+	return port
+}
+
+// cardHandler serves the card of a thermocycler id at /mhp.json (id "":
+// none).
+func cardHandler(id string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/mhp.json" || id == "" {
 			http.NotFound(w, r)
 			return
 		}
 		_ = json.NewEncoder(w).Encode(&mhp.Description{Detail: mhp.DetailFull,
 			Descriptor: mhp.Descriptor{DeviceInfo: mhp.DeviceInfo{ID: id, Class: "thermocycler"}}})
-	}))
-	t.Cleanup(srv.Close)
-	_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	port, _ := strconv.Atoi(p)
-	return port
+	})
 }
 
 // probeAll probes what a browse found, as host scan and serve-directory do.

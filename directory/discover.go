@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
-
-	hashimdns "github.com/hashicorp/mdns"
 
 	"github.com/openmhp/mhp-go"
 )
@@ -36,8 +34,11 @@ func Ports() []int {
 }
 
 // Probe asks GET /mhp.json on every host:port in parallel (bounded by
-// timeout each) and returns a card for each device that answered. It works
-// on networks that block multicast. Give it only hosts you own.
+// timeout each) and returns a card for each device that answered, its
+// Target made by TargetURL. A host is a name, an IPv4 address or an IPv6
+// address (brackets optional), a link-local one with its zone as the
+// system writes it (fe80::1%eth0). It works on networks that block
+// multicast. Give it only hosts you own.
 func Probe(ctx context.Context, hosts []string, ports []int, timeout time.Duration) []Card {
 	if timeout <= 0 {
 		timeout = 500 * time.Millisecond
@@ -49,7 +50,7 @@ func Probe(ctx context.Context, hosts []string, ports []int, timeout time.Durati
 	sem := make(chan struct{}, 64)
 	for _, h := range hosts {
 		for _, p := range ports {
-			target := "http://" + net.JoinHostPort(h, strconv.Itoa(p))
+			target := TargetURL(h, p)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -67,6 +68,18 @@ func Probe(ctx context.Context, hosts []string, ports []int, timeout time.Durati
 	}
 	wg.Wait()
 	return out
+}
+
+// TargetURL is the URL of the MHP server at host and port: http://host:port,
+// an IPv6 address in brackets, its zone's "%" written "%25" as RFC 6874
+// has it (http://[fe80::1%25eth0]:18900), the form url.Parse reads back to
+// the zone the system dials. host is a name or an address as the system
+// writes it (fe80::1%eth0; brackets optional).
+func TargetURL(host string, port int) string {
+	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(port))}).String()
 }
 
 func fetchCard(ctx context.Context, hc *http.Client, target string) (Card, error) {
@@ -90,57 +103,4 @@ func fetchCard(ctx context.Context, hc *http.Client, target string) (Card, error
 		return Card{}, fmt.Errorf("%s/mhp.json has no device id", target)
 	}
 	return CardFrom(&d, target), nil
-}
-
-// Advertise announces an MHP server by mDNS as _mhp._tcp with TXT id, class
-// and path=/mhp.json (with hashicorp/mdns's responder; browsing is
-// BrowseWith's own, in browse.go). The addresses announced are the host
-// name's, or, when the name does not resolve (a lab machine without DNS
-// for itself), those of the interfaces that are up. Stop it with the
-// returned function.
-func Advertise(info mhp.DeviceInfo, port int) (stop func() error, err error) {
-	host, _ := osHostname()
-	var ips []net.IP
-	if _, err := net.LookupIP(host + "."); err != nil { // as NewMDNSService looks it up
-		if ips = upAddresses(); len(ips) == 0 {
-			return nil, mhp.Errorf(mhp.CodeServerError, "mdns: advertise %s: host name %q does not resolve (%v) and no interface is up with an address",
-				mhp.Truncate(info.ID, 64), host, err)
-		}
-	}
-	svc, err := hashimdns.NewMDNSService(info.ID, MDNSService, "", host+".", port, ips,
-		[]string{"id=" + info.ID, "class=" + info.Class, "path=/mhp.json"})
-	if err != nil {
-		return nil, mhp.Errorf(mhp.CodeServerError, "mdns: advertise %s: %v", mhp.Truncate(info.ID, 64), err)
-	}
-	srv, err := hashimdns.NewServer(&hashimdns.Config{Zone: svc, Logger: log.New(io.Discard, "", 0)})
-	if err != nil {
-		return nil, mhp.Errorf(mhp.CodeServerError, "mdns: advertise %s: %v", mhp.Truncate(info.ID, 64), err)
-	}
-	return srv.Shutdown, nil
-}
-
-// upAddresses are the unicast addresses of the interfaces that are up
-// (loopback last), at most 16.
-func upAddresses() []net.IP {
-	ifs, _ := net.Interfaces()
-	var out, loop []net.IP
-	for _, it := range ifs {
-		if it.Flags&net.FlagUp == 0 {
-			continue
-		}
-		addrs, _ := it.Addrs()
-		for _, a := range addrs {
-			n, ok := a.(*net.IPNet)
-			if !ok || n.IP.IsLinkLocalUnicast() || n.IP.IsMulticast() {
-				continue
-			}
-			if it.Flags&net.FlagLoopback != 0 {
-				loop = append(loop, n.IP)
-			} else {
-				out = append(out, n.IP)
-			}
-		}
-	}
-	out = append(out, loop...)
-	return out[:min(len(out), 16)]
 }

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/conformance"
 	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/mdns/mdnstest"
 )
 
 func TestProbeFindsServersOnGivenPorts(t *testing.T) {
@@ -40,25 +43,59 @@ func TestProbeFindsServersOnGivenPorts(t *testing.T) {
 }
 
 // TestAdvertiseAndBrowse: hashicorp/mdns's responder (Advertise) is found
-// by the directory's own browse on the host network, with its TXT. (On a
-// host whose name does not resolve, Advertise falls back to the addresses
-// of the interfaces that are up; before, it failed: "could not determine
-// host IP addresses".)
+// by the directory's own browse on the host network, with its TXT and its
+// host named in .local (before: "vm."). (On a host whose name does not
+// resolve, Advertise falls back to the addresses of the interfaces that are
+// up; before, it failed: "could not determine host IP addresses".) It binds
+// the mDNS port, so it holds the zeroconf peers' lock.
 func TestAdvertiseAndBrowse(t *testing.T) {
 	conformance.Peer(t, "MDNS", "1 (mDNS uses multicast on the host network)")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mdnstest.LockZeroconf(t, ctx)
 	stop, err := directory.Advertise(mhp.DeviceInfo{ID: "tc-mdns", Class: "thermocycler"}, 18921)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	found, err := directory.BrowseWith(context.Background(), directory.BrowseOptions{Timeout: 2 * time.Second})
+	found, err := directory.BrowseWith(ctx, directory.BrowseOptions{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	host, _ := os.Hostname()
 	for _, a := range found {
 		if a.ID == "tc-mdns" && a.Class == "thermocycler" && a.Path == "/mhp.json" && strings.HasSuffix(a.Target, ":18921") {
+			if want := strings.TrimSuffix(directory.MDNSHostName(host), "."); a.Host != want {
+				t.Fatalf("announced host %q, want %q", a.Host, want)
+			}
 			return
 		}
 	}
 	t.Fatalf("browse: %+v, want tc-mdns on port 18921", found)
+}
+
+// TestZeroconfResolvesTheAdvertisement: the real python-zeroconf (0.47.3
+// when this was written), resolving the advertised instance as a Python
+// client does (SRV, TXT, A, AAAA), gets the host in .local, the port, the
+// TXT and an address: loopback's, as it listens there only. Before, the
+// SRV target was "vm.", not a .local name. Set MHP_PEER_ZEROCONF to a
+// python3 that imports zeroconf; it uses the host network's mDNS port.
+func TestZeroconfResolvesTheAdvertisement(t *testing.T) {
+	python := conformance.Peer(t, "ZEROCONF", "a python3 with zeroconf (apt-get install python3-zeroconf; /usr/bin/python3)")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	mdnstest.LockZeroconf(t, ctx)
+	stop, err := directory.Advertise(mhp.DeviceInfo{ID: "tc-zc-adv", Class: "thermocycler"}, 18923)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	got := mdnstest.ZeroconfResolve(t, ctx, python, directory.MDNSService, "tc-zc-adv", 20*time.Second)
+	host, _ := os.Hostname()
+	if want := directory.MDNSHostName(host); got.Server != want || !strings.HasSuffix(got.Server, ".local.") {
+		t.Fatalf("zeroconf resolved the server %q (%+v), want %q", got.Server, got, want)
+	}
+	if got.Port != 18923 || got.Properties["id"] != "tc-zc-adv" || got.Properties["path"] != "/mhp.json" || !slices.Contains(got.Addresses, "127.0.0.1") {
+		t.Fatalf("zeroconf resolved %+v, want port 18923, id tc-zc-adv, path /mhp.json and 127.0.0.1 among the addresses", got)
+	}
 }

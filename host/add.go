@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/client"
 	"github.com/openmhp/mhp-go/devicepkg"
+	"github.com/openmhp/mhp-go/directory"
 	"github.com/openmhp/mhp-go/examples/sim"
 )
 
@@ -67,7 +69,7 @@ func (f *Fleet) resolve(ctx context.Context, spec string, twin bool) (Entry, err
 		return f.fromHosted(ctx, spec, KindSim, true)
 	}
 	if !strings.Contains(spec, "://") && looksLikeHostPort(spec) {
-		spec = "http://" + spec
+		spec = hostPortURL(spec)
 	}
 	if strings.HasPrefix(spec, "http://") || strings.HasPrefix(spec, "https://") {
 		if twin {
@@ -146,6 +148,18 @@ func (f *Fleet) abs(p string) string {
 func looksLikeHostPort(s string) bool {
 	h, p, err := net.SplitHostPort(s)
 	return err == nil && h != "" && p != "" && !strings.ContainsAny(s, `/\`)
+}
+
+// hostPortURL is the http:// URL of a typed host:port: directory.TargetURL,
+// so that a link-local IPv6 address's zone ([fe80::1%eth0]:18900) is
+// written %25 (RFC 6874); a port that is no number is left for the dial to
+// refuse.
+func hostPortURL(s string) string {
+	h, p, _ := net.SplitHostPort(s)
+	if port, err := strconv.Atoi(p); err == nil && port > 0 && port < 1<<16 {
+		return directory.TargetURL(h, port)
+	}
+	return "http://" + s
 }
 
 func (f *Fleet) fromRemote(ctx context.Context, target string) (Entry, error) {

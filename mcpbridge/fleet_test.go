@@ -123,9 +123,10 @@ func TestLabAddHardwareWithoutElicitation(t *testing.T) {
 	}
 }
 
-// With the fleet and interview ops, tools/list holds its size: 4,421 bytes
-// (4,556 before issue 30's trim); an operator's host with the fleet lists
-// mhp_permit, mhp_operator and reset too: 5,452 (5,583).
+// With the fleet and interview ops, tools/list holds its size: 4,374 bytes
+// (4,421 before the second trim, 4,556 before issue 30's first); an
+// operator's host with the fleet lists mhp_permit, mhp_operator and reset
+// too: 5,404 (5,452; 5,583).
 func TestToolsListSizeWithFleet(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -133,8 +134,8 @@ func TestToolsListSizeWithFleet(t *testing.T) {
 		token string
 		limit int
 	}{
-		{"fleet", mcpbridge.DefaultPolicy(), "", 4450},
-		{"fleet and operator tools", mcpbridge.Policy{Enabled: true, OperatorTools: true}, "op-tok", 5480},
+		{"fleet", mcpbridge.DefaultPolicy(), "", 4380},
+		{"fleet and operator tools", mcpbridge.Policy{Enabled: true, OperatorTools: true}, "op-tok", 5410},
 	} {
 		b := onboardBridgeWith(t, t.TempDir(), mcpbridge.Config{Policy: &c.p, OperatorToken: c.token})
 		res, err := session(t, b, nil).ListTools(context.Background(), &mcp.ListToolsParams{})

@@ -24,9 +24,11 @@ func OperatorToolNames() []string { return []string{"mhp_permit", "mhp_operator"
 // decisions: mhp_permit; mhp_lab's reset is an operator op) are listed only
 // when the host policy allows them. Examples are kept where they teach what a
 // schema cannot (a query's phrasing, a selection, an action's params, a
-// script). tools/list is 3,941 bytes with the default policy, 4,421 with
-// the host's fleet and interview ops, 4,972 on an operator's host listing
-// mhp_permit and mhp_operator too (TestToolsListSize holds each). JSON
+// script). tools/list is 3,902 bytes with the default policy, 4,374 with
+// the host's fleet and interview ops, 4,932 on an operator's host listing
+// mhp_permit and mhp_operator too (TestToolsListSize holds each); of the
+// 4,374, the SDK's result framing is 141, the descriptions 803, the
+// examples 376, the input schemas 2,479 and the tools' keys the rest. JSON
 // Schema $defs would not help: each tool's inputSchema stands alone, and a
 // $ref is longer than the {"type":"string"} it replaces.
 type tool struct {
@@ -210,29 +212,29 @@ func argFloat(args map[string]any, k string, def float64) float64 {
 
 func (b *Bridge) tools() []tool {
 	labOps := []string{"list", "updates", "limits", "acquire", "release"}
-	labDesc := "Lab: list (devices, policy), updates (paged notifications), limits, acquire/release lease"
+	labDesc := "list: devices, policy; updates: paged notifications; limits; acquire/release: lease"
 	if b.policy.OperatorTools {
 		labOps = append(labOps, "reset")
-		labDesc += ", reset (after estop/fault)"
+		labDesc += "; reset: after estop/fault"
 	}
 	labProps := map[string]any{"op": nil, "device": deviceProp(), "ttl_s": num(1, maxWait)}
 	if b.cfg.Fleet != nil {
 		labOps = append(labOps, fleetOps()...)
-		labDesc += "; fleet: scan hosts, add target (URL/folder/config; twin), remove, locate"
+		labDesc += "; scan hosts; add target (URL/folder/config; twin); remove; locate"
 		for k, v := range fleetProps() {
 			labProps[k] = v
 		}
 	}
 	if b.cfg.Fleet != nil && b.cfg.Onboard != nil {
 		labOps = append(labOps, onboardOps()...)
-		labDesc += "; onboard (answers, id), new/write/validate package files (id, path, content)"
+		labDesc += "; onboard answers, id; new/write/validate: package files (id, path, content)"
 		for k, v := range onboardProps() {
 			labProps[k] = v
 		}
 	}
 	labProps["op"] = enum(labOps...)
 	return []tool{
-		{name: "mhp_find", description: "Find devices by task words; exact filters; state=idle: free. What all results share is in common.",
+		{name: "mhp_find", description: "Find devices by task words; filters exact; state=idle: free; fields all share: in common.",
 			schema: obj(nil, map[string]any{"query": strProp(), "class": strProp(),
 				"state": enum("idle", "busy", "fault", "estop", "unreachable"), "location": strProp(), "tags": namesProp(),
 				"limit": map[string]any{"type": "integer", "minimum": 1, "maximum": 50}, "live": boolProp()}),
@@ -257,7 +259,7 @@ func (b *Bridge) tools() []tool {
 			examples: []map[string]any{{"device": "tc-01", "action": "run_protocol",
 				"params": map[string]any{"steps": []any{map[string]any{"temp": 95, "hold_s": 30}}, "cycles": 30}, "wait_s": 60}},
 			handle: b.invoke},
-		{name: "mhp_job", description: "Job: status (default), wait (wait_s, default 30), control; list.",
+		{name: "mhp_job", description: "Job op, default status; wait: wait_s, default 30.",
 			schema: obj([]string{"device"}, map[string]any{"device": deviceProp(), "id": strProp(),
 				"op": enum("status", "wait", "cancel", "pause", "resume", "list"), "wait_s": waitProp()}),
 			handle: b.job},
@@ -266,7 +268,7 @@ func (b *Bridge) tools() []tool {
 			handle: b.estop},
 		{name: "mhp_run", description: "Starlark: lab['id'].read/write/invoke/wait/acquire; returns its prints; same gates.",
 			schema:   obj([]string{"script"}, map[string]any{"script": strProp(), "timeout_s": num(1, maxWait)}),
-			examples: []map[string]any{{"script": "r = [lab['tc-01'].read('temp') for _ in range(500)]\nprint(sum(r) / len(r))"}},
+			examples: []map[string]any{{"script": "print(sum([lab['tc-01'].read('temp') for _ in range(500)]) / 500)"}},
 			handle:   b.run},
 		{name: "mhp_lab", description: labDesc + ".",
 			schema: obj([]string{"op"}, labProps),

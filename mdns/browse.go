@@ -42,8 +42,10 @@ type Instance struct {
 	// Port is the SRV port; never 0.
 	Port uint16
 	// Addrs are the A and AAAA addresses of Host, IPv4 first, then global
-	// IPv6, then link-local IPv6 with the zone of the interface they came
-	// in on. Empty when no address record arrived.
+	// IPv6, then link-local IPv6 with the zone of the interface their
+	// packet came in on, an IPv4 packet's too (when the socket cannot
+	// tell: the packet source's zone, else Options.Interface, else none).
+	// Empty when no address record arrived.
 	Addrs []netip.Addr
 	// Text holds the TXT strings, at most [MaxTXT] of them, as sent.
 	Text []string
@@ -132,7 +134,7 @@ func Browse(ctx context.Context, service string, o Options) ([]Instance, error) 
 			return nil, mhp.Errorf(mhp.CodeInvalidParams, "mdns: browse %s: Options.Conn needs To, the address to query", service).
 				With(mhp.DataField, "To")
 		}
-		conns = []conn{{c: o.Conn, to: o.To}}
+		conns = []conn{withInterfaces(o.Conn, o.To, log)}
 	} else {
 		var ifi *net.Interface
 		if o.Interface != "" {
@@ -156,7 +158,8 @@ func Browse(ctx context.Context, service string, o Options) ([]Instance, error) 
 		clk = clock.Real{}
 	}
 	ptr := service + ".local"
-	b := &browse{service: ptr, cache: newCache(ptr, log), log: log, max: o.Max, stop: make(chan struct{}), conns: conns, clock: clk}
+	b := &browse{service: ptr, cache: newCache(ptr, log), log: log, max: o.Max, stop: make(chan struct{}), conns: conns, clock: clk,
+		zones: zones{fallback: o.Interface}}
 	var wg sync.WaitGroup
 	for _, c := range conns {
 		wg.Add(1)
@@ -238,12 +241,6 @@ func pickInterface(name string, all []net.Interface) (*net.Interface, error) {
 	return found, nil
 }
 
-// conn is one socket of a browse: to is where queries go (nil: listen only).
-type conn struct {
-	c  net.PacketConn
-	to net.Addr
-}
-
 var (
 	groupV4 = &net.UDPAddr{IP: net.IPv4(224, 0, 0, 251), Port: 5353}
 	groupV6 = &net.UDPAddr{IP: net.ParseIP("ff02::fb"), Port: 5353}
@@ -264,7 +261,7 @@ func open(ifi *net.Interface, log *slog.Logger) ([]conn, error) {
 				log.Debug("mdns: cannot choose the IPv4 multicast interface", "interface", ifi.Name, "err", err)
 			}
 		}
-		conns = append(conns, conn{c: c, to: groupV4})
+		conns = append(conns, withInterfaces(c, groupV4, log))
 	}
 	if c, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6unspecified}); err != nil {
 		errs = append(errs, "IPv6: "+err.Error())
@@ -276,7 +273,7 @@ func open(ifi *net.Interface, log *slog.Logger) ([]conn, error) {
 				log.Debug("mdns: cannot choose the IPv6 multicast interface", "interface", ifi.Name, "err", err)
 			}
 		}
-		conns = append(conns, conn{c: c, to: &to})
+		conns = append(conns, withInterfaces(c, &to, log))
 	}
 	if len(conns) == 0 {
 		return nil, mhp.Errorf(mhp.CodeServerError, "mdns: browse: no UDP socket to query from (%s)", strings.Join(errs, "; "))
@@ -290,7 +287,7 @@ func open(ifi *net.Interface, log *slog.Logger) ([]conn, error) {
 			log.Debug("mdns: not listening on the group; unicast answers only", "group", g.group.String(), "err", err)
 			continue
 		}
-		conns = append(conns, conn{c: c})
+		conns = append(conns, withInterfaces(c, nil, log))
 	}
 	return conns, nil
 }
@@ -303,6 +300,7 @@ type browse struct {
 	max     int
 	conns   []conn
 	clock   clock.Clock
+	zones   zones
 	stop    chan struct{}
 	once    sync.Once
 }
@@ -364,7 +362,7 @@ func (b *browse) read(c conn) {
 	}
 	buf := make([]byte, maxPacket)
 	for {
-		n, from, err := c.c.ReadFrom(buf)
+		n, from, ifIndex, err := c.readFrom(buf)
 		if err != nil {
 			return
 		}
@@ -383,10 +381,7 @@ func (b *browse) read(c conn) {
 			b.log.Warn("mdns: stopped reading a packet; its remaining records are lost", "from", src, "reason", err.Error(),
 				"records_read", len(msg.Records))
 		}
-		zone := ""
-		if u, ok := from.(*net.UDPAddr); ok {
-			zone = u.Zone
-		}
+		zone := b.zones.of(ifIndex, from)
 		for _, s := range msg.Skipped {
 			level := slog.LevelInfo
 			if s.Type == dnsTypePTR || s.Type == dnsTypeSRV || s.Type == dnsTypeTXT || s.Type == dnsTypeA || s.Type == dnsTypeAAAA {

@@ -24,8 +24,9 @@ const Kind = "opcua"
 
 // Register adds the [Kind] "opcua" to r: its factory runs [Load], reads
 // units and ranges from the server when it is up ([Probe]; a [RangeError]
-// or a [KindError] refuses the file), then [New] with the source's Refine;
-// its discovery is [Discover].
+// or a [KindError] refuses the file), then [New] with the source's Refine,
+// and refines the driver with what Probe read (so that a later connection
+// can replace it: refine.go); its discovery is [Discover].
 func Register(r *adapters.Registry) error {
 	if err := r.RegisterDiscovery(Kind, discoveryEntry); err != nil { // mhp init opcua (discover.go)
 		return err
@@ -45,13 +46,20 @@ func Register(r *adapters.Registry) error {
 		var kerr *KindError
 		switch {
 		case perr == nil:
-			cfg = probed
 		case errors.As(perr, &rerr), errors.As(perr, &kerr):
 			return nil, fmt.Errorf("%s: %w", src.Path, perr)
 		default:
 			slog.Default().Warn(probeWarning(perr), "endpoint", cfg.Endpoint, "err", perr)
 		}
-		return New(ctx, cfg, Options{Options: adapters.Options{Refine: src.Refine}})
+		drv, err := New(ctx, cfg, Options{Options: adapters.Options{Refine: src.Refine}})
+		if err == nil && perr == nil {
+			// What the server said is the driver's first refinement, not
+			// config: a later connection replaces it (refine.go).
+			if _, rerr := drv.Refine(probeRefinement(cfg, probed)); rerr != nil {
+				slog.Default().Warn("opcua: the server's units and ranges were not applied", "endpoint", cfg.Endpoint, "err", rerr)
+			}
+		}
+		return drv, err
 	})
 }
 
@@ -119,7 +127,7 @@ type adapter struct {
 	sigByNode map[string][]int          // the signals of each configured node id
 	info      map[string]nodeInfo       // setting node -> DataType, units, EURange
 	badRange  map[string]string         // setting -> why its limits conflict with the EURange
-	refined   bool                      // a connection read every item's units and ranges into the descriptor (refine.go)
+	refined   bool                      // a connection read every signal's unit into the descriptor (refine.go)
 	badKind   map[string]*KindError     // lads actions whose node is of a kind they cannot run (ladskind.go)
 
 	// The shared subscription's state nodes (functional units, programs).

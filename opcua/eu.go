@@ -120,8 +120,8 @@ func (e *RangeError) Error() string { return "opcua: " + e.Why }
 // is a lads action pointed at a LADS control function (a [KindError]). A server
 // that cannot be reached is an error wrapping the connection failure; the
 // caller may go on with cfg as it is: the driver enforces the EURange at
-// every connection, and the first connection that reads the units and
-// ranges refines its descriptor by the same rule (refine.go).
+// every connection, and every connection refines its descriptor with the
+// units and ranges it reads, by the same rule (refine.go).
 func Probe(ctx context.Context, cfg Config, opt DialOptions) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, err

@@ -36,6 +36,7 @@ type nodePeer struct {
 	pki  string
 	cmd  *exec.Cmd
 	url  string
+	env  []string // extra environment of the next start (MHP_EURANGE)
 }
 
 func needNode(t *testing.T) {
@@ -92,6 +93,9 @@ func (p *nodePeer) start() {
 	p.t.Helper()
 	cmd := exec.Command("node", "server.mjs", fmt.Sprint(p.port), p.pki)
 	cmd.Dir = "testdata"
+	if len(p.env) > 0 {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		p.t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -79,12 +80,15 @@ func (r *Responder) Addr() net.Addr { return r.Conn.LocalAddr() }
 // are ignored. It stops with the test.
 func StartResponder(t testing.TB, service string, skip int, answer ...[]byte) *Responder {
 	t.Helper()
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return StartResponderOn(t, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, service, skip, answer...)
+}
+
+// StartResponderOn is StartResponder on the local address at (an IPv6
+// link-local address with its zone, say), port 0 for any.
+func StartResponderOn(t testing.TB, at *net.UDPAddr, service string, skip int, answer ...[]byte) *Responder {
+	t.Helper()
+	conn := ClientOn(t, at)
 	r := &Responder{Conn: conn, Classes: make(chan uint16, 16)}
-	t.Cleanup(func() { conn.Close() })
 	question := Query(service)[12:]
 	question = question[:len(question)-2] // without the class
 	go func() {
@@ -170,7 +174,18 @@ func Answer(service, instance, host string, port uint16, addrs []net.IP, txt ...
 // the test.
 func Client(t testing.TB) *net.UDPConn {
 	t.Helper()
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	return ClientOn(t, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+}
+
+// ClientOn is a UDP socket on the local address at (port 0 for any),
+// closed with the test.
+func ClientOn(t testing.TB, at *net.UDPAddr) *net.UDPConn {
+	t.Helper()
+	network := "udp6"
+	if at.IP.To4() != nil {
+		network = "udp4"
+	}
+	conn, err := net.ListenUDP(network, at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +252,50 @@ func Zeroconf(t testing.TB, ctx context.Context, python, kind, instance string, 
 	if strings.TrimSpace(line) != "registered" {
 		t.Fatalf("zeroconf announcer: %q %v; stderr: %s", line, err, stderr.String())
 	}
+}
+
+// LockZeroconf takes the machine-wide lock that Zeroconf takes (a lock
+// file, across test binaries) for a test that binds the mDNS port itself,
+// such as a responder on the host network (directory.Advertise) or
+// ZeroconfResolve; it is released when the test ends. Do not call Zeroconf
+// while holding it: the lock is not reentrant.
+func LockZeroconf(t testing.TB, ctx context.Context) {
+	t.Helper()
+	t.Cleanup(lockZeroconf(t, ctx))
+}
+
+// Resolved is what the real python-zeroconf resolved for a service
+// instance (ServiceInfo.request): the SRV target and port, the addresses
+// of the target, the TXT properties; or Error when nothing with an address
+// answered in time.
+type Resolved struct {
+	Server     string            `json:"server"`
+	Port       int               `json:"port"`
+	Addresses  []string          `json:"addresses"`
+	Properties map[string]string `json:"properties"`
+	Error      string            `json:"error"`
+}
+
+// ZeroconfResolve runs the real python-zeroconf (python: a python3 that
+// imports zeroconf) on loopback to resolve instance of service type kind
+// (e.g. "_mhp._tcp") within timeout, as a Python client does: SRV, TXT, A
+// and AAAA questions, the first QU, then QM, to the mDNS group. It binds
+// the mDNS port: hold LockZeroconf.
+func ZeroconfResolve(t testing.TB, ctx context.Context, python, kind, instance string, timeout time.Duration) Resolved {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, python, filepath.Join(Testdata(), "zeroconf_resolve.py"), kind, instance,
+		strconv.Itoa(int(timeout/time.Millisecond)))
+	stderr := &Log{}
+	cmd.Stderr = stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("zeroconf resolver: %v; stderr: %s", err, stderr.String())
+	}
+	var r Resolved
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("zeroconf resolver printed %q: %v; stderr: %s", out, err, stderr.String())
+	}
+	return r
 }
 
 // lockPoll is how often a waiting announcer retries the lock.

@@ -97,7 +97,8 @@ type Server struct {
 	conns  map[net.Conn]bool
 
 	mu       sync.Mutex
-	extra    map[string]any // ro_counter, small
+	extra    map[string]any      // ro_counter, small
+	ranges   map[string]ua.Range // EURange by variable key (SetEURange)
 	snapshot map[string]string
 	units    map[string]*unit
 	prog     *program
@@ -373,8 +374,13 @@ func (s *Server) analog(n *server.Node, key, unit string, r *ua.Range) {
 	p := s.variable(nil, "EngineeringUnits", key+".EngineeringUnits", id.EUInformation, 1, func() *ua.DataValue { return good(eu) })
 	n.AddRef(p, id.HasProperty, true)
 	if r != nil {
-		rng := ua.NewExtensionObject(r)
-		p := s.variable(nil, "EURange", key+".EURange", id.Range, 1, func() *ua.DataValue { return good(rng) })
+		s.mu.Lock()
+		if s.ranges == nil {
+			s.ranges = map[string]ua.Range{}
+		}
+		s.ranges[key] = *r
+		s.mu.Unlock()
+		p := s.variable(nil, "EURange", key+".EURange", id.Range, 1, func() *ua.DataValue { return good(ua.NewExtensionObject(s.euRange(key))) })
 		n.AddRef(p, id.HasProperty, true)
 	}
 }

@@ -13,7 +13,8 @@
 //   Plant.Counter       Int32, read only (writes: BadNotWritable)
 //   Plant.Setpoint      Double, writable, an AnalogItem (EURange 0..100,
 //                       EngineeringUnits degC); the server refuses values
-//                       outside 0..100 with BadOutOfRange
+//                       outside 0..100 with BadOutOfRange (environment
+//                       MHP_EURANGE="low,high": that range instead)
 //   Plant.Mode          String, writable
 //   Plant.Add(a Double, b Double) -> sum Double
 //   Plant.Slow(ms UInt32) -> done Boolean     answers after ms milliseconds
@@ -104,13 +105,16 @@ ns.addVariable({ componentOf: plant, browseName: "Counter", nodeId: "s=Plant.Cou
     accessLevel: "CurrentRead", userAccessLevel: "CurrentRead",
     minimumSamplingInterval: 50, value: { get: () => new Variant({ dataType: DataType.Int32, value: 7 }) } });
 let setpoint = 20;
+// MHP_EURANGE="low,high" moves Setpoint's EURange (and the range the server
+// accepts), as a reconfigured server restarted on its port would have it.
+const [euLow, euHigh] = (process.env.MHP_EURANGE || "0,100").split(",").map(Number);
 ns.addAnalogDataItem({ componentOf: plant, browseName: "Setpoint", nodeId: "s=Plant.Setpoint", dataType: "Double",
-    engineeringUnitsRange: { low: 0, high: 100 }, engineeringUnits: standardUnits.degree_celsius,
+    engineeringUnitsRange: { low: euLow, high: euHigh }, engineeringUnits: standardUnits.degree_celsius,
     accessLevel: "CurrentRead | CurrentWrite", userAccessLevel: "CurrentRead | CurrentWrite", minimumSamplingInterval: 50,
     value: {
         get: () => new Variant({ dataType: DataType.Double, value: setpoint }),
         set: (v) => {
-            if (v.value < 0 || v.value > 100) return StatusCodes.BadOutOfRange;
+            if (v.value < euLow || v.value > euHigh) return StatusCodes.BadOutOfRange;
             setpoint = v.value;
             return StatusCodes.Good;
         },

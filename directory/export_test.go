@@ -1,0 +1,4 @@
+package directory
+
+// MDNSHostName is mdnsHostName, for the external tests.
+var MDNSHostName = mdnsHostName
