@@ -115,7 +115,9 @@ func (l *Log) checkKind() error {
 		return mhp.Errorf(mhp.CodeInvalidParams, "evidence: %s holds the chain of device %q, not of %q: its receipts would not verify there",
 			l.cfg.Dir, name, l.cfg.Device)
 	}
-	l.name = name
+	if shared {
+		l.name = name
+	}
 	return nil
 }
 

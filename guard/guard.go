@@ -13,7 +13,8 @@
 //     passes the approval gate. With RequirePermits a boolean approved is
 //     ignored: only permits approve.
 //   - evidence: every write, invoke, job end, estop, reset, lease change and
-//     every refusal of those is a receipt in an [evidence.Log]. A write,
+//     every refusal of those is a receipt in an [evidence.Log] (a device's
+//     own chain, or its handle on a host's shared log: [Evidence]). A write,
 //     invoke or reset is answered only once its receipt is written (durable
 //     with [evidence.SyncAlways]); while the log is stopped (a full disk, a
 //     failed fsync) they are refused before they reach the device, and one

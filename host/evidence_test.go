@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/binding"
 	"github.com/openmhp/mhp-go/evidence"
 	"github.com/openmhp/mhp-go/host"
 )
@@ -171,5 +173,57 @@ func TestFleetWithoutTheSharedLog(t *testing.T) {
 	r, err := evidence.Verify(root, nil)
 	if err != nil || !r.OK || r.Devices[arm] != 3 { // continued + 2 leases
 		t.Fatalf("shared log = %+v, %v; want arm's hand-over and its receipts", r, err)
+	}
+}
+
+// TestWrapEvidenceDir: `mhp serve --evidence DIR` makes a new DIR a shared
+// log; a DIR already holding the device's own chain (an earlier version's)
+// is continued as that chain; one holding another device's chain is refused.
+func TestWrapEvidenceDir(t *testing.T) {
+	ctx := context.Background()
+	dev := func(t *testing.T, id string) mhp.Device {
+		d, err := binding.New(binding.Config{Device: mhp.DeviceInfo{ID: id, Class: "test"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	fresh, earlier := t.TempDir(), t.TempDir()
+	lg, err := evidence.Open(evidence.Config{Dir: earlier, Device: "tc-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg.Append(evidence.Receipt{Method: mhp.MethodSettingsWrite, Outcome: evidence.OutcomeOK})
+	lg.Close()
+	for _, c := range []struct {
+		name, dir, id string
+		shared        bool
+		err           string
+	}{
+		{"new folder", fresh, "tc-01", true, ""},
+		{"the device's earlier chain", earlier, "tc-01", false, ""},
+		{"another device's chain", earlier, "arm-01", false, `holds the chain of device "tc-01", not of "arm-01"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := host.Wrap(ctx, dev(t, c.id), host.GuardOptions{EvidenceDir: c.dir}, nil)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Device.Acquire(mhp.WithSession(ctx, "a"), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			r, err := evidence.Verify(c.dir, nil)
+			if err != nil || !r.OK || (r.Log != "") != c.shared || r.Devices[c.id] == 0 {
+				t.Fatalf("verify = %+v, %v; want shared %v with %s's receipts", r, err, c.shared, c.id)
+			}
+		})
 	}
 }

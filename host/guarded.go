@@ -119,10 +119,9 @@ func Wrap(ctx context.Context, dev mhp.Device, g GuardOptions, log *slog.Logger)
 // device's own chain when the directory already holds one (an earlier
 // version's layout, kept and continued), else a shared log.
 func openEvidence(g GuardOptions, id string) (*evidence.Log, error) {
-	if dev, ok, err := evidence.ChainDevice(g.EvidenceDir); err != nil {
+	if _, ok, err := evidence.ChainDevice(g.EvidenceDir); err != nil {
 		return nil, err
-	} else if ok {
-		_ = dev // the chain's own device: Open refuses another id, naming both
+	} else if ok { // Open refuses a chain of another device, naming both
 		return evidence.Open(evidence.Config{Dir: g.EvidenceDir, Device: id, Key: g.EvidenceKey, Sync: g.Sync,
 			HeadEvery: g.HeadEvery, HeadInterval: g.HeadInterval})
 	}
