@@ -297,3 +297,53 @@ func TestSafetyReceiptSignsAHeadInASharedLog(t *testing.T) {
 		t.Fatalf("verify = %+v", r)
 	}
 }
+
+// TestContinueHandsAChainOverOnce: a device's own chain is recorded in the
+// shared log where it ended, once per end; a chain that grew since is
+// recorded again; a damaged one is recorded with why, and said so.
+func TestContinueHandsAChainOverOnce(t *testing.T) {
+	s := openShared(t, Config{Dir: t.TempDir()})
+	defer s.Close()
+	tc := s.For("tc-01")
+	if _, moved, err := Continue(tc, t.TempDir(), ContinueOptions{}); moved || err != nil {
+		t.Fatalf("a folder without a chain: moved %v, %v", moved, err)
+	}
+	old := t.TempDir()
+	l := openLog(t, old, nil, 0)
+	appendN(t, l, 2, "a")
+	l.Close()
+	for i, want := range []struct {
+		moved bool
+		seq   uint64
+	}{{true, 2}, {false, 2}} {
+		c, moved, err := Continue(tc, old, ContinueOptions{})
+		if err != nil || moved != want.moved || c.Seq != want.seq || c.Hash == "" {
+			t.Fatalf("hand-over %d = %+v moved %v, %v; want moved %v at seq %d", i, c, moved, err, want.moved, want.seq)
+		}
+	}
+	l = openLog(t, old, nil, 0)
+	appendN(t, l, 1, "b")
+	l.Close()
+	if c, moved, err := Continue(tc, old, ContinueOptions{}); err != nil || !moved || c.Seq != 3 {
+		t.Fatalf("after the earlier chain grew: %+v moved %v, %v; want recorded again at seq 3", c, moved, err)
+	}
+	altered := strings.Replace(readFile(t, segmentPath(old, 1)), "target_temperature", "target_temperaturX", 1)
+	os.WriteFile(segmentPath(old, 1), []byte(altered), 0o640)
+	c, moved, err := Continue(tc, old, ContinueOptions{})
+	if err == nil || !moved || c.Error == "" {
+		t.Fatalf("a damaged earlier chain: %+v moved %v, %v; want the hand-over recorded with its error, and the error", c, moved, err)
+	}
+	p, _ := tc.List(Query{Limit: 50})
+	if len(p.Entries) != 3 || p.Entries[2].Method != MethodContinued {
+		t.Fatalf("the shared log holds %d hand-overs of tc-01, want 3", len(p.Entries))
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
