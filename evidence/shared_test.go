@@ -162,6 +162,15 @@ func TestSharedLogRules(t *testing.T) {
 	if r, _ := Verify(again, nil); r.OK || r.Bad.Seq != 3 {
 		t.Fatalf("a shared-log entry at seq 3 = %+v, want refused there", r)
 	}
+	// A receipt of a shared log naming no device is refused.
+	rehash(t, again, func(e *Entry) {
+		if e.Seq == 3 {
+			e.Method = mhp.MethodSettingsWrite
+		}
+	})
+	if r, _ := Verify(again, nil); r.OK || r.Bad.Seq != 3 || !strings.Contains(r.Bad.Reason, "names no device") {
+		t.Fatalf("a shared log's receipt without a device = %+v, want refused", r)
+	}
 }
 
 // TestSharedGroupCommitAcrossDevices: under SyncAlways the receipts of
