@@ -276,8 +276,8 @@ func measureEvidenceHTTP(_ context.Context, o Options) (Row, error) {
 			spread(rPerDev, "%.2f"), median(rPerDev), spread(rOne, "%.2f"), median(rOne)),
 		Goal: "SyncNever >= 0.9x, SyncAlways >= 0.6x",
 		Met:  ptr(median(rNever) >= 0.9 && median(rAlways) >= 0.6),
-		Notes: []string{fmt.Sprintf("evhttp: the shared log under SyncAlways committed %s receipts per fsync; an fsync took %s us and ran %s%% of the time "+
-			"(the committer is fsyncing almost always: each write waits for the fsync running when it arrives, then its own)",
+		Notes: []string{fmt.Sprintf("the shared log under SyncAlways committed %s receipts per fsync; an fsync took %s us and ran %s%% of the time "+
+			"(a write waits for the fsync running when it arrives, then for its own)",
 			spread(perFsync, "%.1f"), spread(fsyncUs, "%.0f"), spread(busy, "%.0f"))},
 	}, nil
 }
