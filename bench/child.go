@@ -166,6 +166,8 @@ func simServer() (*transport.Server, func(), error) {
 
 // childServe serves "null" or "sim" on a loopback port with /bench/cpu
 // beside it, prints "addr <host:port>" and serves until stdin closes.
+// "sim-echo" is "sim" with a TCP echo beside it (the estop row's floor):
+// "addr <host:port> echo <host:port>".
 func childServe(kind string) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -175,13 +177,14 @@ func childServe(kind string) error {
 	mux.HandleFunc("/bench/cpu", cpuHandler)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	extra := ""
 	switch kind {
 	case "null":
 		mux.HandleFunc("/rpc", nullRPC)
 		hs := &http.Server{Handler: mux}
 		go func() { _ = hs.Serve(ln) }()
 		defer hs.Close()
-	case "sim":
+	case "sim", "sim-echo":
 		srv, closeFn, err := simServer()
 		if err != nil {
 			return err
@@ -189,6 +192,14 @@ func childServe(kind string) error {
 		defer closeFn()
 		mux.Handle("/", srv.Handler())
 		go func() { _ = transport.ServeHandler(ctx, ln, srv, mux) }()
+		if kind == "sim-echo" { // the estop row's floor (echo.go)
+			eln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			go serveEcho(ctx, eln)
+			extra = " echo " + eln.Addr().String()
+		}
 	default:
 		return fmt.Errorf("serve: unknown kind %q", kind)
 	}
@@ -197,7 +208,7 @@ func childServe(kind string) error {
 		return err
 	}
 	defer stopProfile()
-	fmt.Printf("addr %s\n", ln.Addr())
+	fmt.Printf("addr %s%s\n", ln.Addr(), extra)
 	waitStdin()
 	return nil
 }

@@ -124,7 +124,7 @@ func measureServerCPU(_ context.Context, o Options) (Row, error) {
 	}
 	var parts []string
 	for _, k := range kinds {
-		parts = append(parts, k.name+" "+spread(ratios[k.name], "%.2f")+"x")
+		parts = append(parts, fmt.Sprintf("%s %sx (median %.2f)", k.name, spread(ratios[k.name], "%.2f"), median(ratios[k.name])))
 	}
 	return Row{
 		What:     "server CPU per HTTP request (server in its own process, 32 clients)",
@@ -139,32 +139,58 @@ func measureServerCPU(_ context.Context, o Options) (Row, error) {
 // estopLatencies times n anonymous estops sent by ec (each followed,
 // untimed, by a reset sent by hc).
 func estopLatencies(ec, hc *http.Client, url, sid string, n int) ([]time.Duration, error) {
-	lat := make([]time.Duration, 0, n)
+	lat, _, err := estopAndEcho(ec, hc, url, sid, n, nil)
+	return lat, err
+}
+
+// estopAndEcho is estopLatencies with, when floor is not nil, the floor
+// timed after each estop's reset (an echo round trip: under the same
+// conditions).
+func estopAndEcho(ec, hc *http.Client, url, sid string, n int, floor func() (time.Duration, error)) (lat, echoLat []time.Duration, err error) {
+	lat = make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
 		if _, err := post(ec, url, "", estopBody); err != nil {
-			return nil, fmt.Errorf("estop: %w", err)
+			return nil, nil, fmt.Errorf("estop: %w", err)
 		}
 		lat = append(lat, time.Since(t0))
 		if _, err := post(hc, url, sid, resetBody); err != nil {
-			return nil, fmt.Errorf("reset: %w", err)
+			return nil, nil, fmt.Errorf("reset: %w", err)
+		}
+		if floor != nil {
+			d, err := floor()
+			if err != nil {
+				return nil, nil, err
+			}
+			echoLat = append(echoLat, d)
 		}
 	}
-	return lat, nil
+	return lat, echoLat, nil
 }
 
 // measureEStop is the latency of an anonymous safety/estop on a server
 // (its own process) saturated by 32 reading clients (a third process),
 // against the estop on the idle server: sent on the prober's kept-alive
 // connection (the row's judge), and on a new connection each (an estop
-// client that dials when it needs to stop).
+// client that dials when it needs to stop). The floor is a TCP echo in the
+// server process (echo.go), timed between the loaded estops: what the
+// machine and the process's runtime cost any answer under that load.
 func measureEStop(_ context.Context, o Options) (Row, error) {
-	srv, err := startChild("serve:sim")
+	srv, err := startChild("serve:sim-echo")
 	if err != nil {
 		return Row{}, err
 	}
 	defer srv.stop()
-	url := "http://" + strings.TrimPrefix(srv.first, "addr ")
+	httpAddr, echoAddr := parseServeAddrs(srv.first)
+	if echoAddr == "" {
+		return Row{}, fmt.Errorf("serve child: %q has no echo address", srv.first)
+	}
+	url := "http://" + httpAddr
+	echo, err := dialEcho(echoAddr)
+	if err != nil {
+		return Row{}, err
+	}
+	defer echo.close()
 	hc := newHTTPClient(8)
 	fresh := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	sid, err := initialize(hc, url, "estop-reset")
@@ -175,7 +201,7 @@ func measureEStop(_ context.Context, o Options) (Row, error) {
 	if _, err := estopLatencies(hc, hc, url, sid, 20); err != nil { // warm
 		return Row{}, err
 	}
-	var p50s, p99s, readX, newP50s, newP99s, newIdle []float64
+	var p50s, p99s, readX, newP50s, newP99s, newIdle, idleUS, echo50, echo99, overFloor, dial50, dial99 []float64
 	for r := 0; r < o.Rounds; r++ {
 		idle, err := estopLatencies(hc, hc, url, sid, n)
 		if err != nil {
@@ -193,12 +219,12 @@ func measureEStop(_ context.Context, o Options) (Row, error) {
 			load.stop()
 			return Row{}, fmt.Errorf("load child: %s", load.first)
 		}
-		loaded, err := estopLatencies(hc, hc, url, sid, n)
+		loaded, echoed, err := estopAndEcho(hc, hc, url, sid, n, echo.roundTrip)
 		if err != nil {
 			load.stop()
 			return Row{}, err
 		}
-		dialled, err := estopLatencies(fresh, hc, url, sid, n)
+		dialled, dialEchoed, err := estopAndEcho(fresh, hc, url, sid, n, func() (time.Duration, error) { return dialRoundTrip(echoAddr) })
 		if err != nil {
 			load.stop()
 			return Row{}, err
@@ -221,14 +247,23 @@ func measureEStop(_ context.Context, o Options) (Row, error) {
 		newP50s = append(newP50s, float64(quantile(dialled, 0.5))/float64(i50))
 		newIdle = append(newIdle, float64(quantile(idleNew, 0.5))/float64(i50))
 		newP99s = append(newP99s, float64(quantile(dialled, 0.99))/float64(i50))
+		idleUS = append(idleUS, float64(i50.Nanoseconds())/1e3)
+		echo50 = append(echo50, float64(quantile(echoed, 0.5))/float64(i50))
+		echo99 = append(echo99, float64(quantile(echoed, 0.99))/float64(i50))
+		overFloor = append(overFloor, float64(quantile(loaded, 0.99))/float64(quantile(echoed, 0.99)))
+		dial50 = append(dial50, float64(quantile(dialEchoed, 0.5))/float64(i50))
+		dial99 = append(dial99, float64(quantile(dialEchoed, 0.99))/float64(i50))
 	}
 	return Row{
 		What:     "estop under a saturating 32-client load (server, load and prober in 3 processes)",
-		Baseline: "idle estop p50",
+		Baseline: "idle estop p50 (" + spread(idleUS, "%.0f") + " us)",
 		Now: fmt.Sprintf("p50 %sx, p99 %sx idle (a loaded read p50 %sx; an estop on a new connection: idle p50 %sx, loaded p50 %sx, p99 %sx)",
 			spread(p50s, "%.1f"), spread(p99s, "%.1f"), spread(readX, "%.1f"), spread(newIdle, "%.1f"), spread(newP50s, "%.1f"),
 			spread(newP99s, "%.1f")),
 		Goal: "p50 <= 2x, p99 <= 5x idle p50",
 		Met:  ptr(median(p50s) <= 2 && median(p99s) <= 5),
+		Notes: []string{fmt.Sprintf("estop floor: a TCP echo in the server process, between the loaded estops: p50 %sx, p99 %sx idle estop p50; "+
+			"loaded estop p99 / echo p99 %sx (what the HTTP and MHP code add to the tail); a new connection to the echo each: p50 %sx, p99 %sx",
+			spread(echo50, "%.1f"), spread(echo99, "%.1f"), spread(overFloor, "%.2f"), spread(dial50, "%.1f"), spread(dial99, "%.1f"))},
 	}, nil
 }

@@ -77,3 +77,40 @@ func BenchmarkWriteGatedVsDirect(b *testing.B) {
 		b.ReportMetric(float64(gated)/float64(direct), "gated/direct")
 	}
 }
+
+// BenchmarkRead is signals/read of one named signal by a session, under a
+// cancellable request context as net/http gives one: the binding's cost
+// per read (the lock holds, the deadline, the result).
+func BenchmarkRead(b *testing.B) {
+	drv, ctx, _ := benchDevice(b)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	names := []string{"door_closed"}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := drv.Read(ctx, names); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEStopReset is one safety/estop and the safety/reset after it on
+// a driver with one listener (as a transport registers): the binding's
+// cost per estop (the latch, the stop hook on its own goroutine within
+// EStopAnswerTimeout, the notification) and per reset.
+func BenchmarkEStopReset(b *testing.B) {
+	drv, ctx, _ := benchDevice(b)
+	stop := drv.Listen(func(mhp.Notification) {})
+	defer stop()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := drv.EStop(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := drv.Reset(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

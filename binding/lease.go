@@ -303,9 +303,13 @@ func (d *Driver) EndSession(ctx context.Context) {
 }
 
 // Ping implements [mhp.Device]; it feeds the watchdog.
+//
+// The session's touch and the answer are one hold of mu.
 func (d *Driver) Ping(ctx context.Context) (*mhp.PingResult, error) {
-	d.touch(ctx)
+	sid := mhp.SessionFrom(ctx)
+	now := d.reqNow()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.touchLocked(sid, now)
 	return &mhp.PingResult{State: d.stateLocked(), TS: mhp.UnixSeconds(d.now()), Backend: d.linkLocked()}, nil
 }

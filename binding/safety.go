@@ -70,15 +70,17 @@ func (d *Driver) faultLatched(reason string) {
 // within EStopAnswerTimeout whatever the hook does: a hook still running
 // then gives stopped:false, stop_pending:true, and a later
 // notifications/safety/estop carries the final "stopped".
+//
+// The session's touch and the latch are one hold of mu.
 func (d *Driver) EStop(ctx context.Context, reason string) (*mhp.EStopResult, error) {
-	s := d.touch(ctx)
-	return d.estopAs(ctx, s, reason), nil
-}
-
-func (d *Driver) estopAs(ctx context.Context, by, reason string) *mhp.EStopResult {
+	by := mhp.SessionFrom(ctx)
+	now := d.reqNow()
 	var cancelling []string
-	d.locked(func() { cancelling = d.estopLocked() })
-	return d.estopFinish(ctx, by, reason, cancelling)
+	d.locked(func() {
+		d.touchLocked(by, now)
+		cancelling = d.estopLocked()
+	})
+	return d.estopFinish(ctx, by, reason, cancelling), nil
 }
 
 // estopLocked latches estop, requests the cancel of every active job, cancels
@@ -317,6 +319,9 @@ func (d *Driver) awaitReassert(ctx context.Context) {
 		}
 		fault = d.faultHookDone
 	})
+	if done == nil && fault == nil { // nothing to wait for (the usual reset): no timer
+		return
+	}
 	t := time.NewTimer(d.cfg.StopTimeout)
 	defer t.Stop()
 	for _, ch := range []chan struct{}{done, fault} {

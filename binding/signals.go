@@ -15,14 +15,21 @@ import (
 // ---- describe, read, subscribe ----
 
 // Describe implements [mhp.Device].
+//
+// The session's touch, the state and the backend link are one hold of mu.
 func (d *Driver) Describe(ctx context.Context, req mhp.DescribeRequest) (*mhp.Description, error) {
-	d.touch(ctx)
-	out, err := mhp.Describe(d.descNow(), d.State(), req)
+	sid := mhp.SessionFrom(ctx)
+	now := d.reqNow()
+	d.mu.Lock()
+	d.touchLocked(sid, now)
+	state, link := d.stateLocked(), d.linkLocked()
+	d.mu.Unlock()
+	out, err := mhp.Describe(d.descNow(), state, req)
 	if e, ok := mhp.AsError(err); ok {
 		return nil, d.stamp(e)
 	}
 	if out != nil {
-		out.Backend = d.Link()
+		out.Backend = link
 	}
 	return out, err
 }
@@ -85,9 +92,16 @@ func finite(v any) bool {
 }
 
 // Read implements [mhp.Device]: signals/read. Unreadable signals read null with a reason.
+//
+// It holds mu once (the session's touch, the closed flag and the link
+// state) and allocates the answer and the hooks' context together: the
+// context bounds the hooks by InterlockTimeout (unless the caller's
+// deadline comes first) and arms no timer unless a hook waits on it.
 func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, error) {
-	d.touch(ctx)
+	sid := mhp.SessionFrom(ctx)
+	now := d.reqNow()
 	d.mu.Lock()
+	d.touchLocked(sid, now)
 	closed := d.closed
 	down := d.linkDownLocked()
 	linkErr := d.linkErrLocked()
@@ -95,24 +109,31 @@ func (d *Driver) Read(ctx context.Context, names []string) (*mhp.ReadResult, err
 	if closed {
 		return nil, d.errorf(mhp.CodeDeviceFault, "signals/read: the driver is closed (its backend is released)")
 	}
-	var list []*boundSignal
-	if len(names) == 0 {
-		for i := range d.signals.items {
-			list = append(list, &d.signals.items[i])
-		}
-	} else {
-		for _, n := range names {
-			s, ok := d.signals.get(n)
-			if !ok {
-				return nil, d.errorf(mhp.CodeUnknownName, "no signal %q", n).With(mhp.DataKind, "signal").With(mhp.DataName, n)
-			}
-			list = append(list, s)
+	count := len(names)
+	if count == 0 {
+		count = len(d.signals.items)
+	}
+	for _, n := range names { // every name is known before any hook runs
+		if _, ok := d.signals.get(n); !ok {
+			return nil, d.errorf(mhp.CodeUnknownName, "no signal %q", n).With(mhp.DataKind, "signal").With(mhp.DataName, n)
 		}
 	}
-	out := &mhp.ReadResult{Values: make(map[string]any, len(list))}
-	rctx, cancel := context.WithTimeout(ctx, d.cfg.InterlockTimeout)
-	defer cancel()
-	for _, s := range list {
+	call := &readCall{res: mhp.ReadResult{Values: make(map[string]any, count)}}
+	out := &call.res
+	var rctx context.Context
+	if !down && count > 0 {
+		var owned bool
+		if rctx, owned = readContext(ctx, &call.ctx, d.cfg.InterlockTimeout); owned {
+			defer call.ctx.end(context.Canceled)
+		}
+	}
+	for i := 0; i < count; i++ {
+		var s *boundSignal
+		if len(names) == 0 {
+			s = &d.signals.items[i]
+		} else {
+			s = d.signals.at(names[i])
+		}
 		var v Sample
 		var err error
 		if down {

@@ -106,14 +106,21 @@ func (o *writeOp) AfterFunc(f func()) (stop func() bool) {
 	return func() bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		for i, x := range w.afters {
-			if x == a {
-				w.afters = append(w.afters[:i], w.afters[i+1:]...)
-				return true
-			}
-		}
-		return false
+		return unregisterAfter(&w.afters, a)
 	}
+}
+
+// unregisterAfter removes a from the list of functions registered with
+// an AfterFunc (under the lock guarding the list) and reports whether it
+// was still there, that is, had not run.
+func unregisterAfter(list *[]*afterFunc, a *afterFunc) bool {
+	for i, x := range *list {
+		if x == a {
+			*list = append((*list)[:i], (*list)[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // cancel ends the write's context; later calls do nothing. It may be

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,10 +36,14 @@ type connLimiter struct {
 	reserve int // slots beyond max for an estop (0: none)
 	log     *slog.Logger
 
+	// changes counts the phase changes so far: a connection's phase is
+	// stamped with the count at its last change (the order of the changes
+	// is all eviction needs, and a counter costs no clock read).
+	changes atomic.Uint64
+
 	mu       sync.Mutex
-	conns    map[net.Conn]*connInfo
+	conns    map[*limitedConn]struct{}
 	reserved int           // conns admitted on a reserve slot
-	changes  uint64        // phase changes so far (connInfo.since)
 	freed    chan struct{} // one token per close, non-blocking; made by the first newcomer that waits
 }
 
@@ -57,13 +62,9 @@ const (
 	phaseServing                  // a request being served: never evicted
 )
 
-// connInfo is a connection's phase and since when: the limiter's count of
-// phase changes at its last one (the order of the changes is all eviction
-// needs, and a counter costs no clock read on every request).
-type connInfo struct {
-	phase connPhase
-	since uint64
-}
+// phaseShift places a connection's phase above its change count in one
+// word (limitedConn.state), so both change together without a lock.
+const phaseShift = 56
 
 func limitConns(ln net.Listener, max, reserve int, log *slog.Logger) *connLimiter {
 	return &connLimiter{Listener: ln, max: max, reserve: reserve, log: log} // conns, freed: made when first needed
@@ -75,6 +76,21 @@ type limitedConn struct {
 	l       *connLimiter
 	once    sync.Once
 	reserve bool // admitted on a reserve slot: one safety/estop only
+	// state is the connection's phase (above phaseShift) and the
+	// limiter's change count at its last change: a request's phase
+	// changes take no lock, and eviction reads them under the limiter's.
+	state atomic.Uint64
+}
+
+// setPhase records that the connection entered phase p.
+func (c *limitedConn) setPhase(p connPhase) {
+	c.state.Store(uint64(p)<<phaseShift | c.l.changes.Add(1)&(1<<phaseShift-1))
+}
+
+// phase is the connection's phase and the count of its last change.
+func (c *limitedConn) phase() (connPhase, uint64) {
+	s := c.state.Load()
+	return connPhase(s >> phaseShift), s & (1<<phaseShift - 1)
 }
 
 func (c *limitedConn) Close() error {
@@ -83,7 +99,7 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
-func (l *connLimiter) release(c net.Conn) {
+func (l *connLimiter) release(c *limitedConn) {
 	l.mu.Lock()
 	l.forgetLocked(c)
 	freed := l.freed
@@ -117,12 +133,12 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 }
 
 // forgetLocked drops c from the table (and its reserve slot).
-func (l *connLimiter) forgetLocked(c net.Conn) {
+func (l *connLimiter) forgetLocked(c *limitedConn) {
 	if _, ok := l.conns[c]; !ok {
 		return
 	}
 	delete(l.conns, c)
-	if lc, ok := c.(*limitedConn); ok && lc.reserve {
+	if c.reserve {
 		l.reserved--
 	}
 }
@@ -136,10 +152,11 @@ func (l *connLimiter) admit(c *limitedConn) bool {
 	for {
 		l.mu.Lock()
 		if l.conns == nil {
-			l.conns = map[net.Conn]*connInfo{}
+			l.conns = map[*limitedConn]struct{}{}
 		}
 		if len(l.conns)-l.reserved < l.max {
-			l.conns[c] = &connInfo{phase: phaseIdle, since: l.tickLocked()}
+			c.setPhase(phaseIdle)
+			l.conns[c] = struct{}{}
 			l.mu.Unlock()
 			return true
 		}
@@ -147,7 +164,8 @@ func (l *connLimiter) admit(c *limitedConn) bool {
 		if victim == nil && l.reserved < l.reserve {
 			c.reserve = true
 			l.reserved++
-			l.conns[c] = &connInfo{phase: phaseIdle, since: l.tickLocked()}
+			c.setPhase(phaseIdle)
+			l.conns[c] = struct{}{}
 			l.mu.Unlock()
 			l.log.Warn("mhp http connection admitted on an estop reserve slot: every connection is serving", "limit", l.max,
 				"remote", c.RemoteAddr().String())
@@ -178,48 +196,51 @@ func (l *connLimiter) admit(c *limitedConn) bool {
 	}
 }
 
-// tickLocked counts a phase change and returns its number.
-func (l *connLimiter) tickLocked() uint64 {
-	l.changes++
-	return l.changes
-}
-
 // victimLocked is the connection to evict for a newcomer: the one idle the
 // longest, else reading the longest, else streaming the longest; never one
 // being served. reserve chooses among the reserve connections or the
 // others.
 func (l *connLimiter) victimLocked(reserve bool) net.Conn {
-	var victim net.Conn
-	var vi *connInfo
-	for k, ci := range l.conns {
-		if ci.phase == phaseServing || k.(*limitedConn).reserve != reserve {
+	var victim *limitedConn
+	var vPhase connPhase
+	var vSince uint64
+	for c := range l.conns {
+		phase, since := c.phase()
+		if phase == phaseServing || c.reserve != reserve {
 			continue
 		}
-		if vi == nil || ci.phase < vi.phase || (ci.phase == vi.phase && ci.since < vi.since) {
-			victim, vi = k, ci
+		if victim == nil || phase < vPhase || (phase == vPhase && since < vSince) {
+			victim, vPhase, vSince = c, phase, since
 		}
+	}
+	if victim == nil {
+		return nil
 	}
 	return victim
 }
 
-// connState is the http.Server hook that tracks which connections are idle.
+// connState is the http.Server hook that tracks which connections are
+// idle. A request's phase changes take no lock; only a connection's end
+// takes the limiter's.
 func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
-	if fc, ok := c.(*frontConn); ok {
-		c = fc.limited()
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ci, ok := l.conns[c]
-	if !ok {
+	var lc *limitedConn
+	switch c := c.(type) {
+	case *frontConn:
+		lc = c.limited()
+	case *limitedConn:
+		lc = c
+	default:
 		return
 	}
 	switch st {
 	case http.StateNew, http.StateIdle:
-		ci.phase, ci.since = phaseIdle, l.tickLocked()
+		lc.setPhase(phaseIdle)
 	case http.StateActive:
-		ci.phase, ci.since = phaseReading, l.tickLocked()
+		lc.setPhase(phaseReading)
 	case http.StateHijacked, http.StateClosed:
-		l.forgetLocked(c)
+		l.mu.Lock()
+		l.forgetLocked(lc)
+		l.mu.Unlock()
 	}
 }
 
@@ -243,10 +264,5 @@ func markPhase(r *http.Request, p connPhase) {
 	default:
 		return
 	}
-	l := lc.l
-	l.mu.Lock()
-	if ci, ok := l.conns[lc]; ok {
-		ci.phase, ci.since = p, l.tickLocked()
-	}
-	l.mu.Unlock()
+	lc.setPhase(p)
 }

@@ -134,8 +134,8 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, o ServeOptions)
 func (l *connLimiter) closeIdle() {
 	l.mu.Lock()
 	var idle []net.Conn
-	for c, ci := range l.conns {
-		if ci.phase == phaseIdle {
+	for c := range l.conns {
+		if phase, _ := c.phase(); phase == phaseIdle {
 			idle = append(idle, c)
 		}
 	}
