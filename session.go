@@ -70,3 +70,9 @@ func (s *sessionView) Reset(ctx context.Context) (*ResetResult, error) {
 func (s *sessionView) Ping(ctx context.Context) (*PingResult, error) { return s.dev.Ping(s.ctx(ctx)) }
 func (s *sessionView) Listen(fn func(Notification)) func()           { return s.dev.Listen(fn) }
 func (s *sessionView) EndSession(ctx context.Context)                { s.dev.EndSession(s.ctx(ctx)) }
+
+// SessionKey returns the context key [WithSession] and [SessionFrom] use. A
+// context type of its own that carries the session among other values (one
+// node for several, as a transport's per-call context is) answers
+// Value(SessionKey()) with the session as a string.
+func SessionKey() any { return sessionKey{} }

@@ -72,50 +72,77 @@ type Guard struct {
 // with another (or none) is: an open console in front of a transport with
 // credentials does not open the transport.
 func (g Guard) Wrap(next http.Handler) http.Handler {
-	refuse := g.Refuse
-	if refuse == nil {
-		refuse = WriteRefusal
-	}
-	log := g.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	g = g.withDefaults()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a, done := r.Context().Value(guardKey{}).(*Authenticator); done && a == g.Auth {
-			next.ServeHTTP(w, r) // an outer guard with the same authenticator decided
+		p, inCtx, ok := g.admit(w, r)
+		if !ok {
 			return
 		}
-		if !g.Auth.Required() && !HostAllowed(r.Host, g.Hosts) {
-			log.Warn("http request for a foreign host refused", "host", mhp.Truncate(r.Host, 256), "path", r.URL.Path, "remote", r.RemoteAddr)
-			name := r.Host
-			if h, _, err := net.SplitHostPort(name); err == nil {
-				name = h
-			}
-			refuse(w, r, http.StatusForbidden, mhp.Errorf(mhp.CodeServerError,
-				"host %q is not allowed: use an IP address or localhost, or list the name in the server's allowed hosts (--allow-host %s; DNS rebinding guard)",
-				mhp.Truncate(r.Host, 256), mhp.Truncate(name, 256)).With(mhp.DataReason, ReasonHostForbidden))
-			return
+		if p != nil && !inCtx {
+			r = r.WithContext(context.WithValue(r.Context(), identityKey{}, p))
 		}
-		id, err := g.Auth.Authenticate(r)
-		if err != nil {
-			if g.Public != nil && g.Public(r) {
-				next.ServeHTTP(w, r)
-				return
-			}
-			log.Info("http request unauthorized", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mhp"`)
-			e, _ := mhp.AsError(err)
-			refuse(w, r, http.StatusUnauthorized, e)
-			return
-		}
-		ctx := context.WithValue(WithIdentity(r.Context(), id), guardKey{}, g.Auth)
-		next.ServeHTTP(w, r.WithContext(ctx))
+		next.ServeHTTP(w, r)
 	})
 }
 
-// guardKey marks a request's context with the authenticator of the guard
-// that let it in.
-type guardKey struct{}
+// Admit is the guard without a handler behind it, for a server that passes
+// the identity along its own call path rather than in a copy of the
+// request: ok false means r was refused (the refusal is written); else r
+// is served as p, which is nil for a public route served to a request
+// without a valid credential. Give p to the handlers behind with
+// [WithPass].
+func (g Guard) Admit(w http.ResponseWriter, r *http.Request) (p *Pass, ok bool) {
+	p, _, ok = g.withDefaults().admit(w, r)
+	return p, ok
+}
+
+func (g Guard) withDefaults() Guard {
+	if g.Refuse == nil {
+		g.Refuse = WriteRefusal
+	}
+	if g.Logger == nil {
+		g.Logger = slog.Default()
+	}
+	return g
+}
+
+// openPass is the pass of every request a guard without credentials lets
+// in (Anonymous, decided by no authenticator): shared, no allocation.
+var openPass = &Pass{id: Anonymous, guarded: true}
+
+// admit checks r; inCtx reports that p came from r's context (an outer
+// guard with the same authenticator decided).
+func (g Guard) admit(w http.ResponseWriter, r *http.Request) (p *Pass, inCtx, ok bool) {
+	if p := PassFrom(r.Context()); p != nil && p.guarded && p.by == g.Auth {
+		return p, true, true // an outer guard with the same authenticator decided
+	}
+	if !g.Auth.Required() && !HostAllowed(r.Host, g.Hosts) {
+		g.Logger.Warn("http request for a foreign host refused", "host", mhp.Truncate(r.Host, 256), "path", r.URL.Path, "remote", r.RemoteAddr)
+		name := r.Host
+		if h, _, err := net.SplitHostPort(name); err == nil {
+			name = h
+		}
+		g.Refuse(w, r, http.StatusForbidden, mhp.Errorf(mhp.CodeServerError,
+			"host %q is not allowed: use an IP address or localhost, or list the name in the server's allowed hosts (--allow-host %s; DNS rebinding guard)",
+			mhp.Truncate(r.Host, 256), mhp.Truncate(name, 256)).With(mhp.DataReason, ReasonHostForbidden))
+		return nil, false, false
+	}
+	if g.Auth == nil {
+		return openPass, false, true
+	}
+	id, err := g.Auth.Authenticate(r)
+	if err != nil {
+		if g.Public != nil && g.Public(r) {
+			return nil, false, true
+		}
+		g.Logger.Info("http request unauthorized", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mhp"`)
+		e, _ := mhp.AsError(err)
+		g.Refuse(w, r, http.StatusUnauthorized, e)
+		return nil, false, false
+	}
+	return &Pass{id: id, by: g.Auth, guarded: true}, false, true
+}
 
 // WriteRefusal writes e as a JSON-RPC error frame with id null and status.
 func WriteRefusal(w http.ResponseWriter, _ *http.Request, status int, e *mhp.Error) {

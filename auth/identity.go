@@ -59,15 +59,53 @@ type Identity struct {
 	Via string
 }
 
+// identityKey is the context key of a request's *Pass: its identity and
+// the guard that let it in, one value (one context node per request).
 type identityKey struct{}
 
-// WithIdentity returns ctx carrying id.
+// Pass is a request a [Guard] let in: who it is, and the authenticator of
+// the guard that decided (a guard behind one with the same authenticator
+// does not decide again). A Pass is immutable; one may be shared by every
+// request it stands for.
+type Pass struct {
+	id      Identity
+	by      *Authenticator
+	guarded bool // a guard decided (not WithIdentity)
+}
+
+// Identity is who the request is.
+func (p *Pass) Identity() Identity { return p.id }
+
+// IdentityKey returns the context key [WithIdentity], [WithPass] and
+// [FromContext] use. A context type of its own that carries the identity
+// among other values (one node for several, as the transport's per-call
+// context is) answers Value(IdentityKey()) with the request's *Pass.
+func IdentityKey() any { return identityKey{} }
+
+// WithIdentity returns ctx carrying id (no guard decided it).
 func WithIdentity(ctx context.Context, id Identity) context.Context {
-	return context.WithValue(ctx, identityKey{}, id)
+	return context.WithValue(ctx, identityKey{}, &Pass{id: id})
+}
+
+// WithPass returns ctx carrying p, as [Guard.Wrap] gives the handler behind
+// it; a nil p returns ctx.
+func WithPass(ctx context.Context, p *Pass) context.Context {
+	if p == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, identityKey{}, p)
+}
+
+// PassFrom returns the *Pass in ctx, nil when there is none.
+func PassFrom(ctx context.Context) *Pass {
+	p, _ := ctx.Value(identityKey{}).(*Pass)
+	return p
 }
 
 // FromContext returns the identity in ctx and whether there was one.
 func FromContext(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(identityKey{}).(Identity)
-	return id, ok
+	if p := PassFrom(ctx); p != nil {
+		return p.id, true
+	}
+	return Identity{}, false
 }

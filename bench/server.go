@@ -124,7 +124,7 @@ func measureServerCPU(_ context.Context, o Options) (Row, error) {
 	}
 	var parts []string
 	for _, k := range kinds {
-		parts = append(parts, k.name+" "+spread(ratios[k.name], "%.2f")+"x")
+		parts = append(parts, fmt.Sprintf("%s %sx (median %.2f)", k.name, spread(ratios[k.name], "%.2f"), median(ratios[k.name])))
 	}
 	return Row{
 		What:     "server CPU per HTTP request (server in its own process, 32 clients)",

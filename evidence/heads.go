@@ -35,10 +35,14 @@ const (
 
 // Head is the newest entry's seq and hash, signed when the log has a key.
 type Head struct {
-	Device string  `json:"device"`
-	Seq    uint64  `json:"seq"`
-	Hash   string  `json:"hash"`
-	TS     float64 `json:"ts"`
+	// Device is the device of a device's own chain ("" for a shared log).
+	Device string `json:"device"`
+	// Log names a shared log ("" for a device's chain): its heads cover the
+	// receipts of every device writing to it.
+	Log  string  `json:"log,omitempty"`
+	Seq  uint64  `json:"seq"`
+	Hash string  `json:"hash"`
+	TS   float64 `json:"ts"`
 	// Reason is why the head was signed: cadence, interval, safety,
 	// rotation, shutdown, export.
 	Reason string `json:"reason,omitempty"`
@@ -197,7 +201,7 @@ func (l *Log) signHead(reason string, minSeq uint64) error {
 	if err := l.durable(f, end); err != nil {
 		return l.stopWith(fmt.Errorf("evidence: fsync before signing the head failed, log stopped: %w", err))
 	}
-	h := Head{Device: l.cfg.Device, Seq: seq, Hash: hash, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Reason: reason}
+	h := l.headOf(Head{Seq: seq, Hash: hash, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Reason: reason})
 	if err := l.writeHead(h); err != nil {
 		return l.stopWith(fmt.Errorf("evidence: signing the head failed, log stopped: %w", err))
 	}
@@ -223,7 +227,7 @@ func (l *Log) writeHeadLocked(reason string) error {
 	if l.cfg.Key == nil || l.seq == 0 {
 		return nil
 	}
-	h := Head{Device: l.cfg.Device, Seq: l.seq, Hash: l.last, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Reason: reason}
+	h := l.headOf(Head{Seq: l.seq, Hash: l.last, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Reason: reason})
 	if err := l.writeHead(h); err != nil {
 		return err
 	}

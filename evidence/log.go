@@ -17,6 +17,8 @@
 //	chain-000001.jsonl   entries 1..SegmentEntries, one canonical JSON object a line
 //	chain-000002.jsonl   the next segment, and so on
 //	heads.jsonl          signed heads, one a line (cadence, safety, rotation, shutdown)
+//	writer.lock          held (flock) by the process writing the directory
+//	continued.json       a device's own chain handed over to a shared log: where it ended
 //
 // Durability: with [SyncAlways] (the default) Append returns only after the
 // entry is on stable storage (fsync), so an answer that went out has its
@@ -35,6 +37,17 @@
 // failure also what the kernel had not written; receipts are never
 // reordered. One Log writes a directory in a process: a second Open of it
 // is refused (it would fork the chain).
+//
+// A shared log ([Config.Shared]) is one chain of several devices: each
+// entry names its device, devices append through [Log.For], their receipts
+// share each write and fsync, its first entry ([MethodSharedLog]) is what
+// lets Verify accept several devices, and its heads name the log (see
+// shared.go). A directory holding a device's own chain stays one: Open
+// refuses to continue it as a shared log, or for another device. A device's
+// own chain handed over to a shared log ([Continue]) is closed and recorded
+// there with its last seq and hash ([MethodContinued]); its files are never
+// written again. Another process opening a directory already open for
+// writing is refused (an flock on [LockFile]).
 //
 // Each receipt is canonicalised once, straight from its Go values, and that
 // one encoding gives both its hash and its stored line; Verify recomputes
@@ -242,8 +255,17 @@ func (e *Entry) canonicalParts() (head, tail []byte, err error) {
 type Config struct {
 	// Dir holds the chain; it is created if missing.
 	Dir string
-	// Device is the device id every entry names.
+	// Device is the device id every entry names (a device's own chain;
+	// leave it empty for a shared log).
 	Device string
+	// Shared makes the directory one log of several devices: each entry
+	// names its device, devices append through [Log.For], one committer
+	// batches every device's receipts into one write and one fsync, and the
+	// heads name the log (see shared.go).
+	Shared bool
+	// Name names a new shared log (its first entry and its heads; default
+	// the directory's name). A shared log keeps the name it was created with.
+	Name string
 	// Key, when set, signs the head on the cadence below, after every estop,
 	// fault, reset and repair receipt, at each rotation, at Close and on export.
 	Key ed25519.PrivateKey
@@ -293,6 +315,12 @@ func (c Config) Validate() error {
 	if c.Dir == "" {
 		return errors.New("evidence: Dir is required")
 	}
+	if c.Shared && c.Device != "" {
+		return fmt.Errorf("evidence: a shared log names no device (Device %q): append through For(device)", c.Device)
+	}
+	if !c.Shared && c.Name != "" {
+		return fmt.Errorf("evidence: Name names a shared log; set Shared")
+	}
 	if c.SegmentEntries < 0 {
 		return fmt.Errorf("evidence: SegmentEntries %d is negative", c.SegmentEntries)
 	}
@@ -312,8 +340,10 @@ func (c Config) Validate() error {
 // Log is an append-only hash chain of receipts in a directory. It is safe for
 // concurrent use.
 type Log struct {
-	cfg Config
-	key string // the directory, absolute, in the registry of open logs
+	cfg    Config
+	key    string // the directory, absolute, in the registry of open logs
+	name   string // a shared log's name
+	unlock func() // releases the directory's lock against other processes
 
 	mu       sync.Mutex
 	file     File   // the current segment
@@ -382,11 +412,18 @@ func Open(cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := continueChain(cfg, key)
+	unlock, err := lockDir(key)
 	if err != nil {
 		releaseDir(key, nil)
 		return nil, err
 	}
+	l, err := continueChain(cfg, key)
+	if err != nil {
+		unlock()
+		releaseDir(key, nil)
+		return nil, err
+	}
+	l.unlock = unlock
 	registerDir(key, l)
 	return l, nil
 }
@@ -398,11 +435,17 @@ func continueChain(cfg Config, key string) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := l.checkKind(); err != nil {
+		return nil, err
+	}
 	if len(segs) == 0 {
 		if err := l.openSegment(1); err != nil {
 			return nil, err
 		}
 		l.commit.start(l)
+		if err := l.startIfShared(); err != nil {
+			return nil, err
+		}
 		return l, nil
 	}
 	// Continue from the newest segment: verify it and read its tail.
@@ -432,16 +475,17 @@ func continueChain(cfg Config, key string) (*Log, error) {
 			l.seq, l.last = prev[len(prev)-1].Seq, prev[len(prev)-1].Hash
 		}
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o640)
-	if err != nil {
-		return nil, fmt.Errorf("evidence: %w", err)
+	if err := l.reopenSegment(n, len(entries)); err != nil {
+		return nil, err
 	}
-	l.file, l.segment, l.inSeg = l.wrap(f), n, len(entries)
 	l.headSeq = lastSignedSeq(cfg.Dir)
 	l.headWritten = l.headSeq
 	l.commit.start(l)
+	if err := l.startIfShared(); err != nil { // a shared log whose first entry never reached the disk
+		return nil, err
+	}
 	if cut != nil {
-		if _, err := l.Append(cut.receipt(filepath.Base(path), good)); err != nil {
+		if _, err := l.appendAs(l.logDevice(), cut.receipt(filepath.Base(path), good)); err != nil {
 			l.commit.stop()
 			l.file.Close()
 			l.closeHeads()
@@ -519,6 +563,16 @@ func openRegular(path string) (*os.File, error) {
 	return os.Open(path)
 }
 
+// reopenSegment continues segment n, which holds entries lines.
+func (l *Log) reopenSegment(n, entries int) error {
+	f, err := os.OpenFile(segmentPath(l.cfg.Dir, n), os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return fmt.Errorf("evidence: %w", err)
+	}
+	l.file, l.segment, l.inSeg = l.wrap(f), n, entries
+	return nil
+}
+
 func (l *Log) openSegment(n int) error {
 	f, err := os.OpenFile(segmentPath(l.cfg.Dir, n), os.O_WRONLY|os.O_CREATE|os.O_APPEND|os.O_EXCL, 0o640)
 	if err != nil {
@@ -536,8 +590,17 @@ func (l *Log) openSegment(n int) error {
 
 // Append adds r to the chain and returns the entry; with [SyncAlways] it
 // returns once the entry is on stable storage, with [SyncNever] once it is
-// buffered (see the write path in commit.go).
+// buffered (see the write path in commit.go). A shared log takes receipts
+// only through a device's handle ([Log.For]).
 func (l *Log) Append(r Receipt) (Entry, error) {
+	if l.cfg.Shared {
+		return Entry{}, mhp.Errorf(mhp.CodeInvalidParams, "evidence: %s is a shared log: append through For(device), so the receipt names its device", l.cfg.Dir)
+	}
+	return l.appendAs(l.cfg.Device, r)
+}
+
+// appendAs appends r as an entry of device.
+func (l *Log) appendAs(device string, r Receipt) (Entry, error) {
 	scratch := getBuf()
 	defer putBuf(scratch)
 	c, err := r.canonicalResult(scratch)
@@ -572,7 +635,7 @@ func (l *Log) Append(r Receipt) (Entry, error) {
 			return Entry{}, err
 		}
 	}
-	e := Entry{Seq: l.seq + 1, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Device: l.cfg.Device, Prev: l.last, Receipt: r, resultCanonical: true}
+	e := Entry{Seq: l.seq + 1, TS: mhp.UnixSeconds(l.cfg.Clock.Now()), Device: device, Prev: l.last, Receipt: r, resultCanonical: true}
 	before := len(l.pending)
 	l.pending, e.Hash, err = e.appendLine(l.pending, scratch)
 	if err != nil {
@@ -667,7 +730,7 @@ func (l *Log) Head() Head {
 	if !l.closed {
 		l.writeLocked()
 	}
-	h := Head{Device: l.cfg.Device, Seq: l.seq, Hash: l.last, TS: mhp.UnixSeconds(l.cfg.Clock.Now())}
+	h := l.headOf(Head{Seq: l.seq, Hash: l.last, TS: mhp.UnixSeconds(l.cfg.Clock.Now())})
 	l.mu.Unlock()
 	if l.cfg.Key != nil {
 		h.Sign(l.cfg.Key)
@@ -708,6 +771,9 @@ func (l *Log) Close() error {
 	l.commit.stop()
 	if herr := l.closeHeads(); err == nil {
 		err = herr
+	}
+	if l.unlock != nil {
+		l.unlock()
 	}
 	releaseDir(l.key, l)
 	return err

@@ -26,6 +26,12 @@ type Report struct {
 	Unsigned int `json:"unsigned"`
 	// Repairs lists the torn last lines the log cut when it reopened.
 	Repairs []Repair `json:"repairs,omitempty"`
+	// Log is the name of a shared log ("" for a device's chain).
+	Log string `json:"log,omitempty"`
+	// Devices counts the entries of each device (at most
+	// [MaxReportDevices] names; OtherDevices counts the entries beyond).
+	Devices      map[string]int `json:"devices,omitempty"`
+	OtherDevices int            `json:"other_devices,omitempty"`
 	// Bad names the first entry or head that failed, and why.
 	Bad *Bad `json:"bad,omitempty"`
 	// Warnings are facts that do not fail the check (no public key given, ...).
@@ -40,6 +46,9 @@ type Bad struct {
 	Reason string `json:"reason"`
 }
 
+// MaxReportDevices bounds the device names a Report counts.
+const MaxReportDevices = 1024
+
 // chainChecker checks entries one after another.
 type chainChecker struct {
 	r      *Report
@@ -47,6 +56,41 @@ type chainChecker struct {
 	seq    uint64
 	hashes map[uint64]string // seq -> hash, for checking heads (bounded by the caller)
 	device string
+	// shared: the chain is a shared log (its first entry says so, or a
+	// bundle's head names the log): entries may name several devices.
+	shared bool
+}
+
+// count adds e to the report's per-device counts.
+func (c *chainChecker) count(e Entry) {
+	if e.Device == "" {
+		return
+	}
+	if c.r.Devices == nil {
+		c.r.Devices = map[string]int{}
+	}
+	if _, ok := c.r.Devices[e.Device]; !ok && len(c.r.Devices) >= MaxReportDevices {
+		c.r.OtherDevices++
+		return
+	}
+	c.r.Devices[e.Device]++
+}
+
+// identity says why head h does not belong to this chain ("" when it does):
+// a shared log's heads name the log, a device chain's the device.
+func (c *chainChecker) identity(h Head) string {
+	switch {
+	case c.shared && h.Log != c.r.Log:
+		if h.Log == "" {
+			return fmt.Sprintf("the head is of device %q, the chain is the shared log %q", h.Device, c.r.Log)
+		}
+		return fmt.Sprintf("the head names the shared log %q, the chain is the shared log %q", h.Log, c.r.Log)
+	case !c.shared && h.Log != "":
+		return fmt.Sprintf("the head names the shared log %q, the chain is of device %q", h.Log, c.device)
+	case !c.shared && h.Device != "" && h.Device != c.device:
+		return fmt.Sprintf("the head is of device %q, the chain of %q", h.Device, c.device)
+	}
+	return ""
 }
 
 func (c *chainChecker) check(e Entry, file string, line int) bool {
@@ -64,6 +108,9 @@ func (c *chainChecker) check(e Entry, file string, line int) bool {
 	if c.r.Entries == 0 {
 		c.r.First = e.Seq
 		c.device = e.Device
+		if isSharedMarker(e) {
+			c.shared, c.r.Log = true, e.Name
+		}
 	} else {
 		if e.Seq != c.seq+1 {
 			return fail(fmt.Sprintf("seq %d follows %d (an entry is missing or reordered)", e.Seq, c.seq))
@@ -71,10 +118,16 @@ func (c *chainChecker) check(e Entry, file string, line int) bool {
 		if e.Prev != c.prev {
 			return fail("prev does not match the hash of the entry before (the chain was cut or rewritten)")
 		}
-		if e.Device != c.device {
-			return fail(fmt.Sprintf("device %q in a chain of %q", e.Device, c.device))
+		switch {
+		case e.Method == MethodSharedLog:
+			return fail("a shared log's first entry in the middle of a chain (only seq 1 may start a shared log)")
+		case !c.shared && e.Device != c.device:
+			return fail(fmt.Sprintf("device %q in a chain of %q (the chain does not begin as a shared log)", e.Device, c.device))
+		case c.shared && e.Device == "" && e.Method != MethodRepair:
+			return fail("an entry of a shared log names no device")
 		}
 	}
+	c.count(e)
 	c.prev, c.seq = e.Hash, e.Seq
 	if rep, ok := repairOf(e); ok {
 		c.r.Repairs = append(c.r.Repairs, rep)
@@ -155,20 +208,21 @@ func VerifyWith(dir string, opt VerifyOptions) (Report, error) {
 			return r, nil
 		}
 	}
-	if err := verifyHeads(dir, opt, &r, c.hashes); err != nil {
+	if err := verifyHeads(dir, opt, c); err != nil {
 		return r, err
 	}
 	if r.Bad == nil && opt.Head != nil {
-		checkEarlierHead(*opt.Head, pub, &r, c.hashes, c.device)
+		checkEarlierHead(*opt.Head, pub, c)
 	}
 	r.OK = r.Bad == nil
 	return r, nil
 }
 
 // checkEarlierHead checks the chain against a head obtained before.
-func checkEarlierHead(h Head, pub ed25519.PublicKey, r *Report, hashes map[uint64]string, device string) {
-	if h.Device != "" && h.Device != device {
-		r.Bad = &Bad{File: "--head", Seq: h.Seq, Reason: fmt.Sprintf("the earlier head is of device %q, the chain of %q", h.Device, device)}
+func checkEarlierHead(h Head, pub ed25519.PublicKey, c *chainChecker) {
+	r, hashes := c.r, c.hashes
+	if why := c.identity(h); why != "" {
+		r.Bad = &Bad{File: "--head", Seq: h.Seq, Reason: "the earlier head: " + why}
 		return
 	}
 	if h.Seq < r.First || h.Seq > r.Last {
@@ -186,7 +240,8 @@ func checkEarlierHead(h Head, pub ed25519.PublicKey, r *Report, hashes map[uint6
 	}
 }
 
-func verifyHeads(dir string, opt VerifyOptions, r *Report, hashes map[uint64]string) error {
+func verifyHeads(dir string, opt VerifyOptions, c *chainChecker) error {
+	r, hashes := c.r, c.hashes
 	pub := opt.Pub
 	path := filepath.Join(dir, "heads.jsonl")
 	noHeads := func() {
@@ -213,6 +268,10 @@ func verifyHeads(dir string, opt VerifyOptions, r *Report, hashes map[uint64]str
 		var h Head
 		if err := json.Unmarshal(b, &h); err != nil {
 			r.Bad = &Bad{File: "heads.jsonl", Line: line, Reason: "not a JSON head: " + err.Error()}
+			return false
+		}
+		if why := c.identity(h); why != "" {
+			r.Bad = &Bad{File: "heads.jsonl", Line: line, Seq: h.Seq, Reason: why}
 			return false
 		}
 		if !checkHead(h, pub, r, hashes, "heads.jsonl", line) {
@@ -306,6 +365,26 @@ const MaxBundleEntries = 100000
 // in between included so the links can be checked), with a head signed by
 // key when key is set. An empty session exports the whole chain.
 func Export(dir, session string, key ed25519.PrivateKey, w io.Writer) error {
+	return ExportWith(dir, ExportOptions{Session: session, Key: key}, w)
+}
+
+// ExportOptions selects what [ExportWith] exports.
+type ExportOptions struct {
+	// Session and Device select the entries the range must span (both:
+	// entries of that session on that device); none: the whole chain.
+	Session, Device string
+	// Key signs the bundle's head.
+	Key ed25519.PrivateKey
+}
+
+// ExportWith writes the contiguous range of the chain in dir from the first
+// to the last entry the options select. Entries in between that they do not
+// select (other sessions, and in a shared log other devices) are included
+// in full: each entry's hash covers its content and the link to the one
+// before, so the range verifies on its own only whole. A shared log's
+// bundle head names the log.
+func ExportWith(dir string, opt ExportOptions, w io.Writer) error {
+	session, key := opt.Session, opt.Key
 	rep, err := Verify(dir, nil)
 	if err != nil {
 		return err
@@ -318,7 +397,7 @@ func Export(dir, session string, key ed25519.PrivateKey, w io.Writer) error {
 	first, last := uint64(0), uint64(0)
 	for _, n := range segs {
 		if _, _, err := scanSegment(segmentPath(dir, n), func(e Entry) {
-			if session == "" || e.Session == session {
+			if (session == "" || e.Session == session) && (opt.Device == "" || e.Device == opt.Device) {
 				if first == 0 {
 					first = e.Seq
 				}
@@ -335,7 +414,7 @@ func Export(dir, session string, key ed25519.PrivateKey, w io.Writer) error {
 		}
 	}
 	if first == 0 {
-		return fmt.Errorf("evidence: no entries for session %q", session)
+		return fmt.Errorf("evidence: no entries for session %q and device %q", session, opt.Device)
 	}
 	var out []Entry
 	for _, e := range all {
@@ -346,6 +425,9 @@ func Export(dir, session string, key ed25519.PrivateKey, w io.Writer) error {
 	lastE := out[len(out)-1]
 	b := Bundle{Format: BundleFormat, Entries: out,
 		Head: Head{Device: lastE.Device, Seq: lastE.Seq, Hash: lastE.Hash, TS: lastE.TS, Reason: "export", First: first}}
+	if rep.Log != "" {
+		b.Head.Device, b.Head.Log = "", rep.Log
+	}
 	if key != nil {
 		if err := b.Head.Sign(key); err != nil {
 			return err
@@ -376,6 +458,9 @@ func VerifyBundleWith(rd io.Reader, opt VerifyOptions) (Report, error) {
 	}
 	r := Report{}
 	c := &chainChecker{r: &r, hashes: map[uint64]string{}}
+	if b.Head.Log != "" { // a range of a shared log: its head names the log
+		c.shared, r.Log = true, b.Head.Log
+	}
 	for i, e := range b.Entries {
 		if !c.check(e, "bundle", i+1) {
 			return r, nil
@@ -389,11 +474,15 @@ func VerifyBundleWith(rd io.Reader, opt VerifyOptions) (Report, error) {
 		r.Bad = &Bad{Reason: fmt.Sprintf("the head covers %d..%d but the bundle holds %d..%d", b.Head.First, b.Head.Seq, r.First, r.Last)}
 		return r, nil
 	}
+	if why := c.identity(b.Head); why != "" {
+		r.Bad = &Bad{File: "bundle head", Seq: b.Head.Seq, Reason: why}
+		return r, nil
+	}
 	if !checkHead(b.Head, pub, &r, c.hashes, "bundle head", 0) {
 		return r, nil
 	}
 	if opt.Head != nil {
-		if checkEarlierHead(*opt.Head, pub, &r, c.hashes, c.device); r.Bad != nil {
+		if checkEarlierHead(*opt.Head, pub, c); r.Bad != nil {
 			return r, nil
 		}
 	}

@@ -13,7 +13,8 @@
 //     passes the approval gate. With RequirePermits a boolean approved is
 //     ignored: only permits approve.
 //   - evidence: every write, invoke, job end, estop, reset, lease change and
-//     every refusal of those is a receipt in an [evidence.Log]. A write,
+//     every refusal of those is a receipt in an [evidence.Log] (a device's
+//     own chain, or its handle on a host's shared log: [Evidence]). A write,
 //     invoke or reset is answered only once its receipt is written (durable
 //     with [evidence.SyncAlways]); while the log is stopped (a full disk, a
 //     failed fsync) they are refused before they reach the device, and one
@@ -47,10 +48,24 @@ const (
 	MaxCommandID = 128
 )
 
+// Evidence is where the guard records: a device's own chain
+// (*[evidence.Log]) or the device's handle on a host's shared log
+// (*[evidence.DeviceLog], from [evidence.Log.For]).
+type Evidence interface {
+	// Append records r, durably under SyncAlways, before the answer goes out.
+	Append(r evidence.Receipt) (evidence.Entry, error)
+	// Err is why the log cannot take a receipt (nil while it can).
+	Err() error
+	// Head is the log's newest entry, signed with a key.
+	Head() evidence.Head
+	// List is one page of this device's entries.
+	List(q evidence.Query) (evidence.Page, error)
+}
+
 // Config configures Wrap.
 type Config struct {
 	// Evidence, when set, receives a receipt for every actuation and refusal.
-	Evidence *evidence.Log
+	Evidence Evidence
 	// Permits, when set, lets requests carry an operator's permitId.
 	Permits *Permits
 	// RequirePermits ignores a boolean approved: only a permit approves a
@@ -180,11 +195,27 @@ func New(dev mhp.Device, cfg Config) (*Device, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if isNil(cfg.Evidence) {
+		cfg.Evidence = nil // a nil *evidence.Log is no evidence, not a log to call
+	}
 	g := &Device{dev: dev, cfg: cfg, window: map[string]*command{}}
 	if cfg.Evidence != nil {
 		g.stop = dev.Listen(g.onNotification)
 	}
 	return g, nil
+}
+
+// isNil reports whether ev is nil or holds a nil pointer.
+func isNil(ev Evidence) bool {
+	switch v := ev.(type) {
+	case nil:
+		return true
+	case *evidence.Log:
+		return v == nil
+	case *evidence.DeviceLog:
+		return v == nil
+	}
+	return false
 }
 
 // HonoursCommandIDs implements [mhp.CommandIDer].

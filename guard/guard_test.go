@@ -62,7 +62,7 @@ func newRig(t *testing.T, cfg guard.Config, slow time.Duration) *rig {
 		cfg.Clock = r.clk
 	}
 	r.permits = cfg.Permits
-	r.log = cfg.Evidence
+	r.log, _ = cfg.Evidence.(*evidence.Log)
 	g, err := guard.New(drv, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/openmhp/mhp-go"
@@ -21,8 +22,15 @@ import (
 // `mhp demo` and the fleet's in-process hosting alike: evidence, permits
 // and saved methods.
 type GuardOptions struct {
-	// EvidenceDir holds the device's evidence chain ("": no evidence).
+	// EvidenceDir holds the evidence ("": no evidence): a new directory
+	// becomes a shared log (one chain for every device written there, see
+	// package evidence); a directory already holding a device's own chain
+	// keeps being that device's chain.
 	EvidenceDir string
+	// Evidence is a shared log the host opened for all its devices
+	// ([OpenSharedEvidence]); when set, EvidenceDir is not opened and the
+	// device records through its handle. Its owner closes it.
+	Evidence *evidence.Log
 	// EvidenceKey signs the chain's heads (nil: unsigned).
 	EvidenceKey ed25519.PrivateKey
 	// Sync is the evidence durability policy.
@@ -42,7 +50,8 @@ type GuardOptions struct {
 type Wrapped struct {
 	// Device is the wrapped device to serve.
 	Device mhp.Device
-	// Log is the evidence log, nil when evidence is off.
+	// Log is the evidence log, nil when evidence is off (a shared log is
+	// shared with the host's other devices).
 	Log *evidence.Log
 	// Close flushes the guard and ends the evidence log (signing its head)
 	// and the methods store; the inner device is the caller's to close.
@@ -67,23 +76,25 @@ func Wrap(ctx context.Context, dev mhp.Device, g GuardOptions, log *slog.Logger)
 	}
 	id := DeviceID(ctx, dev)
 	cfg := guard.Config{Log: log, RequirePermits: g.Require}
-	var lg *evidence.Log
-	if g.EvidenceDir != "" {
+	lg, owned := g.Evidence, false
+	switch {
+	case lg != nil:
+		cfg.Evidence = lg.For(id)
+	case g.EvidenceDir != "":
 		var err error
-		lg, err = evidence.Open(evidence.Config{Dir: g.EvidenceDir, Device: id, Key: g.EvidenceKey, Sync: g.Sync,
-			HeadEvery: g.HeadEvery, HeadInterval: g.HeadInterval})
-		if err != nil {
+		if lg, err = openEvidence(g, id); err != nil {
 			return nil, err
 		}
-		cfg.Evidence = lg
-		log.Info("evidence on", "dir", g.EvidenceDir, "signed", g.EvidenceKey != nil, "head", lg.Head().Seq)
+		owned = true
+		cfg.Evidence = lg.For(id)
+		log.Info("evidence on", "dir", g.EvidenceDir, "shared", lg.Shared(), "signed", g.EvidenceKey != nil, "head", lg.Head().Seq)
 	}
 	if g.OperatorToken != "" {
 		cfg.Permits = guard.NewPermits(id, nil)
 	}
 	gd, err := guard.New(dev, cfg)
 	if err != nil {
-		if lg != nil {
+		if owned {
 			lg.Close()
 		}
 		return nil, err
@@ -93,7 +104,7 @@ func Wrap(ctx context.Context, dev mhp.Device, g GuardOptions, log *slog.Logger)
 		gd.Flush(fctx)
 		cancel()
 		gd.Close()
-		if lg != nil {
+		if owned {
 			if err := lg.Close(); err != nil {
 				log.Error("evidence log close", "err", err)
 			}
@@ -102,6 +113,27 @@ func Wrap(ctx context.Context, dev mhp.Device, g GuardOptions, log *slog.Logger)
 			g.Methods.Close()
 		}
 	}}, nil
+}
+
+// openEvidence opens the evidence directory of one served device: the
+// device's own chain when the directory already holds one (an earlier
+// version's layout, kept and continued), else a shared log.
+func openEvidence(g GuardOptions, id string) (*evidence.Log, error) {
+	if _, ok, err := evidence.ChainDevice(g.EvidenceDir); err != nil {
+		return nil, err
+	} else if ok { // Open refuses a chain of another device, naming both
+		return evidence.Open(evidence.Config{Dir: g.EvidenceDir, Device: id, Key: g.EvidenceKey, Sync: g.Sync,
+			HeadEvery: g.HeadEvery, HeadInterval: g.HeadInterval})
+	}
+	return OpenSharedEvidence(g, g.EvidenceDir)
+}
+
+// OpenSharedEvidence opens (or creates) the shared evidence log in dir with
+// g's key, durability and head cadence: one chain, one committer and one
+// fsync per batch for every device the host records into it.
+func OpenSharedEvidence(g GuardOptions, dir string) (*evidence.Log, error) {
+	return evidence.Open(evidence.Config{Dir: dir, Shared: true, Key: g.EvidenceKey, Sync: g.Sync,
+		HeadEvery: g.HeadEvery, HeadInterval: g.HeadInterval})
 }
 
 // MethodsFor opens the saved methods of a package folder: a writable store
@@ -134,45 +166,120 @@ func MethodsFS(fsys fs.FS, log *slog.Logger) *methods.Store {
 	return st
 }
 
-// evidenceDirOf is the folder of the evidence of the hosted device id:
-// Config.EvidenceDir/<id>, default HOME/evidence/<id>. It is not inside
-// HOME/devices/<id>, the package folder the agent may write files into.
+// The fleet's evidence: one shared log in the evidence folder
+// (Config.Guard.EvidenceDir, default HOME/evidence) for every device this
+// process hosts, so their receipts share each fsync. A device hosted here
+// still takes its lock, EvidenceDir/<id>.lock, so another process on the
+// same home never keeps evidence of the same device at the same time.
+//
+// Upgrading: an earlier version kept each device's chain in
+// EvidenceDir/<id>. Those chains are never written again by a host that
+// holds the shared log, and never abandoned silently: when the device is
+// hosted, its chain is closed (a torn last line cut and recorded, a signed
+// head with a key), the shared log records an evidence/continued receipt of
+// the device naming that folder and the chain's last seq and hash, the
+// folder gets continued.json saying the same, and the host logs where the
+// receipts go now. Both chains keep verifying on their own.
+//
+// When another process holds the shared log (another bridge on this home),
+// a device hosted here keeps its receipts in its own folder EvidenceDir/<id>
+// as before (logged), and is handed over the same way once this host gets
+// the shared log.
+
+// fleetEvidence is the fleet's shared log, opened on first use.
+type fleetEvidence struct {
+	mu  sync.Mutex
+	log *evidence.Log
+}
+
+// shared returns the shared log in root, opening it if needed; nil (and
+// why) when it cannot be had.
+func (fe *fleetEvidence) shared(root string, g GuardOptions) (*evidence.Log, error) {
+	fe.mu.Lock()
+	defer fe.mu.Unlock()
+	if fe.log != nil {
+		return fe.log, nil
+	}
+	lg, err := OpenSharedEvidence(g, root)
+	if err != nil {
+		return nil, err
+	}
+	fe.log = lg
+	return lg, nil
+}
+
+// close closes the shared log (after every hosted device is closed).
+func (fe *fleetEvidence) close() error {
+	fe.mu.Lock()
+	defer fe.mu.Unlock()
+	if fe.log == nil {
+		return nil
+	}
+	err := fe.log.Close()
+	fe.log = nil
+	return err
+}
+
+// evidenceRoot is the fleet's evidence folder: Config.Guard.EvidenceDir,
+// default HOME/evidence. It is not inside HOME/devices, the package folders
+// the agent may write files into.
+func (f *Fleet) evidenceRoot() string {
+	if root := f.cfg.Guard.EvidenceDir; root != "" {
+		return root
+	}
+	return filepath.Join(f.cfg.Home, "evidence")
+}
+
+// evidenceDirOf is the folder of the hosted device id's own chain:
+// EvidenceDir/<id> (an earlier version's layout, and where its receipts go
+// while another process holds the shared log).
 func (f *Fleet) evidenceDirOf(id string) (string, error) {
 	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, `/\`) || strings.HasPrefix(id, ".") {
 		return "", mhp.Errorf(mhp.CodeInvalidParams, "device id %q cannot name an evidence folder", mhp.Truncate(id, 120))
 	}
-	root := f.cfg.Guard.EvidenceDir
-	if root == "" {
-		root = filepath.Join(f.cfg.Home, "evidence")
-	}
-	return filepath.Join(root, id), nil
+	return filepath.Join(f.evidenceRoot(), id), nil
 }
 
 // guarded wraps a started hosted device as `mhp serve` would: saved methods
-// of its package (read-only for a twin) and the guard with the device's own
-// evidence. The returned release closes the wrapping, then the device.
+// of its package (read-only for a twin) and the guard recording into the
+// fleet's shared log. The returned release closes the wrapping, then the
+// device.
 func (f *Fleet) guarded(ctx context.Context, target string, dev Device, release func() error) (Device, func() error, error) {
 	g := f.cfg.Guard
-	g.Methods = nil
+	g.Methods, g.EvidenceDir = nil, ""
 	id := DeviceID(ctx, dev)
 	dir, err := f.evidenceDirOf(id)
 	if err != nil {
 		return nil, nil, err
 	}
-	// One process appends to a device's chain: a second one hosting the
-	// same device (another bridge on this home) serves it without evidence
-	// rather than fork the chain.
+	// One process keeps a device's evidence: a second one hosting the same
+	// device (another bridge on this home) serves it without evidence
+	// rather than split or fork it.
 	unlockEv := func() {}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+	log := f.cfg.Logger
+	if err := os.MkdirAll(f.evidenceRoot(), 0o750); err != nil {
 		return nil, nil, fmt.Errorf("guarding %s: %w", id, err)
 	}
 	if u, lerr := lock(dir+".lock", 0); lerr != nil {
-		if f.cfg.Logger != nil {
-			f.cfg.Logger.Warn("hosted without evidence: another process keeps this device's evidence", "device", id, "dir", dir, "err", lerr)
-		}
-		g.EvidenceDir = ""
-	} else {
+		log.Warn("hosted without evidence: another process keeps this device's evidence", "device", id, "dir", dir, "err", lerr)
+	} else if shared, serr := f.evidence.shared(f.evidenceRoot(), g); serr != nil {
+		log.Warn("the shared evidence log is not available: this device's receipts go to its own folder", "device", id,
+			"shared", f.evidenceRoot(), "dir", dir, "err", serr)
 		g.EvidenceDir, unlockEv = dir, u
+	} else {
+		g.Evidence, unlockEv = shared, u
+		c, moved, cerr := evidence.Continue(shared.For(id), dir, evidence.ContinueOptions{Key: g.EvidenceKey, Sync: g.Sync})
+		switch {
+		case cerr != nil && !moved:
+			u()
+			return nil, nil, fmt.Errorf("guarding %s: %w", id, cerr)
+		case cerr != nil:
+			log.Error("evidence: the device's earlier chain could not be closed; its new receipts go to the shared log", "device", id,
+				"earlier", dir, "shared", f.evidenceRoot(), "err", cerr)
+		case moved:
+			log.Info("evidence: the device's receipts now go to the shared log; its earlier chain is kept and verifies on its own",
+				"device", id, "shared", f.evidenceRoot(), "earlier", dir, "earlier_seq", c.Seq, "earlier_hash", c.Hash)
+		}
 	}
 	switch {
 	case strings.HasPrefix(target, prefixPackage):

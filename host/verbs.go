@@ -34,9 +34,10 @@ type Config struct {
 	CardTimeout time.Duration
 	// Guard is what every hosted device is wrapped in, as `mhp serve`
 	// wraps its device: command ids, permits (with OperatorToken), evidence
-	// and the package's saved methods. EvidenceDir is the root of the
-	// per-device evidence folders (default HOME/evidence); Methods is
-	// ignored (each package's own methods/ folder is served).
+	// and the package's saved methods. EvidenceDir is the folder of the
+	// hosted devices' shared evidence log (default HOME/evidence; see
+	// guarded.go for earlier per-device folders); Methods is ignored (each
+	// package's own methods/ folder is served).
 	Guard GuardOptions
 }
 
@@ -50,6 +51,8 @@ type Fleet struct {
 	mu     sync.Mutex
 	hosted map[string]*hosted // by target
 	closed bool
+
+	evidence fleetEvidence // the hosted devices' shared evidence log
 }
 
 // Open makes the home folder (and devices/) if missing and returns its fleet.
@@ -234,5 +237,5 @@ func (f *Fleet) Close() error {
 	for _, h := range hs {
 		h.close()
 	}
-	return nil
+	return f.evidence.close() // after every device: it signs the shutdown head over all of them
 }

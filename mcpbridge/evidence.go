@@ -20,7 +20,8 @@ const evidencePage = 6 // receipts name the identity in their session label ("al
 // evidence answers mhp_evidence: the device's evidence head and one page of
 // its receipts in chain order: the latest ones, or those after a seq, or
 // those of a command id or session label; "next" is the after of the
-// following page. Reading receipts acts on
+// following page. On a host's shared log the head is the log's and the
+// receipts are the device's only (its server's evidence/list keeps to them). Reading receipts acts on
 // nothing, so it is open like describe.
 func (b *Bridge) evidence(ctx context.Context, s *session, _ *mcp.CallToolRequest, args map[string]any) (any, error) {
 	d, err := s.device(ctx, argString(args, "device"))
@@ -33,7 +34,14 @@ func (b *Bridge) evidence(ctx context.Context, s *session, _ *mcp.CallToolReques
 	}
 	q := evidence.Query{After: uint64(max(argFloat(args, "after", 0), 0)), Limit: evidencePage,
 		CommandID: argString(args, "command_id"), Session: argString(args, "session")}
-	if args["after"] == nil && q.CommandID == "" && q.Session == "" && head.Seq > evidencePage {
+	switch {
+	case args["after"] != nil || q.CommandID != "" || q.Session != "":
+	case head.Log != "":
+		// A host's shared log: its seqs count every device's receipts, so the
+		// device's latest are asked for by name (a server with a shared log
+		// knows "latest"; the device's handle keeps the page to its own).
+		q.Latest = true
+	case head.Seq > evidencePage:
 		q.After = head.Seq - evidencePage // no cursor, no filter: the latest receipts
 	}
 	var page evidence.Page

@@ -2,19 +2,19 @@ package mcpbridge_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/evidence"
 	"github.com/openmhp/mhp-go/host"
 )
 
 // A fleet-hosted device is wrapped as `mhp serve` wraps its device: the
-// bridge's writes carry command ids, each leaves a receipt in the device's
-// own evidence (HOME/evidence/<id>), a resend of a command id is answered
+// bridge's writes carry command ids, each leaves a receipt in the fleet's
+// shared evidence log (HOME/evidence), a resend of a command id is answered
 // from the guard without reaching the device again, and the package's
 // saved methods are served.
 func TestFleetHostedDeviceIsGuarded(t *testing.T) {
@@ -48,8 +48,8 @@ func TestFleetHostedDeviceIsGuarded(t *testing.T) {
 	if first == nil || cmd == "" || label == "" || first["outcome"] == "replayed" {
 		t.Fatalf("no receipt with a command id for the write: %v", body)
 	}
-	if fi, err := os.Stat(filepath.Join(f.Home(), "evidence", id)); err != nil || !fi.IsDir() {
-		t.Fatalf("no evidence folder for %s under the home: %v", id, err)
+	if shared, err := evidence.IsShared(filepath.Join(f.Home(), "evidence")); err != nil || !shared {
+		t.Fatalf("the home's evidence folder holds no shared log for %s: %v", id, err)
 	}
 
 	// The first command resent on the same session is the guard's replay:

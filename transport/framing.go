@@ -66,11 +66,24 @@ func (f *framer) feed(b []byte) {
 			f.keep(b)
 			return
 		}
-		f.keep(b[:i])
+		// A line read whole is taken where it lies; only one split
+		// between reads is gathered in f.line.
+		line := b[:i]
+		if len(f.line) > 0 {
+			f.keep(line)
+			line = f.line
+		} else if i > maxFramerLine {
+			f.state = lost
+		}
 		b = b[i+1:]
-		line := bytes.TrimSuffix(f.line, []byte("\r"))
-		f.line = f.line[:0]
+		if f.state == lost {
+			return
+		}
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
 		f.endLine(line)
+		f.line = f.line[:0]
 	}
 }
 
@@ -125,19 +138,23 @@ func (f *framer) endLine(line []byte) {
 }
 
 func (f *framer) header(line []byte) {
-	name, value, ok := bytes.Cut(line, []byte(":"))
-	if !ok {
+	colon := bytes.IndexByte(line, ':')
+	if colon < 0 {
 		return // the request line, or a line net/http refuses
 	}
+	name, value := bytes.TrimSpace(line[:colon]), line[colon+1:]
+	if len(name) != len("Content-Length") && len(name) != len("Transfer-Encoding") {
+		return // neither: no need to compare
+	}
 	switch {
-	case bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Length")):
+	case bytes.EqualFold(name, []byte("Content-Length")):
 		n, err := strconv.ParseInt(string(bytes.TrimSpace(value)), 10, 64)
 		if err != nil || n < 0 {
 			f.state = lost // net/http answers 400 and closes
 			return
 		}
 		f.hasCL, f.cl = true, n
-	case bytes.EqualFold(bytes.TrimSpace(name), []byte("Transfer-Encoding")):
+	case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 		f.hasTE = true
 	}
 }

@@ -65,17 +65,31 @@ const MaxClientHeader = 128
 // secret, or the same X-MHP-Client header, does not find them).
 func (s *Server) Handler() http.Handler {
 	mux := s.routes() // routes.go
+	plain := len(s.opts.Handlers) == 0
 	guard := s.Guard(func(r *http.Request) bool { return s.opts.PublicDescriptor && r.URL.Path == "/mhp.json" })
-	inner := guard.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	inner := func(w http.ResponseWriter, r *http.Request) {
+		p, ok := guard.Admit(w, r)
+		if !ok {
+			return
+		}
+		if plain && r.URL.Path == "/rpc" && r.Method == http.MethodPost {
+			// The identity goes along the server's own call path, into
+			// the device call's context (callCtx), not into a copy of r.
+			s.serveRPC(w, r, p)
+			return
+		}
+		if p != nil && p != auth.PassFrom(r.Context()) {
+			r = r.WithContext(auth.WithPass(r.Context(), p))
+		}
 		if r.URL.Path != "/rpc" {
 			// Requests other than POST /rpc (whose body is read by its
 			// handler) are in once their headers are: no longer evictable.
 			markPhase(r, phaseServing)
 		}
 		mux.ServeHTTP(w, r)
-	}))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.opts.AllowedOrigins, origin) {
+		if origin := headerValue(r.Header, "Origin"); origin != "" && !slices.Contains(s.opts.AllowedOrigins, origin) {
 			writeJSON(w, http.StatusForbidden, &Response{JSONRPC: Version, ID: nullID,
 				Error: s.errorf(mhp.CodeServerError, "origin %q is not allowed", origin).With(mhp.DataReason, "origin_forbidden")})
 			s.log.Warn("mhp http request from a foreign origin refused", "origin", origin, "path", r.URL.Path, "remote", r.RemoteAddr)
@@ -88,7 +102,7 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 		}
-		inner.ServeHTTP(w, r)
+		inner(w, r)
 	})
 }
 
@@ -129,11 +143,23 @@ func (s *Server) Guard(public func(*http.Request) bool) auth.Guard {
 // session owner it stands for ("" for the anonymous identity of a server
 // without credentials).
 func identityOf(r *http.Request) (auth.Identity, string) {
-	id, ok := auth.FromContext(r.Context())
-	if !ok || id.Via == "none" {
-		return id, ""
+	p := auth.PassFrom(r.Context())
+	if p == nil {
+		return auth.Identity{}, ""
 	}
-	return id, id.Name
+	return p.Identity(), ownerOf(p)
+}
+
+// ownerOf is the session owner a pass stands for ("" for none, and for
+// the anonymous identity of a server without credentials).
+func ownerOf(p *auth.Pass) string {
+	if p == nil {
+		return ""
+	}
+	if id := p.Identity(); id.Via != "none" {
+		return id.Name
+	}
+	return ""
 }
 
 // clientHeaderKey is mhp.HeaderClient in the canonical form net/http
@@ -159,8 +185,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.MaxFrame)))
+// serveRPC serves POST /rpc for a request the guard let in as p (nil: no
+// identity).
+func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, p *auth.Pass) {
+	body, err := s.readBody(w, r)
 	markPhase(r, phaseServing) // the request is in: its connection is no longer evictable
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -220,11 +248,8 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	sid := headerValue(r.Header, mhp.HeaderSession)
 	var ss *session
 	var resp *Response
-	ctx := r.Context()
-	id, owner := identityOf(r)
-	if id.Role.Allows(auth.RoleOperator) {
-		ctx = withOperator(ctx)
-	}
+	ctx := newCallCtx(r.Context(), p)
+	owner := ownerOf(p)
 	switch {
 	case req.Method == mhp.MethodInitialize:
 		resp = s.handle(ctx, nil, req, func(name string) (*session, *mhp.Error) {
@@ -274,6 +299,24 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeAnswer(w, http.StatusOK, resp)
+}
+
+// readBody reads a request body of at most MaxFrame bytes (else an
+// *http.MaxBytesError, and the connection closes after the answer). A body
+// of a known length within the bound is read into a buffer of its size;
+// any other goes through http.MaxBytesReader.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if n := r.ContentLength; n > 0 && n <= int64(s.opts.MaxFrame) {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // net/http's body says so itself; a reader that does not
+			}
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, int64(s.opts.MaxFrame)))
 }
 
 // writeAnswer writes a response with a fresh write deadline of WriteTimeout
@@ -461,7 +504,9 @@ func ServeHandler(ctx context.Context, ln net.Listener, srv *Server, h http.Hand
 // serveFront serves hs on ln behind the connection limit, TLS when tlsCfg
 // is set, and the front door (request smuggling refused), until ctx ends.
 func serveFront(ctx context.Context, ln net.Listener, hs *http.Server, maxConns, reserve int, tlsCfg *tls.Config, log *slog.Logger) error {
-	lim := limitConns(ln, maxConns, reserve, log)
+	// Deadlines are set lazily (deadline.go): a read or write still fails
+	// at the deadline asked for, without a timer change at every move.
+	lim := limitConns(lazyDeadlines(ln, hs.ReadHeaderTimeout), maxConns, reserve, log)
 	hs.Handler = frontDoor(log, hs.Handler)
 	hs.ConnState = lim.connState
 	hs.ConnContext = withConn

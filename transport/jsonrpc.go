@@ -83,11 +83,15 @@ func decodeFrame(b []byte) (*Request, *mhp.Error) {
 		return nil, mhp.Errorf(mhp.CodeParseError, "request is not valid UTF-8 (first bad byte at offset %d)", badUTF8(b)).
 			With("reason", "invalid_utf8")
 	}
-	if !json.Valid(b) {
+	// One scan checks the syntax (as strictly as json.Valid), finds a
+	// repeated member and keeps the members read below. It stops at a
+	// duplicate, leaving the rest unchecked: json.Valid checks it then.
+	sc := getScanner()
+	defer putScanner(sc)
+	sc.scan(b)
+	if sc.bad || (sc.found && !json.Valid(b)) {
 		return nil, mhp.Errorf(mhp.CodeParseError, "malformed JSON: %s", syntaxDetail(b))
 	}
-	var sc dupScanner
-	sc.scan(b)
 	dupPath, dup, hasDup := sc.dupPath(), sc.name, sc.found
 	if hasDup && !strings.HasPrefix(dupPath, "params") {
 		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "member %q appears twice in %s", dup, orFrame(dupPath)).
@@ -105,7 +109,7 @@ func decodeFrame(b []byte) (*Request, *mhp.Error) {
 	// scan stopped at a duplicate inside params: the members after it are
 	// read by a second one.
 	if hasDup {
-		sc = dupScanner{membersOnly: true}
+		sc.membersOnly = true
 		sc.scan(b)
 	}
 	req := &Request{}

@@ -111,12 +111,9 @@ func (s *Server) addExtensions() {
 	}
 }
 
+// operatorKey marks a device call whose request carried the operator
+// token (callCtx answers it).
 type operatorKey struct{}
-
-// withOperator marks ctx as carrying the operator token.
-func withOperator(ctx context.Context) context.Context {
-	return context.WithValue(ctx, operatorKey{}, true)
-}
 
 func isOperator(ctx context.Context) bool { v, _ := ctx.Value(operatorKey{}).(bool); return v }
 

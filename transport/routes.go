@@ -3,6 +3,8 @@ package transport
 import (
 	"net/http"
 	"strings"
+
+	"github.com/openmhp/mhp-go/auth"
 )
 
 // routes is the router behind [Server.Handler]: the four routes of the wire
@@ -13,7 +15,7 @@ import (
 func (s *Server) routes() http.Handler {
 	if len(s.opts.Handlers) > 0 {
 		mux := http.NewServeMux()
-		mux.HandleFunc("POST /rpc", s.serveRPC)
+		mux.HandleFunc("POST /rpc", func(w http.ResponseWriter, r *http.Request) { s.serveRPC(w, r, auth.PassFrom(r.Context())) })
 		mux.HandleFunc("GET /events", s.serveEvents)
 		mux.HandleFunc("DELETE /session", s.serveEndSession)
 		mux.HandleFunc("GET /mhp.json", s.serveDescriptor)
@@ -31,7 +33,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	var h func(http.ResponseWriter, *http.Request)
 	switch r.URL.Path {
 	case "/rpc":
-		allow, h = http.MethodPost, s.serveRPC
+		allow, h = http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.serveRPC(w, r, auth.PassFrom(r.Context())) }
 	case "/events":
 		allow, h = http.MethodGet, s.serveEvents
 	case "/session":

@@ -633,10 +633,10 @@ func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init i
 			return nil, e.At(s.clk.Now())
 		}
 	}
-	label := AnonymousLabel
+	label, labelV := AnonymousLabel, anonymousLabel
 	switch {
 	case ss != nil:
-		label = ss.label
+		label, labelV = ss.label, ss.labelV
 	case !isPriority(req.Method):
 		return nil, s.errNotInitialized(req.Method)
 	}
@@ -651,9 +651,9 @@ func (s *Server) dispatch(ctx context.Context, ss *session, req *Request, init i
 	// Device calls are not cancelled when the caller goes away: a hook cut
 	// off mid-write would turn a dropped connection into an unknown outcome.
 	// The device's own hook timeouts bound them. The device sees the label,
-	// never the secret.
-	dctx := mhp.WithSession(context.WithoutCancel(ctx), label)
-	return m(s, dctx, ss, req.Params)
+	// never the secret. (An HTTP request's context is a callCtx, already
+	// without cancellation: deviceContext only adds the label.)
+	return m(s, deviceContext(ctx, label, labelV), ss, req.Params)
 }
 
 // initialize negotiates the version, opens (or, on a stream, reuses) the

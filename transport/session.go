@@ -46,6 +46,7 @@ type event struct {
 type session struct {
 	secret string // the Mhp-Session credential; never leaves the initialize answer
 	label  string // public and unique: device context, refusals, notifications, logs
+	labelV any    // label as a context value (boxed once: deviceContext)
 	client string // display name from clientInfo or X-MHP-Client, sanitised and capped
 	kind   sessionKind
 	header string // the key (owner, X-MHP-Client) of a kindHeader session or of an issued session's greeting
@@ -69,7 +70,7 @@ type session struct {
 }
 
 func newSession(kind sessionKind, label, client string, capacity, maxBytes int, now time.Time) *session {
-	return &session{secret: newSecret(), label: label, client: client, kind: kind, cap: capacity, maxBytes: maxBytes,
+	return &session{secret: newSecret(), label: label, labelV: label, client: client, kind: kind, cap: capacity, maxBytes: maxBytes,
 		nextID: 1, lastSeen: now}
 }
 

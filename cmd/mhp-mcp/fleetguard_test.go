@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/openmhp/mhp-go/evidence"
 )
 
-// Serving the fleet, --evidence DIR keeps each hosted device's receipts
-// under DIR/<id>: a write through the bridge carries a command id and
+// Serving the fleet, --evidence DIR keeps the hosted devices' receipts in
+// one shared log in DIR: a write through the bridge carries a command id and
 // leaves its receipt there, read back with mhp_evidence.
 func TestFleetEvidenceFlag(t *testing.T) {
 	home, e := twinFleet(t)
@@ -23,8 +25,8 @@ func TestFleetEvidenceFlag(t *testing.T) {
 	if r, _ := list[0].(map[string]any); r["name"] != "target_temperature" || r["command_id"] == nil || r["command_id"] == "" {
 		t.Fatalf("receipt of the write: %v", r)
 	}
-	if files, err := os.ReadDir(filepath.Join(evDir, e.ID)); err != nil || len(files) == 0 {
-		t.Fatalf("no evidence under --evidence %s/%s: %v", evDir, e.ID, err)
+	if r, err := evidence.Verify(evDir, nil); err != nil || !r.OK || r.Log == "" || r.Devices[e.ID] != 1 {
+		t.Fatalf("--evidence %s is not the shared log holding %s's receipt: %+v %v", evDir, e.ID, r, err)
 	}
 	if _, err := os.Stat(filepath.Join(home, "evidence")); !os.IsNotExist(err) {
 		t.Fatalf("evidence kept under the home despite --evidence: %v", err)

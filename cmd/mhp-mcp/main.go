@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		"only a JSON true turns a flag on (default: enabled, the rest off)")
 	logFormat := fs.String("log-format", "text", "log format on stderr: text or json (for log collectors)")
 	opTokenFile := fs.String("operator-token-file", "", "file holding the devices' operator token; with operator_tools, mhp_permit issues permits")
-	evidenceDir := fs.String("evidence", "", "without targets: keep each hosted device's evidence receipts under DIR/<id> (default HOME/evidence/<id>)")
+	evidenceDir := fs.String("evidence", "", "without targets: keep the hosted devices' evidence receipts in one shared log in DIR (default HOME/evidence)")
 	evidenceKey := fs.String("evidence-key", "", "without targets: sign the hosted devices' evidence heads with this Ed25519 key file")
 	evidenceSync := fs.String("evidence-sync", "", "without targets: always (default: each receipt on disk before the answer) or never (the OS decides)")
 	headEvery := fs.String("evidence-head-every", "", "without targets: sign a head every N receipts (with --evidence-key)")

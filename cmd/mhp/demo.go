@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -91,7 +90,8 @@ func (a *app) demoCmd(ctx context.Context, args []string) int {
 	if lab.note != "" {
 		fmt.Fprintf(a.stdout, "  (%s)\n", lab.note)
 	}
-	fmt.Fprintf(a.stdout, "  evidence: %s (mhp evidence verify %s)\n", lab.evidence, filepath.Join(lab.evidence, demoTC))
+	fmt.Fprintf(a.stdout, "  evidence: %s, one log of both devices (mhp evidence verify %s; mhp evidence list %s --device %s)\n",
+		lab.evidence, lab.evidence, lab.evidence, demoTC)
 	if a.ready != nil {
 		a.ready([]string{lab.urls[demoTC], lab.urls[demoArm]})
 	}
@@ -121,7 +121,7 @@ func (a *app) demoCmd(ctx context.Context, args []string) int {
 type demoLab struct {
 	urls map[string]string
 	note string
-	// evidence is the folder of the devices' evidence chains (one sub-folder each).
+	// evidence is the folder of the devices' shared evidence log.
 	evidence string
 	stop     func()
 }
@@ -142,6 +142,17 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 		return nil, err
 	}
 	lab.evidence = evDir
+	// One shared log for both devices: one chain, one fsync per batch.
+	shared, err := openSharedEvidence(guardOptions{}, evDir)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	closers = append(closers, func() {
+		if err := shared.Close(); err != nil {
+			log.Error("evidence log close", "err", err)
+		}
+	})
 	lab.stop = func() {
 		cancel()
 		wg.Wait()
@@ -176,7 +187,7 @@ func startDemoLab(ctx context.Context, host string, port int, explicit bool, spe
 			lab.stop()
 			return nil, err
 		}
-		wrapped, err := wrapDevice(ctx, dev, guardOptions{EvidenceDir: filepath.Join(evDir, name), Methods: methodsFS(fsys, log)}, log)
+		wrapped, err := wrapDevice(ctx, dev, guardOptions{Evidence: shared, Methods: methodsFS(fsys, log)}, log)
 		if err != nil {
 			dev.Close()
 			lab.stop()

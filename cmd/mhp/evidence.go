@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 
 	"github.com/openmhp/mhp-go/evidence"
@@ -17,8 +18,13 @@ const evidenceUsage = `usage:
                                                   with --pub the last entry must be covered by a signed head (or at
                                                   most N entries unsigned); --head checks against a head obtained
                                                   earlier (evidence/head's answer or an export bundle)
-  mhp evidence export DIR [--session LABEL] [--key FILE] [--out FILE]
-                                                  one run's range as a bundle, signed with the key
+  mhp evidence list DIR [--device ID] [--session LABEL] [--command-id ID] [--after SEQ] [--limit N] [--latest]
+                                                  one page of receipts in chain order (a shared log: --device keeps
+                                                  to one device); --latest: the newest N
+  mhp evidence export DIR [--session LABEL] [--device ID] [--key FILE] [--out FILE]
+                                                  one run's range as a bundle, signed with the key (a device's range
+                                                  of a shared log holds the other devices' receipts in between: the
+                                                  links need them)
   mhp evidence keygen PRIVATE.pem PUBLIC.pem      a new ed25519 key pair for --evidence-key`
 
 // evidenceCmd runs `mhp evidence verify|export|keygen`.
@@ -26,7 +32,8 @@ func (a *app) evidenceCmd(ctx context.Context, args []string) int {
 	if len(args) == 0 {
 		return a.usageError("evidence: give a subcommand\n%s", evidenceUsage)
 	}
-	p, err := parseArgs(args[1:], flagSpec{"pub": true, "key": true, "session": true, "out": true, "allow-unsigned-tail": true, "head": true})
+	p, err := parseArgs(args[1:], flagSpec{"pub": true, "key": true, "session": true, "out": true, "allow-unsigned-tail": true, "head": true,
+		"device": true, "command-id": true, "after": true, "limit": true, "latest": false})
 	if err != nil {
 		return a.usageError("evidence: %v", err)
 	}
@@ -82,11 +89,33 @@ func (a *app) evidenceCmd(ctx context.Context, args []string) int {
 			defer f.Close()
 			w = f
 		}
-		if err := evidence.Export(p.args[0], p.flags["session"], key, w); err != nil {
+		if err := evidence.ExportWith(p.args[0], evidence.ExportOptions{Session: p.flags["session"], Device: p.flags["device"], Key: key}, w); err != nil {
 			fmt.Fprintf(a.stderr, "mhp: %v\n", err)
 			return exitRefused
 		}
 		return exitOK
+	case "list":
+		if len(p.args) != 1 {
+			return a.usageError("evidence list: give the evidence directory\n%s", evidenceUsage)
+		}
+		q := evidence.Query{Device: p.flags["device"], Session: p.flags["session"], CommandID: p.flags["command-id"], Latest: p.has("latest")}
+		for _, c := range []struct {
+			flag string
+			max  uint64
+			set  func(uint64)
+		}{{"after", 1 << 53, func(v uint64) { q.After = v }}, {"limit", evidence.MaxPage, func(v uint64) { q.Limit = int(v) }}} {
+			if v, ok := p.flags[c.flag]; ok {
+				n, err := strconv.ParseUint(v, 10, 64)
+				if err != nil || n > c.max || (c.flag == "limit" && n == 0) {
+					return a.usageError("evidence list: --%s is a count (up to %d), not %q", c.flag, c.max, v)
+				}
+				c.set(n)
+			}
+		}
+		if q.Latest && p.has("after") {
+			return a.usageError("evidence list: --latest and --after exclude each other")
+		}
+		return a.evidenceList(p.args[0], q, p.has("json"))
 	case "keygen":
 		if len(p.args) != 2 {
 			return a.usageError("evidence keygen: give the private and public key files\n%s", evidenceUsage)
@@ -99,6 +128,57 @@ func (a *app) evidenceCmd(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	return a.usageError("evidence: unknown subcommand %q\n%s", args[0], evidenceUsage)
+}
+
+func (a *app) evidenceList(dir string, q evidence.Query, asJSON bool) int {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		fmt.Fprintf(a.stderr, "mhp: %s is not an evidence directory\n", dir)
+		return exitUsage
+	}
+	page, err := evidence.ListDir(dir, q)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "mhp: %v\n", err)
+		return exitRefused
+	}
+	if asJSON {
+		a.printJSON(page)
+		return exitOK
+	}
+	for _, e := range page.Entries {
+		what := e.Method
+		if e.Name != "" {
+			what += " " + e.Name
+		}
+		fmt.Fprintf(a.stdout, "%d\t%s\t%s\t%s\t%s", e.Seq, evidence.FormatNumber(e.TS), orDash(e.Device), what, e.Outcome)
+		if e.Session != "" {
+			fmt.Fprintf(a.stdout, "\tsession=%s", e.Session)
+		}
+		if e.CommandID != "" {
+			fmt.Fprintf(a.stdout, "\tcommand_id=%s", e.CommandID)
+		}
+		fmt.Fprintln(a.stdout)
+	}
+	if page.Next != 0 {
+		fmt.Fprintf(a.stdout, "more: --after %d\n", page.Next)
+	}
+	return exitOK
+}
+
+// sortedKeys are m's keys in order.
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func (a *app) evidenceVerify(target string, opt evidence.VerifyOptions, asJSON bool) int {
@@ -129,6 +209,16 @@ func (a *app) evidenceVerify(target string, opt evidence.VerifyOptions, asJSON b
 		a.printJSON(rep)
 	} else if rep.OK {
 		fmt.Fprintf(a.stdout, "intact: %d entries (seq %d..%d), head %s, %d signed heads checked\n", rep.Entries, rep.First, rep.Last, rep.Hash, rep.Heads)
+		if rep.Log != "" {
+			fmt.Fprintf(a.stdout, "shared log %q of %d devices:", rep.Log, len(rep.Devices)+min(rep.OtherDevices, 1))
+			for _, d := range sortedKeys(rep.Devices) {
+				fmt.Fprintf(a.stdout, " %s %d", d, rep.Devices[d])
+			}
+			if rep.OtherDevices > 0 {
+				fmt.Fprintf(a.stdout, " (and %d entries of more devices)", rep.OtherDevices)
+			}
+			fmt.Fprintln(a.stdout)
+		}
 		if opt.Head != nil {
 			fmt.Fprintf(a.stdout, "matches the earlier head at seq %d\n", opt.Head.Seq)
 		}

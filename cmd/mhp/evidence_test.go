@@ -123,3 +123,47 @@ func TestEvidenceVerifyTailAndEarlierHead(t *testing.T) {
 		t.Fatalf("a bad --allow-unsigned-tail exits %d", code)
 	}
 }
+
+// TestEvidenceVerbOnASharedLog: verify names the shared log and counts each
+// device; list --device keeps to one device (--latest its newest); export
+// --device is a bundle that verifies on its own.
+func TestEvidenceVerbOnASharedLog(t *testing.T) {
+	dir := t.TempDir()
+	priv, pub := filepath.Join(dir, "k.pem"), filepath.Join(dir, "k.pub")
+	run := runEvidenceCLI
+	if code, _, e := run("evidence", "keygen", priv, pub); code != exitOK {
+		t.Fatalf("keygen: %d %s", code, e)
+	}
+	key, _ := evidence.LoadPrivateKey(priv)
+	logDir := filepath.Join(dir, "lab")
+	lg, err := evidence.Open(evidence.Config{Dir: logDir, Shared: true, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		for _, d := range []string{"tc-01", "arm-01"} {
+			if _, err := lg.For(d).Append(evidence.Receipt{Method: "settings/write", Name: "sp", Session: "run-" + d, Outcome: evidence.OutcomeOK}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	lg.Close()
+	if code, out, e := run("evidence", "verify", logDir, "--pub", pub); code != exitOK || !strings.Contains(out, `shared log "lab" of 2 devices: arm-01 3 tc-01 3`) {
+		t.Fatalf("verify: %d %q %q", code, out, e)
+	}
+	code, out, e := run("evidence", "list", logDir, "--device", "arm-01", "--latest", "--limit", "2")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != exitOK || len(lines) != 2 || !strings.HasPrefix(lines[1], "7\t") ||
+		strings.Contains(out, "tc-01") {
+		t.Fatalf("list --device arm-01 --latest --limit 2: %d %q %q; want seq 5 and 7 of arm-01 only", code, out, e)
+	}
+	if code, _, e := run("evidence", "list", logDir, "--limit", "0"); code != exitUsage {
+		t.Fatalf("list --limit 0: %d %s, want a usage error", code, e)
+	}
+	bundle := filepath.Join(dir, "tc.json")
+	if code, _, e := run("evidence", "export", logDir, "--device", "tc-01", "--key", priv, "--out", bundle); code != exitOK {
+		t.Fatalf("export --device: %d %s", code, e)
+	}
+	if code, out, _ := run("evidence", "verify", bundle, "--pub", pub); code != exitOK || !strings.Contains(out, "intact: 5 entries (seq 2..6)") {
+		t.Fatalf("verify the device's bundle: %d %s", code, out)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/evidence"
 	"github.com/openmhp/mhp-go/host"
 	"github.com/openmhp/mhp-go/methods"
 )
@@ -49,4 +50,10 @@ func methodsFS(fsys fs.FS, log *slog.Logger) *methods.Store { return host.Method
 // evidence) around dev, as every served device is wrapped (host.Wrap).
 func wrapDevice(ctx context.Context, dev mhp.Device, g guardOptions, log *slog.Logger) (*host.Wrapped, error) {
 	return host.Wrap(ctx, dev, g, log)
+}
+
+// openSharedEvidence opens the shared evidence log of several served
+// devices in dir (host.OpenSharedEvidence).
+func openSharedEvidence(g guardOptions, dir string) (*evidence.Log, error) {
+	return host.OpenSharedEvidence(g, dir)
 }

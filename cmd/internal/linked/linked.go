@@ -38,8 +38,8 @@ func Registry() (*adapters.Registry, error) {
 
 // Fleet opens the host's fleet in home ("" for $MHP_HOME or ~/.mhp) with
 // every linked adapter and driver kind. Every hosted device is wrapped as
-// `mhp serve` wraps its device (host.Wrap): guard, the device's own
-// evidence under guard.EvidenceDir (default HOME/evidence/<id>), and its
+// `mhp serve` wraps its device (host.Wrap): guard, evidence in the
+// fleet's shared log in guard.EvidenceDir (default HOME/evidence), and its
 // package's saved methods.
 func Fleet(home string, copts client.Options, simOpts sim.Options, guard host.GuardOptions, log *slog.Logger) (*host.Fleet, error) {
 	reg, err := Registry()
