@@ -70,12 +70,19 @@ type child struct {
 }
 
 // startChild starts this binary as a child in mode and reads its first line.
-func startChild(mode string) (*child, error) {
+func startChild(mode string) (*child, error) { return startChildNice(mode, 0) }
+
+// startChildNice is startChild with the child at nice level nice (through
+// the nice command; 0: as this process).
+func startChildNice(mode string, nice int) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
+	if nice != 0 {
+		cmd = exec.Command("nice", "-n", strconv.Itoa(nice), exe)
+	}
 	cmd.Env = append(os.Environ(), childEnv+"="+mode)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
