@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,6 +214,8 @@ func measureEStop(_ context.Context, o Options) (Row, error) {
 	}
 	var p50s, p99s, readX, newP50s, newP99s, newIdle, idleUS, echo50, echo99, overFloor, dial50, dial99 []float64
 	var niced50, niced99, nicedEcho99, cpuLoaded, cpuNiced []float64
+	_, noNice := exec.LookPath("nice")
+	canNice := noNice == nil
 	for r := 0; r < o.Rounds; r++ {
 		idle, err := estopLatencies(hc, hc, url, sid, n)
 		if err != nil {
@@ -254,30 +257,32 @@ func measureEStop(_ context.Context, o Options) (Row, error) {
 			reads = append(reads, time.Since(t0))
 		}
 		load.stop()
+		i50 := quantile(idle, 0.5)
 		// The same load from a process at nice 19: its clients take no
 		// CPU the server or the prober wait for (as clients on other
 		// machines would not), and the server still serves all 32.
-		nl, err := startChildNice("load:32:"+url, 19)
-		if err != nil {
-			return Row{}, err
-		}
-		if nl.first != "ready" {
+		if canNice {
+			nl, err := startChildNice("load:32:"+url, 19)
+			if err != nil {
+				return Row{}, err
+			}
+			if nl.first != "ready" {
+				nl.stop()
+				return Row{}, fmt.Errorf("niced load child: %s", nl.first)
+			}
+			cpu0, _ = childCPU(hc, url)
+			w0 = time.Now()
+			niced, nicedEcho, err := estopAndEcho(hc, hc, url, sid, n, echo.roundTrip)
+			if err != nil {
+				nl.stop()
+				return Row{}, err
+			}
+			cpuNiced = append(cpuNiced, cores(hc, url, cpu0, w0))
 			nl.stop()
-			return Row{}, fmt.Errorf("niced load child: %s", nl.first)
+			niced50 = append(niced50, float64(quantile(niced, 0.5))/float64(i50))
+			niced99 = append(niced99, float64(quantile(niced, 0.99))/float64(i50))
+			nicedEcho99 = append(nicedEcho99, float64(quantile(nicedEcho, 0.99))/float64(i50))
 		}
-		cpu0, _ = childCPU(hc, url)
-		w0 = time.Now()
-		niced, nicedEcho, err := estopAndEcho(hc, hc, url, sid, n, echo.roundTrip)
-		if err != nil {
-			nl.stop()
-			return Row{}, err
-		}
-		cpuNiced = append(cpuNiced, cores(hc, url, cpu0, w0))
-		nl.stop()
-		i50 := quantile(idle, 0.5)
-		niced50 = append(niced50, float64(quantile(niced, 0.5))/float64(i50))
-		niced99 = append(niced99, float64(quantile(niced, 0.99))/float64(i50))
-		nicedEcho99 = append(nicedEcho99, float64(quantile(nicedEcho, 0.99))/float64(i50))
 		p50s = append(p50s, float64(quantile(loaded, 0.5))/float64(i50))
 		p99s = append(p99s, float64(quantile(loaded, 0.99))/float64(i50))
 		readX = append(readX, float64(quantile(reads, 0.5))/float64(i50))
@@ -302,8 +307,17 @@ func measureEStop(_ context.Context, o Options) (Row, error) {
 		Notes: []string{fmt.Sprintf("estop floor: a TCP echo in the server process, between the loaded estops: p50 %sx, p99 %sx idle estop p50; "+
 			"loaded estop p99 / echo p99 %sx (what the HTTP and MHP code add to the tail); a new connection to the echo each: p50 %sx, p99 %sx",
 			spread(echo50, "%.1f"), spread(echo99, "%.1f"), spread(overFloor, "%.2f"), spread(dial50, "%.1f"), spread(dial99, "%.1f")),
-			fmt.Sprintf("estop with the same load from a process at nice 19 (its clients take no CPU the server waits for): p50 %sx, p99 %sx idle estop p50, "+
-				"echo p99 %sx; the server busy %s cores (%s under the plain load)",
-				spread(niced50, "%.1f"), spread(niced99, "%.1f"), spread(nicedEcho99, "%.1f"), spread(cpuNiced, "%.2f"), spread(cpuLoaded, "%.2f"))},
+			nicedNote(canNice, niced50, niced99, nicedEcho99, cpuNiced, cpuLoaded)},
 	}, nil
+}
+
+// nicedNote is the estop row's line for the load run at nice 19.
+func nicedNote(measured bool, p50, p99, echo99, cpuNiced, cpuLoaded []float64) string {
+	if !measured {
+		return fmt.Sprintf("estop with the load at nice 19: not measured (no nice command); the server busy %s cores under the plain load",
+			spread(cpuLoaded, "%.2f"))
+	}
+	return fmt.Sprintf("estop with the same load from a process at nice 19 (its clients take no CPU the server waits for): p50 %sx, p99 %sx idle estop p50, "+
+		"echo p99 %sx; the server busy %s cores (%s under the plain load)",
+		spread(p50, "%.1f"), spread(p99, "%.1f"), spread(echo99, "%.1f"), spread(cpuNiced, "%.2f"), spread(cpuLoaded, "%.2f"))
 }
