@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/openmhp/mhp-go"
@@ -42,6 +43,23 @@ type committer struct {
 	err   error         // the failure that stopped the log
 	gen   chan struct{} // closed (and replaced) whenever dur or err changes
 	close sync.Once
+
+	batches, lines, fsyncNS atomic.Int64 // CommitStats
+}
+
+// CommitStats says how the group commit of a [SyncAlways] log went: how
+// many batches it wrote and fsynced, how many receipts they held, and the
+// time spent in fsync.
+type CommitStats struct {
+	Batches int64         `json:"batches"`
+	Lines   int64         `json:"lines"`
+	Fsync   time.Duration `json:"fsync"`
+}
+
+// CommitStats returns the group commit's counts so far (zero under [SyncNever]).
+func (l *Log) CommitStats() CommitStats {
+	c := &l.commit
+	return CommitStats{Batches: c.batches.Load(), Lines: c.lines.Load(), Fsync: time.Duration(c.fsyncNS.Load())}
 }
 
 func (c *committer) start(l *Log) {
@@ -82,11 +100,19 @@ func (c *committer) run(l *Log) {
 			return
 		}
 		l.mu.Lock()
+		lines := l.pendingLines
 		err := l.writeLocked()
 		f, end := l.file, l.written
 		l.mu.Unlock()
+		if err == nil && lines > 0 {
+			c.batches.Add(1)
+			c.lines.Add(int64(lines))
+		}
 		if err == nil {
-			if err = syncData(f); errors.Is(err, os.ErrClosed) {
+			t0 := l.cfg.Clock.Now()
+			err = syncData(f)
+			c.fsyncNS.Add(int64(l.cfg.Clock.Now().Sub(t0)))
+			if errors.Is(err, os.ErrClosed) {
 				err = nil // rotation or Close synced and closed that segment
 			}
 			if err != nil {
@@ -180,7 +206,7 @@ func (l *Log) writeLocked() error {
 	if err == nil && n < len(l.pending) {
 		err = fmt.Errorf("short write (%d of %d bytes)", n, len(l.pending))
 	}
-	l.pending = l.pending[:0]
+	l.pending, l.pendingLines = l.pending[:0], 0
 	if cap(l.pending) > 4*l.cfg.FlushBytes {
 		l.pending = nil // a burst grew it; let it go
 	}

@@ -345,20 +345,21 @@ type Log struct {
 	name   string // a shared log's name
 	unlock func() // releases the directory's lock against other processes
 
-	mu       sync.Mutex
-	file     File   // the current segment
-	segment  int    // its number
-	inSeg    int    // entries in it
-	seq      uint64 // last seq appended
-	last     string // last hash
-	closed   bool
-	recent   []Entry // ring of the newest entries, for cheap listing (at most recentCap)
-	rnext    int     // where the next entry goes once the ring is full
-	lastErr  error   // a write error: the log refuses appends after one
-	pending  []byte  // encoded lines not yet written to the file
-	appended uint64  // bytes of lines ever appended (pending included)
-	written  uint64  // bytes of lines ever written to the files
-	flushT   clock.Timer
+	mu           sync.Mutex
+	file         File   // the current segment
+	segment      int    // its number
+	inSeg        int    // entries in it
+	seq          uint64 // last seq appended
+	last         string // last hash
+	closed       bool
+	recent       []Entry // ring of the newest entries, for cheap listing (at most recentCap)
+	rnext        int     // where the next entry goes once the ring is full
+	lastErr      error   // a write error: the log refuses appends after one
+	pending      []byte  // encoded lines not yet written to the file
+	pendingLines int     // how many
+	appended     uint64  // bytes of lines ever appended (pending included)
+	written      uint64  // bytes of lines ever written to the files
+	flushT       clock.Timer
 
 	headSeq     uint64      // the seq the last signed head covers
 	headPlanned uint64      // the seq a head being signed covers
@@ -644,6 +645,7 @@ func (l *Log) appendAs(device string, r Receipt) (Entry, error) {
 		return Entry{}, fmt.Errorf("evidence: %w", err)
 	}
 	l.appended += uint64(len(l.pending) - before)
+	l.pendingLines++
 	l.seq, l.last = e.Seq, e.Hash
 	l.inSeg++
 	l.remember(e)

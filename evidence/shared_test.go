@@ -214,6 +214,9 @@ func TestSharedGroupCommitAcrossDevices(t *testing.T) {
 	if w, s := disk.writes.Load()-w0, disk.syncs.Load()-s0; w != 2 || s != 2 {
 		t.Fatalf("8 devices' receipts took %d writes and %d fsyncs, want 2 and 2", w, s)
 	}
+	if st := l.CommitStats(); st.Batches != 3 || st.Lines != 9 {
+		t.Fatalf("commit stats = %+v, want 3 batches of 9 receipts (the log's first, then 1 and 7)", st)
+	}
 }
 
 // TestSharedLogRepairAndStop: a torn line in a shared log is cut and
