@@ -13,6 +13,12 @@ import (
 // chain's extensions ([mhp.WireExtensions]; operator methods only with
 // [Options.OperatorToken] set).
 func (d *Device) Call(ctx context.Context, method string, params, out any) error {
+	if d.opts.Gate != nil {
+		var err error
+		if ctx, err = d.opts.Gate(ctx, method); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
 	if d.conn != nil {

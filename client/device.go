@@ -69,6 +69,16 @@ type Options struct {
 	// for targets the operator gave (command line, config); the default
 	// refuses them, so a target from a directory or the network never runs.
 	AllowStdio bool
+	// Gate, when set, checks every method this connection is about to send
+	// (over the wire) or call (in process) and may refuse it before it
+	// leaves ([Gate]); the MCP bridge's per-caller roles are one.
+	Gate Gate
+	// Owner names on whose behalf an in-process connection acts: its session
+	// label is Owner/ClientName#hex, as a transport labels an authenticated
+	// client's session, instead of inproc_<hex>. Display only (receipts,
+	// leases, the guard name it); it grants nothing. Over the wire the
+	// server makes the label.
+	Owner string
 }
 
 func (o Options) withDefaults() Options {
@@ -144,7 +154,7 @@ func Dial(ctx context.Context, target string, opts Options) (*Device, error) {
 		ls := &listeners{}
 		hc := newHTTPConn(target, opts, ls)
 		d := &Device{conn: hc, opts: opts, log: opts.Logger, close: hc.close}
-		d.base = &wire{c: hc, ls: ls, timeout: opts.Timeout}
+		d.base = &wire{c: hc, ls: ls, timeout: opts.Timeout, gate: opts.Gate}
 		hc.reinit = d.reinitialize
 		if err := d.initialize(ctx); err != nil {
 			hc.close()
@@ -179,7 +189,7 @@ func newStreamDevice(ctx context.Context, r io.Reader, w io.Writer, closer func(
 	ls := &listeners{}
 	sc := newStreamConn(r, w, closer, ls)
 	d := &Device{conn: sc, opts: opts, log: opts.Logger, close: sc.close}
-	d.base = &wire{c: sc, ls: ls, timeout: opts.Timeout}
+	d.base = &wire{c: sc, ls: ls, timeout: opts.Timeout, gate: opts.Gate}
 	if err := d.initialize(ctx); err != nil {
 		sc.close()
 		return nil, err
@@ -282,6 +292,13 @@ func Connect(dev mhp.Device, opts Options) *Device {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	id := "inproc_" + hex.EncodeToString(b[:])
+	if opts.Owner != "" {
+		id = ownedLabel(opts.Owner, opts.ClientName, b[:4])
+	}
+	probe := dev // capabilities are the device's own, not the gate's
+	if opts.Gate != nil {
+		dev = &gated{dev: dev, gate: opts.Gate}
+	}
 	d := &Device{opts: opts, log: opts.Logger}
 	d.base = &inproc{Device: mhp.AsSession(dev, id), raw: dev, session: id}
 	d.close = func() error {
@@ -296,8 +313,8 @@ func Connect(dev mhp.Device, opts Options) *Device {
 	defer cancel()
 	if desc, err := dev.Describe(mhp.WithSession(ctx, id), mhp.DescribeRequest{Detail: mhp.DetailFull}); err == nil {
 		// Decorators (guard, saved methods) wrap the device: look through them.
-		_, res := mhp.Find[mhp.ResourceProvider](dev)
-		cids, _ := mhp.Find[mhp.CommandIDer](dev)
+		_, res := mhp.Find[mhp.ResourceProvider](probe)
+		cids, _ := mhp.Find[mhp.CommandIDer](probe)
 		d.info.Device = mhp.DeviceInfo{ID: desc.ID, Class: desc.Class, Make: desc.Make, Model: desc.Model}
 		d.info.Capabilities = mhp.Capabilities{Signals: len(desc.Signals) > 0, Settings: len(desc.Settings) > 0,
 			Actions: len(desc.Actions) > 0, Subscribe: len(desc.Signals) > 0, Lease: true, EStop: desc.Safety.EStop,

@@ -12,9 +12,16 @@ type wire struct {
 	c       conn
 	ls      *listeners
 	timeout time.Duration
+	gate    Gate // Options.Gate: asked before every request is sent
 }
 
 func (w *wire) call(ctx context.Context, method string, params, out any) error {
+	if w.gate != nil {
+		var err error
+		if ctx, err = w.gate(ctx, method); err != nil {
+			return err
+		}
+	}
 	if w.timeout > 0 {
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > w.timeout {
 			var cancel context.CancelFunc

@@ -114,6 +114,12 @@ type Config struct {
 	// OperatorDial connects to a target for mhp_permit; default client.Dial
 	// with Client options and OperatorToken.
 	OperatorDial func(ctx context.Context, target string) (*client.Device, error)
+	// DialWith connects to a target with the given client options; the
+	// bridge uses it for an MCP caller's connections, whose options carry
+	// the caller's role gate and name (roles.go). Default: the fleet's
+	// DialWith with Fleet, else client.Dial, when Dial is not given; with
+	// Dial given and DialWith not, a caller below operator is refused.
+	DialWith func(ctx context.Context, target string, opts client.Options) (*client.Device, error)
 
 	// Fleet is the host's fleet: with it, mhp_lab has the fleet ops (scan,
 	// add, remove, locate), and it is the finder, the dial and the
@@ -174,6 +180,12 @@ func New(cfg Config) (*Bridge, error) {
 		}
 		if cfg.Dial == nil {
 			cfg.Dial = f.Dial
+			if cfg.DialWith == nil {
+				cfg.DialWith = func(ctx context.Context, target string, opts client.Options) (*client.Device, error) {
+					opts.OperatorToken = "" // the model's connections never carry it
+					return f.DialWith(ctx, target, opts)
+				}
+			}
 		}
 		if cfg.Simulated == nil {
 			cfg.Simulated = f.Simulated
@@ -190,6 +202,12 @@ func New(cfg Config) (*Bridge, error) {
 		opts.OperatorToken = "" // the model's connections never carry it
 		cfg.Dial = func(ctx context.Context, target string) (*client.Device, error) {
 			return client.Dial(ctx, target, opts)
+		}
+		if cfg.DialWith == nil {
+			cfg.DialWith = func(ctx context.Context, target string, opts client.Options) (*client.Device, error) {
+				opts.OperatorToken = ""
+				return client.Dial(ctx, target, opts)
+			}
 		}
 	}
 	if cfg.OperatorDial == nil {

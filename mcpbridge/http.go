@@ -44,7 +44,7 @@ func (b *Bridge) HTTPHandler(opts HTTPOptions) http.Handler {
 	srv.AddReceivingMiddleware(opts.Middleware...)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{SessionTimeout: opts.SessionTimeout, MaxRequestBodyBytes: MaxLine})
-	return guard(opts, b.trackStreams(h)) // trackStreams: signs of life for SessionIdle (idle.go)
+	return guard(opts, b.trackStreams(callerPass(h))) // callerPass: the caller's role and name (roles.go) // trackStreams: signs of life for SessionIdle (idle.go)
 }
 
 func normOrigin(o string) string {

@@ -91,6 +91,10 @@ func rigBridge(t *testing.T, r *rig, cfg mcpbridge.Config) *mcpbridge.Bridge {
 		r.dials.Add(1)
 		return client.Connect(r.drv, client.Options{}), nil
 	}
+	cfg.DialWith = func(ctx context.Context, target string, opts client.Options) (*client.Device, error) {
+		r.dials.Add(1) // an MCP caller's connection: its role gate and name (roles.go)
+		return client.Connect(r.drv, opts), nil
+	}
 	b, err := mcpbridge.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 	"github.com/openmhp/mhp-go/client"
 )
 
@@ -31,6 +32,7 @@ type session struct {
 	closed  bool
 	seen    time.Time // the MCP session's last sign of life
 	idled   bool      // its leases were released for silence since
+	who     *auth.Pass // the MCP caller over HTTP with credentials; nil: none (roles.go)
 }
 
 type update struct {
@@ -53,7 +55,11 @@ func (b *Bridge) session(req *mcp.CallToolRequest) (*session, error) {
 	ss := req.Session
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	who := callerOf(req)
 	if s, ok := b.sessions[ss]; ok {
+		if err := sameCaller(s.who, who); err != nil {
+			return nil, err
+		}
 		return s, nil
 	}
 	if b.closed {
@@ -64,6 +70,7 @@ func (b *Bridge) session(req *mcp.CallToolRequest) (*session, error) {
 			With(mhp.DataReason, "limit").With(mhp.DataLimit, b.cfg.MaxSessions)
 	}
 	s := newSession(b)
+	s.who = who
 	b.sessions[ss] = s
 	go func() {
 		_ = ss.Wait()
@@ -213,7 +220,7 @@ func (s *session) device(ctx context.Context, id string) (*client.Device, error)
 	if res == nil || res.Target == "" {
 		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With(mhp.DataName, id)
 	}
-	d, err := s.b.cfg.Dial(ctx, res.Target)
+	d, err := s.dial(ctx, res.Target)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s at %s: %w", mhp.Truncate(id, 120), mhp.Truncate(res.Target, 120), err)
 	}

@@ -145,6 +145,10 @@ func (b *Bridge) call(ctx context.Context, t tool, req *mcp.CallToolRequest) *mc
 	if err != nil {
 		return failure(err)
 	}
+	ctx, err = s.allowTool(ctx, t, args) // the caller's role (roles.go)
+	if err != nil {
+		return failure(err)
+	}
 	if t.name != "mhp_estop" {
 		if err := s.enter(); err != nil {
 			return failure(err)
