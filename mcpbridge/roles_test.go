@@ -2,6 +2,7 @@ package mcpbridge_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -102,5 +103,33 @@ func TestDialWithoutDialWithFailsClosed(t *testing.T) {
 	res, body := mustCall(t, httpClient(t, credentialed(t, b2), "v-token"), "mhp_read", map[string]any{"device": "rig"})
 	if !res.IsError || !strings.Contains(jsonOf(body), "DialWith") || r.dials.Load() != before {
 		t.Fatalf("a caller over a Dial without DialWith: isError %v %v (dials %d→%d)", res.IsError, body, before, r.dials.Load())
+	}
+}
+
+// An MCP session belongs to the identity that opened it: a request of
+// another identity on its session id is refused before any tool runs, so
+// two identities never share device connections, nor a lease.
+func TestAnotherIdentityCannotUseTheSession(t *testing.T) {
+	r := newRig(t, "rig", true, "")
+	b := rigBridge(t, r, mcpbridge.Config{})
+	url := credentialed(t, b)
+	agent := httpClient(t, url, "a-token")
+	if res, body := mustCall(t, agent, "mhp_lab", map[string]any{"op": "acquire", "device": "rig", "ttl_s": 60}); res.IsError {
+		t.Fatalf("agent acquire: %v", body)
+	}
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"mhp_invoke","arguments":{"device":"rig","action":"home","wait_s":5}}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(call))
+	req.Header.Set("Authorization", "Bearer v-token")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", agent.ID())
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK || r.homed.Load() != 0 {
+		t.Fatalf("the viewer's request on the agent's session: %s (homed %d)", resp.Status, r.homed.Load())
 	}
 }
