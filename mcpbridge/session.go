@@ -30,8 +30,8 @@ type session struct {
 	updates []update
 	dropped int
 	closed  bool
-	seen    time.Time // the MCP session's last sign of life
-	idled   bool      // its leases were released for silence since
+	seen    time.Time  // the MCP session's last sign of life
+	idled   bool       // its leases were released for silence since
 	who     *auth.Pass // the MCP caller over HTTP with credentials; nil: none (roles.go)
 }
 
