@@ -114,6 +114,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
 	sessionIdle := fs.Duration("session-idle", mcpbridge.DefaultSessionIdle, "over HTTP, release an MCP session's device leases once it shows no life "+
 		"(no request, no open stream) for this long; a client that vanished without DELETE does not keep the devices")
+	// --console: the fleet's browser console (console.go).
+	consoleAddr := fs.String("console", "", "without targets: serve the lab page and the hosted devices' consoles (operator answers, estop) "+
+		"on this address, with the credentials of --http; a bare port binds 127.0.0.1")
 	var simNames origins
 	fs.Var(&simNames, "simulated", "a named device the host knows to be simulated, so actuated without allow_hardware (repeatable); "+
 		"a device's own tags never count")
@@ -200,7 +203,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var addr string
 	var st *auth.ServerTLS
 	var authn *auth.Authenticator
-	if *httpAddr != "" {
+	if *httpAddr != "" || *consoleAddr != "" { // --console: the same front door as --http
 		addr = transport.LoopbackDefault(*httpAddr)
 		tc := auth.ServerTLSConfig{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *clientCA, Logger: log}
 		if err := tc.Validate(); err != nil {
@@ -219,11 +222,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				return err
 			}
 		}
-		if err := auth.CheckExposure("mhp-mcp --http", addr, st != nil, authn.Required(), *insecure); err != nil {
-			return err
+		if *httpAddr != "" {
+			if err := auth.CheckExposure("mhp-mcp --http", addr, st != nil, authn.Required(), *insecure); err != nil {
+				return err
+			}
+		}
+		if *consoleAddr != "" {
+			if err := auth.CheckExposure("mhp-mcp --console", transport.LoopbackDefault(*consoleAddr), st != nil, authn.Required(), *insecure); err != nil {
+				return err
+			}
 		}
 	} else if *tlsCert != "" || *credentials != "" || *clientCA != "" {
-		return errors.New("--tls-cert, --client-ca and --credentials guard --http: give --http ADDR")
+		return errors.New("--tls-cert, --client-ca and --credentials guard --http and --console: give --http ADDR or --console ADDR")
+	}
+	if *consoleAddr != "" && (*dirURL != "" || len(named) > 0) {
+		return errors.New("--console serves the fleet's hosted devices (no targets): a named or directory device serves its own console (mhp serve)")
 	}
 	ctls := auth.ClientTLS{CAFile: *caFile, Pin: *pin, CertFile: *clientCert, KeyFile: *clientKey}
 	if _, err := ctls.Config(); err != nil {
@@ -282,6 +295,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	defer b.Close()
+	if *consoleAddr != "" { // the fleet's browser console (console.go), ended before the fleet closes
+		var tlsCfg *tls.Config
+		if st != nil {
+			tlsCfg = st.Config()
+		}
+		stopConsole, err := startConsole(ctx, transport.LoopbackDefault(*consoleAddr), consoleConfig{Fleet: fleet, Auth: authn, TLS: tlsCfg,
+			Hosts: consoleHosts(*consoleAddr), Log: log})
+		if err != nil {
+			return err
+		}
+		defer stopConsole()
+		if *httpAddr == "" {
+			auth.ReloadOnHangup(ctx, log, st, authn)
+		}
+	}
 	if *httpAddr == "" {
 		return b.Server().Run(ctx, &mcpbridge.LineTransport{In: stdin, Out: stdout})
 	}
