@@ -179,7 +179,7 @@ func (c *fleetConsole) serveDevice(w http.ResponseWriter, r *http.Request) {
 	}
 	dc, status, e := c.device(r.Context(), id)
 	if e != nil {
-		c.guard.Refuse(w, r, status, e)
+		auth.WriteRefusal(w, r, status, e)
 		return
 	}
 	http.StripPrefix(prefix, dc.h).ServeHTTP(w, r)
@@ -337,7 +337,7 @@ func (c *fleetConsole) hostedEntries() ([]host.Entry, error) {
 func (c *fleetConsole) serveDirectory(w http.ResponseWriter, r *http.Request) {
 	list, err := c.hostedEntries()
 	if err != nil {
-		c.guard.Refuse(w, r, http.StatusServiceUnavailable, mhp.Errorf(mhp.CodeServerError, "the fleet file does not read: %v", err))
+		auth.WriteRefusal(w, r, http.StatusServiceUnavailable, mhp.Errorf(mhp.CodeServerError, "the fleet file does not read: %v", err))
 		return
 	}
 	scheme := "http://"
@@ -367,7 +367,7 @@ func (c *fleetConsole) serveDirectory(w http.ResponseWriter, r *http.Request) {
 	d, err := directory.New(directory.Config{Index: directory.NewIndex(cards), Pinger: directory.PingerFunc(ping),
 		DefaultLimit: n, MaxLimit: max(n, 200), MaxPings: max(n, 256)})
 	if err != nil {
-		c.guard.Refuse(w, r, http.StatusInternalServerError, mhp.Errorf(mhp.CodeInternal, "lab directory: %v", err))
+		auth.WriteRefusal(w, r, http.StatusInternalServerError, mhp.Errorf(mhp.CodeInternal, "lab directory: %v", err))
 		return
 	}
 	d.Handler().ServeHTTP(w, r)
