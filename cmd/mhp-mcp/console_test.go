@@ -330,7 +330,9 @@ func TestConsoleBindRule(t *testing.T) {
 		{[]string{"--http", "127.0.0.1:0", "--console", "0.0.0.0:0", "--token-file", tokenFile}, "mhp-mcp --console"},
 		{[]string{"--console", "127.0.0.1:0", "thermo=http://127.0.0.1:1"}, "--console serves the fleet's hosted devices"},
 	} {
-		err := run(context.Background(), append([]string{"--home", home}, c.args...), nil, io.Discard, io.Discard, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // stdio: at EOF at once
+		err := run(ctx, append([]string{"--home", home}, c.args...), strings.NewReader(""), io.Discard, io.Discard, nil)
+		cancel()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("mhp-mcp %v: %v, want an error with %q", c.args, err, c.want)
 		}
