@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/openmhp/mhp-go/conformance"
 )
@@ -72,32 +70,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	ctx := headless(t)
 	mcpURL, consoleURL := serveConsole(t, append(labFlags(t), "--http", "127.0.0.1:0", "--console", "127.0.0.1:0", "--home", labHome(t, true))...)
 	agent := agentSession(t, mcpURL)
-	stir := func() <-chan string {
-		out := make(chan string, 1)
-		go func() {
-			res, err := agent.CallTool(context.Background(), &mcp.CallToolParams{Name: "mhp_invoke", Arguments: map[string]any{
-				"device": "stirrer-01", "action": "stir", "params": map[string]any{"duration_s": 30}, "wait_s": 60}})
-			if err != nil {
-				out <- "error: " + err.Error()
-				return
-			}
-			b, _ := json.Marshal(res.StructuredContent)
-			out <- string(b)
-		}()
-		return out
-	}
-	wait := func(ch <-chan string) string {
-		t.Helper()
-		select {
-		case s := <-ch:
-			return s
-		case <-time.After(30 * time.Second):
-			t.Fatal("the agent's invoke did not end")
-			return ""
-		}
-	}
-
-	first := stir()
+	first := agentStir(agent)
 	signIn(t, ctx, consoleURL, operTok)
 	if err := chromedp.Do(ctx, chromedp.Navigate(consoleURL)); err != nil {
 		t.Fatal(err)
@@ -114,11 +87,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.SendKeys(sel+`.ack-note`, "stirred at the bench"), chromedp.Click(sel+`.ack-done`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := wait(first); !strings.Contains(got, `"done"`) || !strings.Contains(got, "stirred at the bench") {
+	if got := waitAnswer(t, first); !strings.Contains(got, `"done"`) || !strings.Contains(got, "stirred at the bench") {
 		t.Fatalf("the agent's job after Done in the browser: %s", got)
 	}
 
-	second := stir()
+	second := agentStir(agent)
 	signIn(t, ctx, consoleURL, viewerTok)
 	if err := chromedp.Do(ctx, chromedp.Navigate(consoleURL+"devices/stirrer-01/")); err != nil {
 		t.Fatal(err)
@@ -129,7 +102,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(`#estop`)); err != nil {
 		t.Fatal(err)
 	}
-	if got := wait(second); strings.Contains(got, `"state":"done"`) {
+	if got := waitAnswer(t, second); strings.Contains(got, `"state":"done"`) {
 		t.Fatalf("the agent's job after the viewer's E-STOP: %s", got)
 	}
 	until(t, ctx, "the page shows the estop", `document.getElementById('state').dataset.state === 'estop'`)

@@ -194,39 +194,9 @@ func do(t *testing.T, req *http.Request) (int, []byte) {
 func TestConsoleAnswersTheAgentsOperatorPrompt(t *testing.T) {
 	mcpURL, consoleURL := serveConsole(t, append(labFlags(t), "--http", "127.0.0.1:0", "--console", "127.0.0.1:0", "--home", labHome(t, true))...)
 	agent := agentSession(t, mcpURL)
-	type answer struct {
-		body   map[string]any
-		failed bool
-	}
-	invoked := make(chan answer, 1)
-	go func() {
-		res, err := agent.CallTool(context.Background(), &mcp.CallToolParams{Name: "mhp_invoke", Arguments: map[string]any{
-			"device": "stirrer-01", "action": "stir", "params": map[string]any{"duration_s": 30}, "wait_s": 60}})
-		if err != nil {
-			invoked <- answer{map[string]any{"err": err.Error()}, true}
-			return
-		}
-		var body map[string]any
-		b, _ := json.Marshal(res.StructuredContent)
-		_ = json.Unmarshal(b, &body)
-		invoked <- answer{body, res.IsError}
-	}()
-
+	stirred := agentStir(agent)
 	op := consoleDevice(t, consoleURL, "stirrer-01", operTok)
-	var job mhp.Job
-	conformance.Eventually(t, "the agent's stir waits for the operator on the console", func() bool {
-		jobs, err := op.Jobs(context.Background(), mhp.JobsRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range jobs {
-			if j.State == mhp.JobWaitingOperator {
-				job = j
-				return true
-			}
-		}
-		return false
-	})
+	job := waitingJob(t, op)
 
 	// A viewer: no operator controls on its page, the answer refused
 	// before the device sees it, naming who and the role needed.
@@ -248,17 +218,8 @@ func TestConsoleAnswersTheAgentsOperatorPrompt(t *testing.T) {
 	if err := op.Call(context.Background(), mhp.MethodOperatorAnswer, map[string]any{"job": job.ID, "outcome": "done", "note": "stirred at the bench"}, &res); err != nil {
 		t.Fatalf("operator's answer on the console: %v", err)
 	}
-	select {
-	case a := <-invoked:
-		if a.failed {
-			t.Fatalf("agent's invoke: %v", a.body)
-		}
-		b, _ := json.Marshal(a.body)
-		if !strings.Contains(string(b), `"done"`) || !strings.Contains(string(b), "stirred at the bench") || !strings.Contains(string(b), job.ID) {
-			t.Fatalf("the agent's job after the console's answer: %s", b)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the agent's invoke did not end after the console's answer")
+	if got := waitAnswer(t, stirred); !strings.Contains(got, `"done"`) || !strings.Contains(got, "stirred at the bench") || !strings.Contains(got, job.ID) {
+		t.Fatalf("the agent's job after the console's answer: %s", got)
 	}
 
 	// Estop from any identity allowed on the device: the viewer's stops it,
@@ -399,5 +360,93 @@ func TestConsoleFollowsTheFleet(t *testing.T) {
 	}
 	if _, status, e := c.device(ctx, "stirrer-01"); e == nil || status != http.StatusNotFound || e.Code != mhp.CodeUnknownName {
 		t.Fatalf("a removed device's console: %d %v", status, e)
+	}
+}
+
+// agentStir has the agent start the stirrer's stir and wait for it (it
+// waits for the person); the channel gets the tool's answer as JSON.
+func agentStir(agent *mcp.ClientSession) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		res, err := agent.CallTool(context.Background(), &mcp.CallToolParams{Name: "mhp_invoke", Arguments: map[string]any{
+			"device": "stirrer-01", "action": "stir", "params": map[string]any{"duration_s": 30}, "wait_s": 60}})
+		if err != nil {
+			out <- "error: " + err.Error()
+			return
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if res.IsError {
+			out <- "tool error: " + string(b)
+			return
+		}
+		out <- string(b)
+	}()
+	return out
+}
+
+// waitAnswer is the agent's answer, failing the test when it does not come.
+func waitAnswer(t *testing.T, ch <-chan string) string {
+	t.Helper()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent's invoke did not end")
+		return ""
+	}
+}
+
+// waitingJob is the job of the console's device that waits for the operator.
+func waitingJob(t *testing.T, d *client.Device) mhp.Job {
+	t.Helper()
+	var job mhp.Job
+	conformance.Eventually(t, "the agent's stir waits for the operator on the console", func() bool {
+		jobs, err := d.Jobs(context.Background(), mhp.JobsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if j.State == mhp.JobWaitingOperator {
+				job = j
+				return true
+			}
+		}
+		return false
+	})
+	return job
+}
+
+// TestConsoleOperatorToken: without a credentials file, the devices'
+// operator token (--operator-token-file, in the Mhp-Operator header as the
+// page's operator dialog sends it) signs the person in as the operator, as
+// on mhp serve; without it the answer is refused as operator_required.
+func TestConsoleOperatorToken(t *testing.T) {
+	dir := t.TempDir()
+	opFile, polFile := filepath.Join(dir, "operator-token"), filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(opFile, []byte(operTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(polFile, []byte(`{"enabled": true, "allow_hardware": true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mcpURL, consoleURL := serveConsole(t, "--http", "127.0.0.1:0", "--console", "127.0.0.1:0", "--home", labHome(t, true),
+		"--operator-token-file", opFile, "--policy", polFile)
+	stirred := agentStir(agentSession(t, mcpURL))
+	anyone := consoleDevice(t, consoleURL, "stirrer-01", "")
+	job := waitingJob(t, anyone)
+	err := anyone.Call(context.Background(), mhp.MethodOperatorAnswer, map[string]any{"job": job.ID, "outcome": "done"}, nil)
+	if me, ok := mhp.AsError(err); !ok || me.Data[mhp.DataReason] != mhp.ReasonOperatorRequired || !strings.Contains(me.Message, "needs role operator") {
+		t.Fatalf("an answer without the operator token: %v", err)
+	}
+	d, err := client.Dial(context.Background(), consoleURL+"devices/stirrer-01", client.Options{ClientName: "bench", OperatorToken: operTok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Call(context.Background(), mhp.MethodOperatorAnswer, map[string]any{"job": job.ID, "outcome": "done", "note": "by token"}, nil); err != nil {
+		t.Fatalf("the operator's answer with the token: %v", err)
+	}
+	if got := waitAnswer(t, stirred); !strings.Contains(got, `"done"`) || !strings.Contains(got, "by token") {
+		t.Fatalf("the agent's job: %s", got)
 	}
 }

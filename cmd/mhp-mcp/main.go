@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	dirURL := fs.String("directory", "", "directory server URL (directory/search finds devices)")
 	httpAddr := fs.String("http", "", "serve MCP Streamable HTTP on this address (default: stdio); a bare port binds 127.0.0.1")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token HTTP clients must send (and MHP devices are sent)")
-	insecure := fs.Bool("insecure", false, "allow --http on a non-loopback address without TLS and credentials")
+	insecure := fs.Bool("insecure", false, "allow --http (and --console) on a non-loopback address without TLS and credentials")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the PEM key of --tls-cert")
 	clientCA := fs.String("client-ca", "", "mutual TLS: HTTP clients need a certificate signed by this CA (PEM)")
@@ -215,9 +215,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				return err
 			}
 		}
-		if *credentials != "" || token != "" || st.MutualTLS() {
+		// --console: the person at the bench may sign in as the operator with
+		// the devices' operator token (Mhp-Operator), as on mhp serve; the
+		// bridge's tools never look at a role, and no model holds that token.
+		consoleOp := ""
+		if *consoleAddr != "" {
+			consoleOp = opToken
+		}
+		if *credentials != "" || token != "" || st.MutualTLS() || consoleOp != "" {
 			var err error
-			authn, err = auth.New(auth.Config{CredentialsFile: *credentials, Token: token, ClientCerts: st.MutualTLS(), Logger: log})
+			authn, err = auth.New(auth.Config{CredentialsFile: *credentials, Token: token, ClientCerts: st.MutualTLS(), OperatorToken: consoleOp, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -286,7 +293,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		defer n.Close()
 		finder = n
 	}
-	if opToken != "" && !policy.OperatorTools {
+	if opToken != "" && !policy.OperatorTools && *consoleAddr == "" { // --console: the operator signs in with it
 		fmt.Fprintln(stderr, "mhp-mcp: --operator-token-file is unused: the host policy's operator_tools is off, so mhp_permit is not listed")
 	}
 	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Fleet: fleet, Onboard: iv, Client: copts, Policy: &policy, OperatorToken: opToken,
