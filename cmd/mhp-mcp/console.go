@@ -96,13 +96,16 @@ func startConsole(ctx context.Context, addr string, cfg consoleConfig) (stop fun
 	cfg.Log.Info("mhp-mcp console serving", "url", url, "credentials", cfg.Auth.Required(), "tls", cfg.TLS != nil)
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	swept := make(chan struct{})
+	go func() { defer close(swept); c.sweep(cctx) }()
 	go func() {
 		defer close(done)
-		go c.sweep(cctx)
 		err := transport.Serve(cctx, ln, c.handler(), transport.ServeOptions{TLS: cfg.TLS, Logger: cfg.Log})
 		if err != nil && !errors.Is(err, context.Canceled) {
 			cfg.Log.Error("mhp-mcp console stopped", "err", err)
 		}
+		cancel()
+		<-swept
 		c.close()
 	}()
 	if consoleListening != nil {

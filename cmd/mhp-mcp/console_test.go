@@ -369,7 +369,7 @@ func agentStir(agent *mcp.ClientSession) <-chan string {
 	out := make(chan string, 1)
 	go func() {
 		res, err := agent.CallTool(context.Background(), &mcp.CallToolParams{Name: "mhp_invoke", Arguments: map[string]any{
-			"device": "stirrer-01", "action": "stir", "params": map[string]any{"duration_s": 30}, "wait_s": 60}})
+			"device": "stirrer-01", "action": "stir", "params": map[string]any{"duration_s": 30}, "wait_s": 25}})
 		if err != nil {
 			out <- "error: " + err.Error()
 			return
