@@ -70,12 +70,19 @@ type child struct {
 }
 
 // startChild starts this binary as a child in mode and reads its first line.
-func startChild(mode string) (*child, error) {
+func startChild(mode string) (*child, error) { return startChildNice(mode, 0) }
+
+// startChildNice is startChild with the child at nice level nice (through
+// the nice command; 0: as this process).
+func startChildNice(mode string, nice int) (*child, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(exe)
+	if nice != 0 {
+		cmd = exec.Command("nice", "-n", strconv.Itoa(nice), exe)
+	}
 	cmd.Env = append(os.Environ(), childEnv+"="+mode)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -238,7 +245,7 @@ func childProfile(kind string) (stop func(), err error) {
 
 // childLoad runs clients reading as fast as they can against url; it
 // prints "ready" once every client has a session, and on stdin's close
-// exits. arg is "<clients>:<url>".
+// ends the sessions and exits. arg is "<clients>:<url>".
 func childLoad(arg string) error {
 	nStr, url, _ := strings.Cut(arg, ":")
 	n, err := strconv.Atoi(nStr)
@@ -275,7 +282,22 @@ func childLoad(arg string) error {
 	waitStdin()
 	close(stop)
 	wg.Wait()
+	// The clients leave as clients do (DELETE /session): the next load's
+	// server holds its own 32 sessions, not every earlier load's too.
+	for _, sid := range sessions {
+		endSession(hc, url, sid)
+	}
 	return nil
+}
+
+// endSession ends the session sid on the MHP server at url (best effort).
+func endSession(hc *http.Client, url, sid string) {
+	req, _ := http.NewRequest(http.MethodDelete, url+"/session", nil)
+	req.Header.Set(mhp.HeaderSession, sid)
+	if resp, err := hc.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 }
 
 // The request bodies of the HTTP rows.

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 )
 
@@ -40,4 +41,21 @@ func TestServeAddrsAndEcho(t *testing.T) {
 			t.Fatalf("echoed %q", ec.buf)
 		}
 	}
+}
+
+// The estop row runs end to end at a tiny scale (three estops a phase; its
+// figures mean nothing): the serve child with its echo, both loads, the
+// floor and the notes.
+func TestEStopRowRunsAtTinyScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three child processes and 64 clients")
+	}
+	r, err := measureEStop(context.Background(), Options{Rounds: 1, Scale: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Met == nil || len(r.Notes) != 2 || !strings.Contains(r.Notes[0], "TCP echo") || !strings.Contains(r.Notes[1], "nice 19") {
+		t.Fatalf("row %+v", r)
+	}
+	t.Log(r.Now, r.Notes)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,6 +169,16 @@ func estopAndEcho(ec, hc *http.Client, url, sid string, n int, floor func() (tim
 	return lat, echoLat, nil
 }
 
+// cores is the serve child's CPU since cpu0 (read at w0) over the wall
+// time since, in cores (0 when it cannot be read).
+func cores(hc *http.Client, url string, cpu0 time.Duration, w0 time.Time) float64 {
+	c1, err := childCPU(hc, url)
+	if err != nil {
+		return 0
+	}
+	return float64(c1-cpu0) / float64(time.Since(w0))
+}
+
 // measureEStop is the latency of an anonymous safety/estop on a server
 // (its own process) saturated by 32 reading clients (a third process),
 // against the estop on the idle server: sent on the prober's kept-alive
@@ -202,6 +213,9 @@ func measureEStop(_ context.Context, o Options) (Row, error) {
 		return Row{}, err
 	}
 	var p50s, p99s, readX, newP50s, newP99s, newIdle, idleUS, echo50, echo99, overFloor, dial50, dial99 []float64
+	var niced50, niced99, nicedEcho99, cpuLoaded, cpuNiced []float64
+	_, noNice := exec.LookPath("nice")
+	canNice := noNice == nil
 	for r := 0; r < o.Rounds; r++ {
 		idle, err := estopLatencies(hc, hc, url, sid, n)
 		if err != nil {
@@ -219,11 +233,14 @@ func measureEStop(_ context.Context, o Options) (Row, error) {
 			load.stop()
 			return Row{}, fmt.Errorf("load child: %s", load.first)
 		}
+		cpu0, _ := childCPU(hc, url)
+		w0 := time.Now()
 		loaded, echoed, err := estopAndEcho(hc, hc, url, sid, n, echo.roundTrip)
 		if err != nil {
 			load.stop()
 			return Row{}, err
 		}
+		cpuLoaded = append(cpuLoaded, cores(hc, url, cpu0, w0))
 		dialled, dialEchoed, err := estopAndEcho(fresh, hc, url, sid, n, func() (time.Duration, error) { return dialRoundTrip(echoAddr) })
 		if err != nil {
 			load.stop()
@@ -241,6 +258,31 @@ func measureEStop(_ context.Context, o Options) (Row, error) {
 		}
 		load.stop()
 		i50 := quantile(idle, 0.5)
+		// The same load from a process at nice 19: its clients take no
+		// CPU the server or the prober wait for (as clients on other
+		// machines would not), and the server still serves all 32.
+		if canNice {
+			nl, err := startChildNice("load:32:"+url, 19)
+			if err != nil {
+				return Row{}, err
+			}
+			if nl.first != "ready" {
+				nl.stop()
+				return Row{}, fmt.Errorf("niced load child: %s", nl.first)
+			}
+			cpu0, _ = childCPU(hc, url)
+			w0 = time.Now()
+			niced, nicedEcho, err := estopAndEcho(hc, hc, url, sid, n, echo.roundTrip)
+			if err != nil {
+				nl.stop()
+				return Row{}, err
+			}
+			cpuNiced = append(cpuNiced, cores(hc, url, cpu0, w0))
+			nl.stop()
+			niced50 = append(niced50, float64(quantile(niced, 0.5))/float64(i50))
+			niced99 = append(niced99, float64(quantile(niced, 0.99))/float64(i50))
+			nicedEcho99 = append(nicedEcho99, float64(quantile(nicedEcho, 0.99))/float64(i50))
+		}
 		p50s = append(p50s, float64(quantile(loaded, 0.5))/float64(i50))
 		p99s = append(p99s, float64(quantile(loaded, 0.99))/float64(i50))
 		readX = append(readX, float64(quantile(reads, 0.5))/float64(i50))
@@ -264,6 +306,18 @@ func measureEStop(_ context.Context, o Options) (Row, error) {
 		Met:  ptr(median(p50s) <= 2 && median(p99s) <= 5),
 		Notes: []string{fmt.Sprintf("estop floor: a TCP echo in the server process, between the loaded estops: p50 %sx, p99 %sx idle estop p50; "+
 			"loaded estop p99 / echo p99 %sx (what the HTTP and MHP code add to the tail); a new connection to the echo each: p50 %sx, p99 %sx",
-			spread(echo50, "%.1f"), spread(echo99, "%.1f"), spread(overFloor, "%.2f"), spread(dial50, "%.1f"), spread(dial99, "%.1f"))},
+			spread(echo50, "%.1f"), spread(echo99, "%.1f"), spread(overFloor, "%.2f"), spread(dial50, "%.1f"), spread(dial99, "%.1f")),
+			nicedNote(canNice, niced50, niced99, nicedEcho99, cpuNiced, cpuLoaded)},
 	}, nil
+}
+
+// nicedNote is the estop row's line for the load run at nice 19.
+func nicedNote(measured bool, p50, p99, echo99, cpuNiced, cpuLoaded []float64) string {
+	if !measured {
+		return fmt.Sprintf("estop with the load at nice 19: not measured (no nice command); the server busy %s cores under the plain load",
+			spread(cpuLoaded, "%.2f"))
+	}
+	return fmt.Sprintf("estop with the same load from a process at nice 19 (its clients take no CPU the server waits for): p50 %sx, p99 %sx idle estop p50, "+
+		"echo p99 %sx; the server busy %s cores (%s under the plain load)",
+		spread(p50, "%.1f"), spread(p99, "%.1f"), spread(echo99, "%.1f"), spread(cpuNiced, "%.2f"), spread(cpuLoaded, "%.2f"))
 }

@@ -206,3 +206,25 @@ func waitEnd(ctx context.Context) error {
 	}
 	return nil
 }
+
+// TestReadOfAQuickHookAllocatesOnlyTheAnswer: a read whose hook returns a
+// value in memory arms no timer and registers nothing with the caller's
+// context (a cancellable one, as net/http gives): the answer and its
+// values map are all it allocates.
+func TestReadOfAQuickHookAllocatesOnlyTheAnswer(t *testing.T) {
+	drv := readDevice(t, time.Minute, func(context.Context) (binding.Sample, error) { return binding.Sample{Value: true}, nil })
+	ctx, cancel := context.WithCancel(mhp.WithSession(context.Background(), "s1"))
+	defer cancel()
+	names := []string{"temp"}
+	if _, err := drv.Read(ctx, names); err != nil { // the session's record, made once
+		t.Fatal(err)
+	}
+	n := testing.AllocsPerRun(200, func() {
+		if _, err := drv.Read(ctx, names); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 3 {
+		t.Fatalf("a quick read allocates %v times, want at most 3 (the answer with its context, the values map)", n)
+	}
+}

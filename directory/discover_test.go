@@ -90,6 +90,12 @@ func TestZeroconfResolvesTheAdvertisement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
+	// The advertiser answers on the host network's mDNS group: where this
+	// machine has no multicast, neither browse nor zeroconf can hear it.
+	heard, err := directory.BrowseWith(ctx, directory.BrowseOptions{Timeout: 2 * time.Second})
+	if err != nil || !slices.ContainsFunc(heard, func(a directory.Announced) bool { return a.ID == "tc-zc-adv" }) {
+		t.Skipf("the advertisement is not heard on this host network (no multicast?): %v %+v", err, heard)
+	}
 	got := mdnstest.ZeroconfResolve(t, ctx, python, directory.MDNSService, "tc-zc-adv", 20*time.Second)
 	host, _ := os.Hostname()
 	if want := directory.MDNSHostName(host); got.Server != want || !strings.HasSuffix(got.Server, ".local.") {

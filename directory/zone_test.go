@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/openmhp/mhp-go/directory"
+	"github.com/openmhp/mhp-go/internal/testnet"
 	"github.com/openmhp/mhp-go/mdns/mdnstest"
 )
 
@@ -54,28 +55,15 @@ func cardOn(t *testing.T, at, why string, id string) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// linkLocal is an IPv6 link-local address of an interface that is up, with
-// its zone (fe80::fc:ff:fe00:1%eth0), or the test is skipped saying so. On
-// loopback there usually is none (ip -6 addr: lo has ::1 only).
+// linkLocal is an IPv6 link-local address with its zone, or the test is
+// skipped saying there is none.
 func linkLocal(t *testing.T) (net.IP, string) {
 	t.Helper()
-	ifs, _ := net.Interfaces()
-	for _, it := range ifs {
-		if it.Flags&net.FlagUp == 0 {
-			continue
-		}
-		addrs, _ := it.Addrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() == nil && n.IP.IsLinkLocalUnicast() {
-				if l, err := net.Listen("tcp", net.JoinHostPort(n.IP.String()+"%"+it.Name, "0")); err == nil {
-					l.Close()
-					return n.IP, it.Name
-				}
-			}
-		}
+	ip, zone, ok := testnet.LinkLocal()
+	if !ok {
+		t.Skip("no interface that is up has an IPv6 link-local address this test can listen on (lo has none: ip -6 addr)")
 	}
-	t.Skip("no interface that is up has an IPv6 link-local address this test can listen on (lo has none: ip -6 addr)")
-	return nil, ""
+	return ip, zone
 }
 
 // TestProbeOverIPv6 probes a card server over the IPv6 loopback and over a

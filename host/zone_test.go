@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/openmhp/mhp-go/internal/testnet"
 	"github.com/openmhp/mhp-go/transport"
 )
 
@@ -45,22 +46,13 @@ func TestAddAndScanALinkLocalServer(t *testing.T) {
 	}
 }
 
-// linkLocalAddr is an IPv6 link-local address of an interface that is up,
-// and that interface's name, or the test is skipped saying there is none.
+// linkLocalAddr is an IPv6 link-local address with its zone, or the test
+// is skipped saying there is none.
 func linkLocalAddr(t *testing.T) (net.IP, string) {
 	t.Helper()
-	ifs, _ := net.Interfaces()
-	for _, it := range ifs {
-		if it.Flags&net.FlagUp == 0 {
-			continue
-		}
-		addrs, _ := it.Addrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() == nil && n.IP.IsLinkLocalUnicast() {
-				return n.IP, it.Name
-			}
-		}
+	ip, zone, ok := testnet.LinkLocal()
+	if !ok {
+		t.Skip("no interface that is up has an IPv6 link-local address (lo has none: ip -6 addr)")
 	}
-	t.Skip("no interface that is up has an IPv6 link-local address (lo has none: ip -6 addr)")
-	return nil, ""
+	return ip, zone
 }

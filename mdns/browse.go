@@ -93,7 +93,9 @@ type Options struct {
 	// Conn, when set, replaces the network: the queries are written to To
 	// on it and every packet read from it is decoded as an answer. The
 	// caller keeps it open or closes it; the browse leaves its read
-	// deadline in the past. For tests, and for sockets set up elsewhere.
+	// deadline in the past and, on a UDP socket, its packet-info option on
+	// (to learn the interface each answer came in on). For tests, and for
+	// sockets set up elsewhere.
 	Conn net.PacketConn
 	// To is where queries on Conn go (a responder's address).
 	To net.Addr

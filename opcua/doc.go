@@ -32,12 +32,13 @@
 // refused not_started while it is down. A drop with nothing in flight never
 // faults the device; a write or call cut by it leaves the outcome unknown.
 // Units and ranges come from the server's EngineeringUnits and EURange
-// ([Probe], run by Register; when the server is not up then, the first
-// connection that reads them refines the running driver's descriptor, see
-// [binding.Driver.Refine]): a unit fills in an item without one, an
-// EURange becomes the limits of a numeric setting without any, and a
-// config limit wider than a node's EURange is refused (at load, or every
-// write of that setting when the server is first reached later). A lads
+// ([Probe], run by Register, then every connection, each refining the
+// running driver's descriptor, see [binding.Driver.Refine]): a unit fills
+// in an item without one, an EURange becomes the limits of a numeric
+// setting without any, and a later connection's range replaces an earlier
+// one's (never the config's); a config limit wider than a node's EURange
+// is refused (at load, or every write of that setting when a later
+// connection finds it so). A lads
 // action pointed at a LADS control function is refused likewise: the
 // config at load or start, its invokes when the server is reached later.
 //
@@ -85,7 +86,8 @@
 // LADS device: testdata/server.mjs); the tests run against the gopcua
 // v0.8.0 fake (opcua/opcuatest) and, with MHP_PEER_OPCUA=1, against
 // node-opcua 2.186.4 (TestNode*: units and EURange read at a connection
-// after a late server start among them). The refusal of a LADS control
+// after a late server start, and a range moved by a restart, among them).
+// The refusal of a LADS control
 // function as an action is checked against the fake only: server.mjs has
 // no control function, and open62541 was not run again for it.
 package opcua

@@ -53,19 +53,7 @@ func hasRange(l *mhp.Limits, lo, hi float64) bool {
 func TestRefinementFollowsAChangedEURange(t *testing.T) {
 	for _, upAtLoad := range []bool{true, false} {
 		t.Run(fmt.Sprintf("server up at load %v", upAtLoad), func(t *testing.T) {
-			srv := startFake(t)
-			if !upAtLoad {
-				srv.Down()
-			}
-			d, err := buildFile(t, configFile(srv.URL, "", cappedSetting))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !upAtLoad {
-				if err := srv.Up(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			srv, d := loadWithServer(t, upAtLoad, "", cappedSetting)
 			ctx := ctxT(t)
 			dev := mhp.AsSession(d, "s")
 			conformance.EventuallyWithin(t, "describe to show the first EURange 0..100", 10*time.Second, func() bool {
@@ -125,7 +113,7 @@ func TestRefinementFollowsAChangedEURange(t *testing.T) {
 				t.Fatalf("the config's limits of capped moved to the narrower EURange: %+v", c.Limits)
 			}
 			linkUp(t, d)
-			_, err = dev.Write(ctx, mhp.WriteRequest{Name: "capped", Value: 12.0})
+			_, err := dev.Write(ctx, mhp.WriteRequest{Name: "capped", Value: 12.0})
 			if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeServerError || e.Data["reason"] != "config_range" {
 				t.Fatalf("capped 12 with its config range wider than the EURange 0..15: %v, want the adapter's config_range refusal", err)
 			}

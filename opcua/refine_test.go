@@ -52,6 +52,28 @@ func buildFile(t *testing.T, src adapters.Source) (*binding.Driver, error) {
 	return d, d.Start(ctx)
 }
 
+// loadWithServer builds the driver of configFile(setting, extra) over a
+// fake that is up when the file is loaded (Probe reads it) or, when
+// upAtLoad is false, down until the driver is built and started (its first
+// connection reads it).
+func loadWithServer(t *testing.T, upAtLoad bool, setting, extra string) (*opcuatest.Server, *binding.Driver) {
+	t.Helper()
+	srv := startFake(t)
+	if !upAtLoad {
+		srv.Down()
+	}
+	d, err := buildFile(t, configFile(srv.URL, setting, extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !upAtLoad {
+		if err := srv.Up(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return srv, d
+}
+
 // linkUp waits for the driver to report its link to the server up.
 func linkUp(t *testing.T, d *binding.Driver) {
 	t.Helper()
@@ -131,19 +153,7 @@ func TestUnitsAndRangesKeepTheConfigs(t *testing.T) {
 `
 	for _, upAtLoad := range []bool{true, false} {
 		t.Run(fmt.Sprintf("server up at load %v", upAtLoad), func(t *testing.T) {
-			srv := startFake(t)
-			if !upAtLoad {
-				srv.Down()
-			}
-			d, err := buildFile(t, configFile(srv.URL, stated, ""))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !upAtLoad {
-				if err := srv.Up(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			_, d := loadWithServer(t, upAtLoad, stated, "")
 			ctx := ctxT(t)
 			conformance.EventuallyWithin(t, "the signal's unit from the server", 10*time.Second, func() bool {
 				desc := d.Descriptor()
@@ -154,7 +164,7 @@ func TestUnitsAndRangesKeepTheConfigs(t *testing.T) {
 			if sp.Unit != "F" || *sp.Limits.Min != 10 || *sp.Limits.Max != 20 {
 				t.Fatalf("the config's unit and limits changed: %q %+v", sp.Unit, sp.Limits)
 			}
-			_, err = mhp.AsSession(d, "s").Write(ctx, mhp.WriteRequest{Name: conformance.SettingSetpoint, Value: 50.0, DryRun: true})
+			_, err := mhp.AsSession(d, "s").Write(ctx, mhp.WriteRequest{Name: conformance.SettingSetpoint, Value: 50.0, DryRun: true})
 			if e, ok := mhp.AsError(err); !ok || e.Code != mhp.CodeLimitViolation {
 				t.Fatalf("50 is outside the config's 10..20: %v", err)
 			}

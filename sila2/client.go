@@ -107,7 +107,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(cfg.Endpoint, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(grpcTarget(cfg.Endpoint), grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("sila2: %s: %w", cfg.Endpoint, err)
 	}

@@ -52,7 +52,8 @@ var jsonContentType = []string{"application/json"}
 func encodeResponse(ab *answerBuf, resp *Response) error {
 	ab.b.Reset()
 	if resp.Error != nil || resp.Result == nil || resp.JSONRPC != Version || !plainID(resp.ID) {
-		b, err := json.Marshal(resp)
+		c := *resp // marshalled as a copy: resp itself may stay on its caller's stack
+		b, err := json.Marshal(&c)
 		if err != nil {
 			return err
 		}
@@ -115,7 +116,8 @@ func writeResponse(w http.ResponseWriter, status int, resp *Response) {
 		}
 	}()
 	if err := encodeResponse(ab, resp); err != nil {
-		writeJSON(w, status, resp) // writes the not-serialisable answer
+		c := *resp
+		writeJSON(w, status, &c) // writes the not-serialisable answer
 		return
 	}
 	h := w.Header()

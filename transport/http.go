@@ -219,10 +219,12 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, p *auth.Pass) 
 		return
 	}
 	defer tk.release()
-	req, derr := decodeFrame(body)
+	var frame Request // on the stack: nothing keeps it past the answer
+	req := &frame
+	filled, derr := decodeFrameInto(body, req)
 	if derr != nil {
 		id := nullID
-		if req != nil && req.ID != nil {
+		if filled && req.ID != nil {
 			id = req.ID
 		}
 		s.writeAnswer(w, http.StatusOK, &Response{JSONRPC: Version, ID: id, Error: derr.At(s.clk.Now())})
@@ -247,6 +249,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, p *auth.Pass) 
 	}
 	sid := headerValue(r.Header, mhp.HeaderSession)
 	var ss *session
+	var answer Response // on the stack: written out before serveRPC returns
 	var resp *Response
 	ctx := newCallCtx(r.Context(), p)
 	owner := ownerOf(p)
@@ -266,20 +269,20 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, p *auth.Pass) 
 			var err *mhp.Error
 			ss, err = s.openOwned(kindIssued, owner, name, greet)
 			return ss, err
-		})
+		}, &answer)
 		if ss != nil && resp != nil && resp.Error == nil {
 			w.Header().Set(mhp.HeaderSession, ss.secret)
 		}
 	case sid != "":
 		if found, ok := s.lookup(owner, sid); ok {
-			resp = s.handle(ctx, found, req, nil)
+			resp = s.handle(ctx, found, req, nil, &answer)
 		} else if _, known := s.methods[req.Method]; known && req.Method != mhp.MethodSafetyEStop {
 			resp = &Response{JSONRPC: Version, ID: req.ID, Error: s.errUnknownSession(req.Method)}
 			if req.IsNotification() {
 				resp = nil
 			}
 		} else { // unknown method (-32601), or an estop, served anonymously
-			resp = s.handle(ctx, nil, req, nil)
+			resp = s.handle(ctx, nil, req, nil, &answer)
 		}
 	case header != "":
 		hs, err := s.headerSession(owner, header)
@@ -290,9 +293,9 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, p *auth.Pass) 
 			}
 			break
 		}
-		resp = s.handle(ctx, hs, req, nil)
+		resp = s.handle(ctx, hs, req, nil, &answer)
 	default:
-		resp = s.handle(ctx, nil, req, nil)
+		resp = s.handle(ctx, nil, req, nil, &answer)
 	}
 	if resp == nil { // a notification: nothing to answer
 		w.WriteHeader(http.StatusNoContent)

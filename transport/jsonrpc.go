@@ -75,12 +75,24 @@ func DecodeFrame(b []byte) (*Request, error) {
 // decodeFrame is [DecodeFrame] returning the concrete error type; the
 // request's ID and Params are slices of b.
 func decodeFrame(b []byte) (*Request, *mhp.Error) {
+	req := &Request{}
+	if filled, err := decodeFrameInto(b, req); !filled {
+		return nil, err
+	} else if err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// decodeFrameInto is decodeFrame into a request the caller holds (one on
+// its stack): filled false stands for decodeFrame's nil request.
+func decodeFrameInto(b []byte, req *Request) (filled bool, _ *mhp.Error) {
 	b = trimJSONSpace(b)
 	if len(b) == 0 {
-		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "empty frame")
+		return false, mhp.Errorf(mhp.CodeInvalidRequest, "empty frame")
 	}
 	if !utf8.Valid(b) {
-		return nil, mhp.Errorf(mhp.CodeParseError, "request is not valid UTF-8 (first bad byte at offset %d)", badUTF8(b)).
+		return false, mhp.Errorf(mhp.CodeParseError, "request is not valid UTF-8 (first bad byte at offset %d)", badUTF8(b)).
 			With("reason", "invalid_utf8")
 	}
 	// One scan checks the syntax (as strictly as json.Valid), finds a
@@ -90,19 +102,19 @@ func decodeFrame(b []byte) (*Request, *mhp.Error) {
 	defer putScanner(sc)
 	sc.scan(b)
 	if sc.bad || (sc.found && !json.Valid(b)) {
-		return nil, mhp.Errorf(mhp.CodeParseError, "malformed JSON: %s", syntaxDetail(b))
+		return false, mhp.Errorf(mhp.CodeParseError, "malformed JSON: %s", syntaxDetail(b))
 	}
 	dupPath, dup, hasDup := sc.dupPath(), sc.name, sc.found
 	if hasDup && !strings.HasPrefix(dupPath, "params") {
-		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "member %q appears twice in %s", dup, orFrame(dupPath)).
+		return false, mhp.Errorf(mhp.CodeInvalidRequest, "member %q appears twice in %s", dup, orFrame(dupPath)).
 			With("field", joinPath(dupPath, dup)).With("reason", "duplicate_member")
 	}
 	switch b[0] {
 	case '{':
 	case '[':
-		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "batch requests are not supported: send one request per frame")
+		return false, mhp.Errorf(mhp.CodeInvalidRequest, "batch requests are not supported: send one request per frame")
 	default:
-		return nil, mhp.Errorf(mhp.CodeInvalidRequest, "a request must be a JSON object")
+		return false, mhp.Errorf(mhp.CodeInvalidRequest, "a request must be a JSON object")
 	}
 	// The members are the scan's (the frame is valid JSON, and no member
 	// name repeats at the top level, folded or not: each is read once). The
@@ -112,20 +124,20 @@ func decodeFrame(b []byte) (*Request, *mhp.Error) {
 		sc.membersOnly = true
 		sc.scan(b)
 	}
-	req := &Request{}
+	*req = Request{}
 	if id := sc.id; id != nil {
 		req.hasID = true
 		if err := checkID(id); err != nil {
 			req.ID = nullID
-			return req, err
+			return true, err
 		}
 		req.ID = id
 	}
-	idOrNull := func() *Request {
+	idOrNull := func() bool {
 		if req.ID == nil {
 			req.ID = nullID
 		}
-		return req
+		return true
 	}
 	if v := sc.jsonrpc; v == nil || !jsonString(v, Version) {
 		return idOrNull(), mhp.Errorf(mhp.CodeInvalidRequest, `"jsonrpc" must be "2.0"`).With("field", "jsonrpc")
@@ -148,7 +160,7 @@ func decodeFrame(b []byte) (*Request, *mhp.Error) {
 		req.paramsErr = mhp.Errorf(mhp.CodeInvalidRequest, "%s: member %q appears twice in %s", req.Method, dup, dupPath).
 			With("field", joinPath(dupPath, dup)).With("reason", "duplicate_member")
 	}
-	return req, nil
+	return true, nil
 }
 
 func badUTF8(b []byte) int {

@@ -558,9 +558,10 @@ func (s *Server) errUnknownSession(method string) *mhp.Error {
 type initFunc func(name string) (*session, *mhp.Error)
 
 // handle runs one decoded request for a session (nil before initialize or
-// without one) and returns the response, or nil for a notification. init is
-// called when the request is an initialize.
-func (s *Server) handle(ctx context.Context, ss *session, req *Request, init initFunc) *Response {
+// without one) and returns the response, written into out (the caller's, on
+// its stack), or nil for a notification. init is called when the request is
+// an initialize.
+func (s *Server) handle(ctx context.Context, ss *session, req *Request, init initFunc, out *Response) *Response {
 	debug := s.log.Enabled(ctx, slog.LevelDebug)
 	var start time.Time
 	if debug {
@@ -582,7 +583,8 @@ func (s *Server) handle(ctx context.Context, ss *session, req *Request, init ini
 	if req.IsNotification() {
 		return nil
 	}
-	resp := &Response{JSONRPC: Version, ID: req.ID}
+	*out = Response{JSONRPC: Version, ID: req.ID}
+	resp := out
 	if err != nil {
 		resp.Error = s.wireError(err)
 	} else {

@@ -194,7 +194,7 @@ func (c *streamConn) serveLine(ctx context.Context, line []byte, wg *sync.WaitGr
 		if ss != nil {
 			ss.touch(c.srv.clk.Now())
 		}
-		resp := c.srv.handle(ctx, ss, req, c.initSession)
+		resp := c.srv.handle(ctx, ss, req, c.initSession, new(Response))
 		if !priority {
 			<-c.slots // free before answering: the client may send its next request at once
 		}
