@@ -1,6 +1,11 @@
 package host
 
-import "github.com/openmhp/mhp-go/directory"
+import (
+	"context"
+
+	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/directory"
+)
 
 // Instance names one run of a hosted device: the value Running returns
 // for it stays the same while that device runs, and differs once it was
@@ -33,3 +38,9 @@ func (f *Fleet) Running(target string) (Device, Instance) {
 // id, the location the person recorded, its target), for a caller that
 // lists the fleet under targets of its own (a console's page URLs).
 func (e Entry) DirectoryCard() directory.Card { return e.card() }
+
+// Ping is the state of a fleet target as the fleet's finder pings it: a
+// hosted device is started on first use, a remote one is dialed.
+func (f *Fleet) Ping(ctx context.Context, target string) (mhp.DeviceState, error) {
+	return f.ping(ctx, target)
+}

@@ -356,15 +356,7 @@ func (c *fleetConsole) serveDirectory(w http.ResponseWriter, r *http.Request) {
 		cards = append(cards, card)
 	}
 	ping := func(ctx context.Context, target string) (mhp.DeviceState, error) {
-		dev, err := c.cfg.Fleet.Hosted(ctx, fleetTarget[target])
-		if err != nil {
-			return "", err
-		}
-		p, err := dev.Ping(ctx)
-		if err != nil {
-			return "", err
-		}
-		return p.State, nil
+		return c.cfg.Fleet.Ping(ctx, fleetTarget[target])
 	}
 	n := max(len(cards), 1)
 	d, err := directory.New(directory.Config{Index: directory.NewIndex(cards), Pinger: directory.PingerFunc(ping),

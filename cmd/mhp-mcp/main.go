@@ -27,6 +27,12 @@
 // release its leases.
 // MHP_MCP_ENABLED=0|1 overrides the policy's enabled flag for one process.
 //
+// --console ADDR (the fleet only) serves the person at the bench a browser
+// console of the hosted devices: the lab page and /devices/ID/, the device
+// console over the very device the agent drives, where a manual device's
+// operator prompts are answered (console.go). It has the front door of
+// --http (the same credentials and bind rule).
+//
 // --operator-token-file F gives the bridge the devices' operator token (mhp
 // serve --operator-token-file): with a policy whose operator_tools is true it
 // lists mhp_permit, which issues single-use permits over a connection of its
