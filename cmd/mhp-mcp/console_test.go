@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -258,6 +259,16 @@ func TestConsoleListsDevicesAddedAndRemoved(t *testing.T) {
 	if status, page := get(t, consoleURL+"devices/stirrer-01/", ""); status != http.StatusOK || !strings.Contains(string(page), "device.js") {
 		t.Fatalf("device page: %d %.200s", status, page)
 	}
+	// estop-all from the lab page (any identity, a viewer too) stops every
+	// hosted device that runs; a manual device's stop is the person's to
+	// confirm, and its answer says so.
+	status, stopped := post(t, consoleURL+"lab/estop-all", viewerTok, `{"reason":"lab drill"}`)
+	var all struct{ Answers []map[string]any }
+	if err := json.Unmarshal(stopped, &all); err != nil || status != http.StatusOK || len(all.Answers) != 1 ||
+		all.Answers[0]["id"] != "stirrer-01" || all.Answers[0]["state"] != "estop" ||
+		!strings.Contains(fmt.Sprint(all.Answers[0]["error"]), "Switch the stirrer off at the front panel") {
+		t.Fatalf("estop-all: %d %s", status, stopped)
+	}
 	if body, failed := toolCall(t, agent, "mhp_lab", map[string]any{"op": "remove", "device": "stirrer-01"}); failed {
 		t.Fatalf("remove: %v", body)
 	}
@@ -448,5 +459,13 @@ func TestConsoleOperatorToken(t *testing.T) {
 	}
 	if got := waitAnswer(t, stirred); !strings.Contains(got, `"done"`) || !strings.Contains(got, "by token") {
 		t.Fatalf("the agent's job: %s", got)
+	}
+	// No credentials required: every route has the DNS rebinding guard.
+	for _, path := range []string{"", "rpc", "devices/stirrer-01/", "devices/stirrer-01/rpc"} {
+		req, _ := http.NewRequest(http.MethodPost, consoleURL+path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Host = "attacker.example"
+		if status, body := do(t, req); status != http.StatusForbidden || !strings.Contains(string(body), auth.ReasonHostForbidden) {
+			t.Errorf("POST /%s for a foreign host: %d %s", path, status, body)
+		}
 	}
 }
