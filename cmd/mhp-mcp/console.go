@@ -153,7 +153,11 @@ func (c *fleetConsole) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/devices/{id}/", c.guard.Wrap(http.HandlerFunc(c.serveDevice)))
 	mux.HandleFunc("GET /devices/{id}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/devices/"+r.PathValue("id")+"/", http.StatusMovedPermanently)
+		if host.ValidID(r.PathValue("id")) != nil {
+			http.NotFound(w, r)
+			return
+		}
+		http.Redirect(w, r, "/devices/"+r.PathValue("id")+"/", http.StatusMovedPermanently) // the page's paths are relative
 	})
 	mux.Handle("/", c.lab)
 	return mux
