@@ -404,7 +404,7 @@ func (c *fleetConsole) estopAll(ctx context.Context, reason string) []console.ES
 			if err != nil {
 				a.Error = err.Error()
 			} else {
-				a.State, a.Stopped, a.Cancel, a.Error = string(res.State), res.Stopped, client.EStopJobs(res), res.StopError
+				a.State, a.Stopped, a.Pending, a.Cancel, a.Error = string(res.State), res.Stopped, res.StopPending, client.EStopJobs(res), res.StopError
 			}
 			a.Seconds = time.Since(start).Seconds()
 			out[i] = a
