@@ -469,3 +469,41 @@ func TestConsoleOperatorToken(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleBesideStdio: the usual bench setup, the harness talking MCP
+// over stdio, the person using --console; the console ends with the bridge.
+func TestConsoleBesideStdio(t *testing.T) {
+	consoleMu.Lock()
+	consoles := make(chan string, 1)
+	consoleListening = func(u string) { consoles <- u }
+	defer func() { consoleListening = nil; consoleMu.Unlock() }()
+	stdin, feed := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"--console", "127.0.0.1:0", "--home", labHome(t, true)}, stdin, io.Discard, io.Discard, nil)
+	}()
+	var consoleURL string
+	select {
+	case consoleURL = <-consoles:
+	case err := <-done:
+		t.Fatalf("mhp-mcp exited: %v", err)
+	}
+	if rs := labSearch(t, consoleURL, ""); len(rs) != 1 || rs[0]["id"] != "stirrer-01" {
+		t.Fatalf("lab beside stdio: %v", rs)
+	}
+	if status, page := get(t, consoleURL+"devices/stirrer-01/", ""); status != http.StatusOK || !strings.Contains(string(page), "device.js") {
+		t.Fatalf("device page: %d", status)
+	}
+	feed.Close() // the harness goes away
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("mhp-mcp at stdin's end: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("mhp-mcp did not end with its stdin")
+	}
+	if _, err := http.Get(consoleURL); err == nil {
+		t.Fatal("the console still answers after the bridge ended")
+	}
+}
