@@ -288,6 +288,12 @@ func (c *fleetConsole) sweep(ctx context.Context) {
 }
 
 func (c *fleetConsole) sweepOnce() {
+	c.mu.Lock()
+	none := len(c.devs) == 0
+	c.mu.Unlock()
+	if none { // nothing open: the fleet file is not read
+		return
+	}
 	list, err := c.cfg.Fleet.List()
 	if err != nil {
 		c.cfg.Log.Warn("console: the fleet file does not read; keeping the open consoles", "err", err)
