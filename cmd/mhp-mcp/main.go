@@ -27,6 +27,12 @@
 // release its leases.
 // MHP_MCP_ENABLED=0|1 overrides the policy's enabled flag for one process.
 //
+// --console ADDR (the fleet only) serves the person at the bench a browser
+// console of the hosted devices: the lab page and /devices/ID/, the device
+// console over the very device the agent drives, where a manual device's
+// operator prompts are answered (console.go). It has the front door of
+// --http (the same credentials and bind rule).
+//
 // --operator-token-file F gives the bridge the devices' operator token (mhp
 // serve --operator-token-file): with a policy whose operator_tools is true it
 // lists mhp_permit, which issues single-use permits over a connection of its
@@ -90,7 +96,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	dirURL := fs.String("directory", "", "directory server URL (directory/search finds devices)")
 	httpAddr := fs.String("http", "", "serve MCP Streamable HTTP on this address (default: stdio); a bare port binds 127.0.0.1")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token HTTP clients must send (and MHP devices are sent)")
-	insecure := fs.Bool("insecure", false, "allow --http on a non-loopback address without TLS and credentials")
+	insecure := fs.Bool("insecure", false, "allow --http (and --console) on a non-loopback address without TLS and credentials")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the PEM key of --tls-cert")
 	clientCA := fs.String("client-ca", "", "mutual TLS: HTTP clients need a certificate signed by this CA (PEM)")
@@ -114,6 +120,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.Var(&allow, "allow-origin", "browser Origin allowed over HTTP (repeatable)")
 	sessionIdle := fs.Duration("session-idle", mcpbridge.DefaultSessionIdle, "over HTTP, release an MCP session's device leases once it shows no life "+
 		"(no request, no open stream) for this long; a client that vanished without DELETE does not keep the devices")
+	// --console: the fleet's browser console (console.go).
+	consoleAddr := fs.String("console", "", "without targets: serve the lab page and the hosted devices' consoles (operator answers, estop) "+
+		"on this address, with the credentials of --http; a bare port binds 127.0.0.1")
 	var simNames origins
 	fs.Var(&simNames, "simulated", "a named device the host knows to be simulated, so actuated without allow_hardware (repeatable); "+
 		"a device's own tags never count")
@@ -200,7 +209,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var addr string
 	var st *auth.ServerTLS
 	var authn *auth.Authenticator
-	if *httpAddr != "" {
+	if *httpAddr != "" || *consoleAddr != "" { // --console: the same front door as --http
 		addr = transport.LoopbackDefault(*httpAddr)
 		tc := auth.ServerTLSConfig{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *clientCA, Logger: log}
 		if err := tc.Validate(); err != nil {
@@ -212,18 +221,35 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				return err
 			}
 		}
-		if *credentials != "" || token != "" || st.MutualTLS() {
+		// --console: the person at the bench may sign in as the operator with
+		// the devices' operator token (Mhp-Operator), as on mhp serve; the
+		// bridge's tools never look at a role, and no model holds that token.
+		consoleOp := ""
+		if *consoleAddr != "" {
+			consoleOp = opToken
+		}
+		if *credentials != "" || token != "" || st.MutualTLS() || consoleOp != "" {
 			var err error
-			authn, err = auth.New(auth.Config{CredentialsFile: *credentials, Token: token, ClientCerts: st.MutualTLS(), Logger: log})
+			authn, err = auth.New(auth.Config{CredentialsFile: *credentials, Token: token, ClientCerts: st.MutualTLS(), OperatorToken: consoleOp, Logger: log})
 			if err != nil {
 				return err
 			}
 		}
-		if err := auth.CheckExposure("mhp-mcp --http", addr, st != nil, authn.Required(), *insecure); err != nil {
-			return err
+		if *httpAddr != "" {
+			if err := auth.CheckExposure("mhp-mcp --http", addr, st != nil, authn.Required(), *insecure); err != nil {
+				return err
+			}
+		}
+		if *consoleAddr != "" {
+			if err := auth.CheckExposure("mhp-mcp --console", transport.LoopbackDefault(*consoleAddr), st != nil, authn.Required(), *insecure); err != nil {
+				return err
+			}
 		}
 	} else if *tlsCert != "" || *credentials != "" || *clientCA != "" {
-		return errors.New("--tls-cert, --client-ca and --credentials guard --http: give --http ADDR")
+		return errors.New("--tls-cert, --client-ca and --credentials guard --http and --console: give --http ADDR or --console ADDR")
+	}
+	if *consoleAddr != "" && (*dirURL != "" || len(named) > 0) {
+		return errors.New("--console serves the fleet's hosted devices (no targets): a named or directory device serves its own console (mhp serve)")
 	}
 	ctls := auth.ClientTLS{CAFile: *caFile, Pin: *pin, CertFile: *clientCert, KeyFile: *clientKey}
 	if _, err := ctls.Config(); err != nil {
@@ -273,7 +299,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		defer n.Close()
 		finder = n
 	}
-	if opToken != "" && !policy.OperatorTools {
+	if opToken != "" && !policy.OperatorTools && *consoleAddr == "" { // --console: the operator signs in with it
 		fmt.Fprintln(stderr, "mhp-mcp: --operator-token-file is unused: the host policy's operator_tools is off, so mhp_permit is not listed")
 	}
 	b, err := mcpbridge.New(mcpbridge.Config{Finder: finder, Fleet: fleet, Onboard: iv, Client: copts, Policy: &policy, OperatorToken: opToken,
@@ -282,6 +308,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	}
 	defer b.Close()
+	if *consoleAddr != "" { // the fleet's browser console (console.go), ended before the fleet closes
+		var tlsCfg *tls.Config
+		if st != nil {
+			tlsCfg = st.Config()
+		}
+		stopConsole, err := startConsole(ctx, transport.LoopbackDefault(*consoleAddr), consoleConfig{Fleet: fleet, Auth: authn, TLS: tlsCfg,
+			Hosts: consoleHosts(*consoleAddr), Log: log})
+		if err != nil {
+			return err
+		}
+		defer stopConsole()
+		if *httpAddr == "" {
+			auth.ReloadOnHangup(ctx, log, st, authn)
+		}
+	}
 	if *httpAddr == "" {
 		return b.Server().Run(ctx, &mcpbridge.LineTransport{In: stdin, Out: stdout})
 	}

@@ -2,6 +2,8 @@
 // Shared by the device and lab pages: JSON-RPC over fetch, the bearer token
 // (asked once, kept in sessionStorage, never put in a URL), an SSE reader
 // over fetch (so the token and session travel in headers), and DOM helpers.
+// Paths are relative to the page (rpc, events, whoami), so a page mounted
+// under a prefix (mhp-mcp --console: /devices/ID/) talks to its own device.
 const MHP = (() => {
   const TOKEN_KEY = 'mhp-token';
   const OPERATOR_KEY = 'mhp-operator-token';
@@ -41,7 +43,7 @@ const MHP = (() => {
   async function whoami() {
     let w = { name: '', role: '', via: '', can: [] };
     try {
-      const resp = await fetch('/whoami', { headers: headers(), credentials: 'same-origin', cache: 'no-store' });
+      const resp = await fetch('whoami', { headers: headers(), credentials: 'same-origin', cache: 'no-store' });
       if (resp.ok) w = await resp.json();
     } catch (e) { /* unreachable: keep nobody */ }
     const can = new Set(w.can || []);
@@ -95,7 +97,7 @@ const MHP = (() => {
     for (let attempt = 0; attempt < 4; attempt++) {
       let resp;
       try {
-        resp = await post(opts.path || '/rpc', { jsonrpc: '2.0', id: nextID++, method, params: params || {} }, opts.timeout);
+        resp = await post(opts.path || 'rpc', { jsonrpc: '2.0', id: nextID++, method, params: params || {} }, opts.timeout);
       } catch (e) {
         throw new RPCError({ code: 'unreachable', message: 'the server did not answer (' + (e.name === 'AbortError' ? 'timeout' : e.message) + ')' });
       }
@@ -147,7 +149,7 @@ const MHP = (() => {
     const h = headers({ Accept: 'text/event-stream' });
     delete h['Content-Type'];
     if (lastID) h['Last-Event-ID'] = lastID;
-    const resp = await fetch('/events', { headers: h, signal, credentials: 'same-origin', cache: 'no-store' });
+    const resp = await fetch('events', { headers: h, signal, credentials: 'same-origin', cache: 'no-store' });
     if (resp.status === 401) {
       await askToken();
       return { status: 401, lastID };

@@ -55,7 +55,7 @@
     const btn = $('estop-all');
     btn.disabled = true;
     try {
-      const r = await MHP.postJSON('/lab/estop-all', { reason: 'lab console estop-all' }, 15000);
+      const r = await MHP.postJSON('lab/estop-all', { reason: 'lab console estop-all' }, 15000);
       const body = $('estop-answers').querySelector('tbody');
       body.replaceChildren();
       let bad = 0;
