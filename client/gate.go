@@ -3,10 +3,10 @@ package client
 import (
 	"context"
 	"encoding/hex"
-	"strings"
 	"time"
 
 	"github.com/openmhp/mhp-go"
+	"github.com/openmhp/mhp-go/auth"
 )
 
 // Gate is a connection's own check of every method before it leaves: over
@@ -122,13 +122,8 @@ func (g *gated) Ping(ctx context.Context) (*mhp.PingResult, error) {
 func (g *gated) Listen(fn func(mhp.Notification)) func() { return g.dev.Listen(fn) }
 
 // EndSession is the connection closing, not a request: it always reaches the
-// device (its lease must end), with the gate's context when the gate gives one.
-func (g *gated) EndSession(ctx context.Context) {
-	if c, err := g.gate(ctx, mhp.MethodSessionRelease); err == nil {
-		ctx = c
-	}
-	g.dev.EndSession(ctx)
-}
+// device (its subscriptions and lease must end).
+func (g *gated) EndSession(ctx context.Context) { g.dev.EndSession(ctx) }
 
 func (g *gated) ListResources(ctx context.Context) ([]string, error) {
 	return gatedCall(g, ctx, mhp.MethodResourcesList, func(ctx context.Context) ([]string, error) {
@@ -151,29 +146,7 @@ func (g *gated) ReadResource(ctx context.Context, path string) (*mhp.Resource, e
 }
 
 // ownedLabel is an in-process session label naming its owner, as a
-// transport names an authenticated client's session: owner/client#hex, each
-// part cut to the characters a label keeps.
+// transport names an authenticated client's session: owner/client#hex.
 func ownedLabel(owner, client string, suffix []byte) string {
-	return labelPart(owner, "id") + "/" + labelPart(client, "client") + "#" + hex.EncodeToString(suffix)
-}
-
-// labelPart keeps letters, digits, '.', '_' and '-' of s (others become
-// '_'), at most 64 bytes; def when nothing is left.
-func labelPart(s, def string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if b.Len() >= 64 {
-			break
-		}
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
-		return def
-	}
-	return b.String()
+	return auth.LabelPart(owner, "id") + "/" + auth.LabelPart(client, "client") + "#" + hex.EncodeToString(suffix)
 }

@@ -110,12 +110,15 @@ func (b *Bridge) toolRole(t tool, args map[string]any) auth.Role {
 
 // allowTool refuses a tool call the session's caller may not make (nil
 // without a caller), and returns the context its device calls carry: the
-// tool's name, for a refusal to say.
+// tool's name, for a refusal to say, and the caller's pass.
 func (s *session) allowTool(ctx context.Context, t tool, args map[string]any) (context.Context, error) {
 	ctx = context.WithValue(ctx, toolKey{}, t.name)
 	if s.who == nil {
 		return ctx, nil
 	}
+	// The device calls of this tool call are the caller's, on whichever
+	// connection they go (mhp_estop of all goes on other sessions' too).
+	ctx = auth.WithPass(ctx, s.who)
 	if need := s.b.toolRole(t, args); need != "" {
 		if e := auth.Authorize(s.who.Identity(), t.name, need); e != nil {
 			return ctx, e.With("tool", t.name)

@@ -3,9 +3,10 @@ package transport
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/openmhp/mhp-go/auth"
 )
 
 // sessionKind says how a session was issued and how its caller proves it.
@@ -84,29 +85,11 @@ func newSecret() string {
 }
 
 // MaxLabelName caps the client-name part of a session label, in bytes.
-const MaxLabelName = 32
+const MaxLabelName = auth.MaxLabelPart
 
-// labelName sanitises a client name for a label: letters, digits, '.', '_'
-// and '-' are kept, anything else becomes '_', the result is capped at
-// MaxLabelName bytes; an empty name becomes def.
-func labelName(name, def string) string {
-	var b strings.Builder
-	for _, r := range name {
-		if b.Len() >= MaxLabelName {
-			break
-		}
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	if b.Len() == 0 {
-		return def
-	}
-	return b.String()
-}
+// labelName sanitises a client name for a label (auth.LabelPart: the
+// in-process sessions of the MCP bridge are labelled by the same rule).
+func labelName(name, def string) string { return auth.LabelPart(name, def) }
 
 // newLabel returns name + "#" + 32 random bits in hex. The suffix only makes
 // labels unique (the table also checks live ones; 32 bits keep a label of an

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +19,6 @@ import (
 
 	"github.com/openmhp/mhp-go"
 	"github.com/openmhp/mhp-go/auth/authtest"
-	"github.com/openmhp/mhp-go/binding"
-	"github.com/openmhp/mhp-go/examples/sim"
-	"github.com/openmhp/mhp-go/transport"
 )
 
 // methodLog is the MHP methods a fake device was sent, in order.
@@ -40,24 +39,19 @@ func (l *methodLog) saw(method string) bool {
 	return false
 }
 
-// recordedDevice is a simulated thermocycler served over MHP HTTP behind a
-// recorder of every JSON-RPC method it is sent.
+// recordedDevice is a simulated thermocycler served over MHP HTTP
+// (simDevice) behind a recorder of every JSON-RPC method it is sent.
 func recordedDevice(t *testing.T) (*methodLog, string) {
 	t.Helper()
-	cfg, err := sim.Config("sim:thermocycler", sim.Options{Speed: 100})
+	_, dev := simDevice(t)
+	backend, err := url.Parse(dev.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	drv, err := binding.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drv.Close() })
-	srv := transport.NewServer(drv, transport.Options{})
-	t.Cleanup(func() { srv.Close() })
+	proxy := httputil.NewSingleHostReverseProxy(backend)
+	proxy.FlushInterval = -1 // the event stream flows as it comes
 	log := &methodLog{}
-	h := srv.Handler()
-	dev := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -76,10 +70,10 @@ func recordedDevice(t *testing.T) (*methodLog, string) {
 				log.mu.Unlock()
 			}
 		}
-		h.ServeHTTP(w, r)
+		proxy.ServeHTTP(w, r)
 	}))
-	t.Cleanup(dev.Close)
-	return log, dev.URL
+	t.Cleanup(front.Close)
+	return log, front.URL
 }
 
 // toolCaller connects the Go SDK client with a bearer token and returns a
