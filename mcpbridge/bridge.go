@@ -170,6 +170,7 @@ type Bridge struct {
 	closing  sync.WaitGroup       // sessions closing because their MCP session ended
 
 	runner *script.Runner // mhp_run: concurrency cap, memory budget, bounded timeouts
+	op     operatorDial   // the default operator dial, with options (nil dial: Config.OperatorDial given)
 }
 
 // New validates cfg and makes a bridge; nothing is connected yet.
@@ -210,20 +211,23 @@ func New(cfg Config) (*Bridge, error) {
 			}
 		}
 	}
+	var op operatorDial
 	if cfg.OperatorDial == nil {
 		opts := cfg.Client
 		if opts.ClientName == "" {
 			opts.ClientName = "mhp-mcp-operator"
 		}
 		opts.OperatorToken = cfg.OperatorToken
-		cfg.OperatorDial = func(ctx context.Context, target string) (*client.Device, error) {
-			return client.Dial(ctx, target, opts)
+		opDial := func(ctx context.Context, target string, o client.Options) (*client.Device, error) {
+			return client.Dial(ctx, target, o)
 		}
 		if f := cfg.Fleet; f != nil { // a hosted device: an in-process operator connection
-			cfg.OperatorDial = func(ctx context.Context, target string) (*client.Device, error) {
-				return f.DialWith(ctx, target, opts)
-			}
+			opDial = f.DialWith
 		}
+		cfg.OperatorDial = func(ctx context.Context, target string) (*client.Device, error) {
+			return opDial(ctx, target, opts)
+		}
+		op = operatorDial{dial: opDial, opts: opts} // an operator caller's own name on it (roles.go)
 	}
 	if cfg.Updates <= 0 {
 		cfg.Updates = 256
@@ -257,6 +261,7 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.Policy != nil {
 		b.policy = *cfg.Policy
 	}
+	b.op = op
 	b.local = newSession(b)
 	b.runner = script.NewRunner(cfg.Script)
 	if _, err := rand.Read(b.secret[:]); err != nil {

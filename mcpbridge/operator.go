@@ -79,7 +79,7 @@ func (b *Bridge) operatorConn(ctx context.Context, s *session, id string) (*clie
 	if res == nil || res.Target == "" {
 		return nil, mhp.Errorf(mhp.CodeUnknownName, "device %q has no target in the directory", id).With(mhp.DataName, id)
 	}
-	d, err := b.cfg.OperatorDial(ctx, res.Target)
+	d, err := s.operatorDial(ctx, res.Target)
 	if err != nil {
 		return nil, fmt.Errorf("operator connection to %s: %w", mhp.Truncate(id, 120), err)
 	}

@@ -149,7 +149,7 @@ func (s *session) gate(ctx context.Context, method string) (context.Context, err
 // target: the bridge's, with the caller's gate and name when there is a
 // caller (an in-process session is labelled name/mhp-mcp#hex; a remote one,
 // which the device labels, <bridge's credential>/name#hex).
-func (s *session) dialOptions(opts client.Options, target string) client.Options {
+func (s *session) dialOptions(opts client.Options, target, client string) client.Options {
 	if s.who == nil {
 		return opts
 	}
@@ -160,7 +160,7 @@ func (s *session) dialOptions(opts client.Options, target string) client.Options
 	opts.Gate = s.gate
 	opts.ClientID = "" // one per connection: two callers are never one client
 	if host.IsHosted(target) {
-		opts.Owner, opts.ClientName = name, "mhp-mcp"
+		opts.Owner, opts.ClientName = name, client
 	} else {
 		opts.ClientName = name
 	}
@@ -177,7 +177,7 @@ func (s *session) dial(ctx context.Context, target string) (*client.Device, erro
 		return s.b.cfg.Dial(ctx, target)
 	}
 	if s.b.cfg.DialWith != nil {
-		return s.b.cfg.DialWith(ctx, target, s.dialOptions(s.b.cfg.Client, target))
+		return s.b.cfg.DialWith(ctx, target, s.dialOptions(s.b.cfg.Client, target, "mhp-mcp"))
 	}
 	if s.who.Identity().Role.Allows(auth.RoleOperator) {
 		return s.b.cfg.Dial(ctx, target)
@@ -201,4 +201,23 @@ func sameCaller(opener, caller *auth.Pass) error {
 	}
 	return mhp.Errorf(mhp.CodeServerError, "this MCP session belongs to another identity; %s must open its own", who).
 		With(mhp.DataReason, auth.ReasonRoleForbidden)
+}
+
+// operatorDial is the bridge's default operator connection (mhp_permit,
+// mhp_operator): its dial and options, so an operator caller's connection
+// can carry the caller's name and gate too.
+type operatorDial struct {
+	dial func(ctx context.Context, target string, opts client.Options) (*client.Device, error)
+	opts client.Options
+}
+
+// operatorDial connects the operator's own connection to target: named for
+// the caller (name/mhp-mcp-operator#hex in process) when there is one and
+// the bridge made the operator dial, else Config.OperatorDial as before.
+// Only an operator gets here (toolRole).
+func (s *session) operatorDial(ctx context.Context, target string) (*client.Device, error) {
+	if s.who == nil || s.b.op.dial == nil {
+		return s.b.cfg.OperatorDial(ctx, target)
+	}
+	return s.b.op.dial(ctx, target, s.dialOptions(s.b.op.opts, target, "mhp-mcp-operator"))
 }

@@ -200,7 +200,13 @@ func TestCallerRolesOverStreamableHTTP(t *testing.T) {
 // the lease names its holder.
 func TestFleetDevicesSeeTheCaller(t *testing.T) {
 	home, e := twinFleet(t)
-	url := serveHTTP(t, "--http", "127.0.0.1:0", "--home", home, "--evidence", t.TempDir(), "--credentials", roleCredentials(t))
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.json")
+	os.WriteFile(policy, []byte(`{"enabled": true, "operator_tools": true}`), 0o600)
+	opTok := filepath.Join(dir, "operator-token")
+	os.WriteFile(opTok, []byte("operator-token-0123456789\n"), 0o600)
+	url := serveHTTP(t, "--http", "127.0.0.1:0", "--home", home, "--evidence", t.TempDir(), "--credentials", roleCredentials(t),
+		"--policy", policy, "--operator-token-file", opTok)
 	viewer, adam, bea := toolCaller(t, url, "vera-token"), toolCaller(t, url, "adam-token"), toolCaller(t, url, "bea-token")
 	write := map[string]any{"device": e.ID, "name": "target_temperature", "value": 60}
 
@@ -231,5 +237,23 @@ func TestFleetDevicesSeeTheCaller(t *testing.T) {
 	}
 	if isErr, body := adam("mhp_write", write); isErr {
 		t.Fatalf("adam's write under his own lease: %v", body)
+	}
+
+	// The operator's permit is issued over the operator's own connection,
+	// named for the operator: its receipt says who issued it.
+	otto := toolCaller(t, url, "otto-token")
+	if isErr, body := otto("mhp_permit", map[string]any{"device": e.ID, "for": "write", "name": "target_temperature", "value": 60}); isErr {
+		t.Fatalf("operator permit: %v", body)
+	}
+	_, body = viewer("mhp_evidence", map[string]any{"device": e.ID})
+	list, _ = body["entries"].([]any)
+	var issued any
+	for _, r := range list {
+		if r, _ := r.(map[string]any); r["method"] == mhp.MethodPermitsIssue {
+			issued = r["session"]
+		}
+	}
+	if s, _ := issued.(string); !strings.HasPrefix(s, "otto/mhp-mcp-operator#") {
+		t.Fatalf("the permit's receipt names session %v, want otto/mhp-mcp-operator#…: %v", issued, list)
 	}
 }
