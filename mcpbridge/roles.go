@@ -147,9 +147,9 @@ func (s *session) gate(ctx context.Context, method string) (context.Context, err
 
 // dialOptions are the client options of the session's connection to
 // target: the bridge's, with the caller's gate and name when there is a
-// caller (an in-process session is labelled name/mhp-mcp#hex; a remote one,
-// which the device labels, <bridge's credential>/name#hex).
-func (s *session) dialOptions(opts client.Options, target, client string) client.Options {
+// caller (an in-process session is labelled name/clientName#hex; a remote
+// one, which the device labels, <bridge's credential>/name#hex).
+func (s *session) dialOptions(opts client.Options, target, clientName string) client.Options {
 	if s.who == nil {
 		return opts
 	}
@@ -160,7 +160,7 @@ func (s *session) dialOptions(opts client.Options, target, client string) client
 	opts.Gate = s.gate
 	opts.ClientID = "" // one per connection: two callers are never one client
 	if host.IsHosted(target) {
-		opts.Owner, opts.ClientName = name, client
+		opts.Owner, opts.ClientName = name, clientName
 	} else {
 		opts.ClientName = name
 	}
