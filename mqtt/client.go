@@ -360,13 +360,18 @@ func (p *PahoClient) isClosed() bool {
 }
 
 // Publish implements Client.
+//
+// A publish still waiting for its acknowledgement when the connection
+// drops ends then, as possibly delivered: paho never sends it again on the
+// next connection (the store drops it, see copyStore), so its token would
+// otherwise wait for ever.
 func (p *PahoClient) Publish(ctx context.Context, topic string, qos byte, retain bool, payload []byte) error {
-	if !p.State().Up {
+	st := p.State()
+	if !st.Up {
 		return fmt.Errorf("publish %s: %w", topic, ErrNotConnected)
 	}
 	tok := p.c.Publish(topic, qos, retain, payload)
-	select {
-	case <-tok.Done():
+	done := func() error {
 		if err := tok.Error(); err != nil {
 			if errors.Is(err, paho.ErrNotConnected) {
 				return fmt.Errorf("publish %s: %w", topic, ErrNotConnected)
@@ -374,6 +379,17 @@ func (p *PahoClient) Publish(ctx context.Context, topic string, qos byte, retain
 			return fmt.Errorf("mqtt: publish %s: %w", topic, err)
 		}
 		return nil
+	}
+	select {
+	case <-tok.Done():
+		return done()
+	case <-st.Changed: // the connection it went out on dropped
+		select {
+		case <-tok.Done():
+			return done()
+		default:
+		}
+		return fmt.Errorf("mqtt: publish %s: the broker connection dropped before the broker acknowledged it (it may have reached the broker)", topic)
 	case <-ctx.Done():
 		return fmt.Errorf("mqtt: publish %s: no acknowledgement from the broker: %w", topic, ctx.Err())
 	}

@@ -21,11 +21,32 @@ func TestCopyStoreHandsOutCopies(t *testing.T) {
 	if p.Dup {
 		t.Fatal("changing the copy changed the stored packet")
 	}
-	if keys := s.All(); len(keys) != 1 || keys[0] != "o.7" {
-		t.Fatalf("All = %v", keys)
-	}
 	s.Del("o.7")
 	if s.Get("o.7") != nil {
 		t.Fatal("deleted packet still there")
+	}
+}
+
+// What paho sent before a drop is never resumed: All (paho's resume) drops
+// the outgoing packets and lists only the incoming ones.
+func TestCopyStoreResumesNothingSentBefore(t *testing.T) {
+	s := newCopyStore()
+	out := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+	out.TopicName, out.Qos, out.MessageID, out.Payload = "lab/x/set/setpoint", 1, 7, []byte(`{"id":"w1","value":50}`)
+	rel := packets.NewControlPacket(packets.Pubrel).(*packets.PubrelPacket)
+	rel.MessageID = 8
+	in := packets.NewControlPacket(packets.Publish).(*packets.PublishPacket)
+	in.TopicName, in.Qos, in.MessageID = "lab/x/set/reply", 2, 9
+	s.Put("o.7", out)
+	s.Put("o.8", rel)
+	s.Put("i.9", in)
+	if keys := s.All(); len(keys) != 1 || keys[0] != "i.9" {
+		t.Fatalf("All = %v, want only the incoming i.9", keys)
+	}
+	if s.Get("o.7") != nil || s.Get("o.8") != nil {
+		t.Fatal("an outgoing packet of the connection before is still stored after the resume")
+	}
+	if s.Get("i.9") == nil {
+		t.Fatal("the incoming packet was dropped")
 	}
 }
