@@ -40,6 +40,9 @@ type Driver struct {
 	reasserting, reassertAgain bool
 	sweepArmed, realClock      bool
 	draining, closed           bool
+	// stopUnconfirmed: in estop, the last stop command failed (or never
+	// finished): the stop is sent again when the backend link comes back.
+	stopUnconfirmed bool
 
 	// The safety latches: estop and fault (above), and why. latches counts
 	// estops and faults latched, so a reset sees one that came during its

@@ -21,7 +21,10 @@ type linkState struct {
 // and writes and invokes are refused at the state gate with
 // data.outcome "not_started": nothing is sent to a backend that is not there.
 // A link change never latches a fault by itself: a command that was in flight
-// when the link dropped ends with its own outcome.
+// when the link dropped ends with its own outcome. A link that comes back
+// while the device is in estop and its last stop command failed gets the
+// stop sent again (bounded by StopTimeout; a reset waits for it), and a
+// notifications/safety/estop with stopped:true once the backend took it.
 func (d *Driver) SetLink(connected bool, err error) {
 	d.mu.Lock()
 	msg := ""
@@ -41,11 +44,19 @@ func (d *Driver) SetLink(connected bool, err error) {
 	if changed {
 		d.link.since = mhp.UnixSeconds(d.now())
 	}
+	var resend bool
+	var done chan struct{}
+	if changed && connected {
+		resend, done = d.reassertOnLinkLocked()
+	}
 	if changed && len(d.listeners) > 0 {
 		d.publishLocked(mhp.NotifyBackendLink, map[string]any{"backend": d.linkLocked()}) // releases mu
-		return
+	} else {
+		d.mu.Unlock()
 	}
-	d.mu.Unlock()
+	if resend {
+		go d.reassertStop(done)
+	}
 }
 
 // Link returns the backend link as last reported by the adapter, or nil when

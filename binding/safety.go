@@ -166,17 +166,37 @@ func (d *Driver) callReturnedLocked(cutOff bool) (reassert bool, done chan struc
 	return true, d.reassertDone
 }
 
+// reassertOnLinkLocked starts sending the stop again when the backend link
+// came back while the device is in estop and its last stop command failed
+// (sent into a link that was down, or cut with it): the stop is then the
+// first word the backend hears on the new link. It reports whether the
+// caller starts reassertStop with done once mu is released. mu is held.
+func (d *Driver) reassertOnLinkLocked() (start bool, done chan struct{}) {
+	if !d.estop || !d.stopUnconfirmed || d.cfg.EStop == nil || d.closed {
+		return false, nil
+	}
+	if d.reasserting {
+		d.reassertAgain = true
+		return false, nil
+	}
+	d.reasserting = true
+	d.reassertDone = make(chan struct{})
+	return true, d.reassertDone
+}
+
 // reassertStop runs the stop hook again after the last backend call cut off
-// by an estop returned.
+// by an estop returned, or when the backend link came back while a failed
+// stop stands (reassertOnLinkLocked).
 // A reset waits until it is done; a cut-off call that returns while it runs
 // gets one more run after it.
 func (d *Driver) reassertStop(done chan struct{}) {
 	defer close(done)
 	for {
+		var err error
 		if d.cfg.EStop != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopTimeout)
-			if err := d.cfg.EStop(ctx); err != nil {
-				d.cfg.Logger.Error("estop hook failed re-asserting the stop after a call cut off by estop returned",
+			if err = d.cfg.EStop(ctx); err != nil {
+				d.cfg.Logger.Error("estop hook failed re-asserting the stop",
 					"device", d.cfg.Device.ID, "err", err)
 			}
 			cancel()
@@ -185,6 +205,18 @@ func (d *Driver) reassertStop(done chan struct{}) {
 		d.locked(func() {
 			again, d.reassertAgain = d.reassertAgain, false
 			d.reasserting = again
+			if d.cfg.EStop == nil || !d.estop {
+				return
+			}
+			if err != nil {
+				d.stopUnconfirmed = true
+				return
+			}
+			if d.stopUnconfirmed { // a stop that had failed is now confirmed: say so
+				d.stopUnconfirmed = false
+				d.enqueueLocked(mhp.NotifySafetyEStop, map[string]any{"by": "driver", "stopped": true,
+					"reason": "the stop command was sent again and the backend took it"})
+			}
 		})
 		if !again {
 			return
@@ -230,6 +262,11 @@ func (d *Driver) estopFinish(ctx context.Context, by, reason string, cancelling 
 }
 
 func (d *Driver) stopResult(res *mhp.EStopResult, err error) {
+	d.locked(func() {
+		if d.estop {
+			d.stopUnconfirmed = err != nil
+		}
+	})
 	res.Stopped = err == nil
 	if err != nil {
 		res.StopError = err.Error()
@@ -289,6 +326,7 @@ func (d *Driver) Reset(ctx context.Context) (*mhp.ResetResult, error) {
 		}
 		was = d.estop || d.fault
 		d.estop, d.fault, d.faultReason = false, false, ""
+		d.stopUnconfirmed = false
 	})
 	if e != nil {
 		return nil, e
